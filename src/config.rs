@@ -1,0 +1,428 @@
+//! Configuration: raw TOML → validated [`Config`].
+//!
+//! `main` loads it once (`serve`, `check-config`) and passes it down explicitly; nothing reads
+//! it from a global. Unknown keys are an error (`deny_unknown_fields`), so a typo never silently
+//! falls back to a default. `--dev` fills in the development defaults before the file is applied.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Exit code for a configuration error (EX_CONFIG from sysexits.h).
+pub const EXIT_CONFIG: i32 = 78;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid config: `{key}`: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+/// The validated configuration the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub apps_domain: String,
+    pub control_host: String,
+    pub http_listen: SocketAddr,
+    pub https_listen: SocketAddr,
+    pub api_listen: Option<SocketAddr>,
+    pub tls: TlsConfig,
+    pub rate_limits: RateLimits,
+    pub limits: Limits,
+    pub sandbox: SandboxConfig,
+    /// True when started with `--dev`; only used for messages.
+    pub dev: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    Internal,
+    Acme,
+    Files,
+    Off,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub mode: TlsMode,
+    pub acme_directory: String,
+    pub acme_email: String,
+    pub acme_ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimits {
+    pub requests_per_minute: u32,
+    pub posts_per_minute_per_endpoint: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub build_memory_mb: u64,
+    pub app_memory_mb: u64,
+    pub pids: u64,
+    pub build_timeout_s: u64,
+    pub health_timeout_s: u64,
+    pub source_max_mb: u64,
+    pub log_retention_mb: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    Namespaces,
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub mode: SandboxMode,
+    pub uid_base: u32,
+    /// The private IPv4 range sandboxes get their /30 links from: (network, prefix length).
+    pub subnet: (std::net::Ipv4Addr, u8),
+    pub pass_env: Vec<String>,
+}
+
+pub const LETS_ENCRYPT_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+/// The TOML file as written; every field optional so `--dev` and defaults can fill gaps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    data_dir: Option<PathBuf>,
+    apps_domain: Option<String>,
+    control_host: Option<String>,
+    http_listen: Option<String>,
+    https_listen: Option<String>,
+    api_listen: Option<String>,
+    #[serde(default)]
+    tls: RawTls,
+    #[serde(default)]
+    rate_limits: RawRateLimits,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    sandbox: RawSandbox,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    mode: Option<String>,
+    acme_directory: Option<String>,
+    acme_email: Option<String>,
+    acme_ca_file: Option<String>,
+    cert_file: Option<String>,
+    key_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimits {
+    requests_per_minute: Option<u32>,
+    posts_per_minute_per_endpoint: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    build_memory_mb: Option<u64>,
+    app_memory_mb: Option<u64>,
+    pids: Option<u64>,
+    build_timeout_s: Option<u64>,
+    health_timeout_s: Option<u64>,
+    source_max_mb: Option<u64>,
+    log_retention_mb: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    mode: Option<String>,
+    uid_base: Option<u32>,
+    subnet: Option<String>,
+    pass_env: Option<Vec<String>>,
+}
+
+/// Facts about the machine that change defaults (kept apart so parsing stays pure).
+#[derive(Debug, Clone, Copy)]
+pub struct HostFacts {
+    pub is_root: bool,
+}
+
+impl HostFacts {
+    pub fn detect() -> HostFacts {
+        HostFacts { is_root: nix::unistd::geteuid().is_root() }
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file (if any) on top of the production or dev defaults.
+    pub fn load(path: Option<&Path>, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+        let raw = match path {
+            None => RawConfig::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                toml::from_str(&text).map_err(|error| ConfigError::Parse {
+                    path: path.to_owned(),
+                    message: error.to_string().trim().replace('\n', " "),
+                })?
+            }
+        };
+        Config::from_raw(raw, dev, host)
+    }
+
+    /// Parses config text; used by tests and `check-config`.
+    pub fn from_toml(text: &str, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|error| ConfigError::Parse {
+            path: PathBuf::from("<inline>"),
+            message: error.to_string().trim().replace('\n', " "),
+        })?;
+        Config::from_raw(raw, dev, host)
+    }
+
+    fn from_raw(raw: RawConfig, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+        let data_dir = raw.data_dir.unwrap_or_else(|| {
+            PathBuf::from(if dev { "./.slipway" } else { "/var/lib/slipway" })
+        });
+        let apps_domain = match raw.apps_domain {
+            Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
+            None if dev => "localhost".to_owned(),
+            None => {
+                return Err(ConfigError::Invalid {
+                    key: "apps_domain",
+                    message: "is required (e.g. apps_domain = \"apps.example.com\"), or run with --dev".into(),
+                })
+            }
+        };
+        if !is_hostname(&apps_domain) {
+            return Err(ConfigError::Invalid {
+                key: "apps_domain",
+                message: format!("{apps_domain:?} is not a DNS name"),
+            });
+        }
+        let control_host = raw
+            .control_host
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+            .unwrap_or_else(|| format!("slipway.{apps_domain}"));
+        if !is_hostname(&control_host) {
+            return Err(ConfigError::Invalid {
+                key: "control_host",
+                message: format!("{control_host:?} is not a DNS name"),
+            });
+        }
+        let http_listen = parse_addr(
+            "http_listen",
+            raw.http_listen.as_deref().unwrap_or(if dev { "127.0.0.1:8080" } else { "0.0.0.0:80" }),
+        )?;
+        let https_listen = parse_addr(
+            "https_listen",
+            raw.https_listen.as_deref().unwrap_or(if dev { "127.0.0.1:8443" } else { "0.0.0.0:443" }),
+        )?;
+        let api_listen = match raw.api_listen.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(parse_addr("api_listen", text)?),
+        };
+
+        let tls_mode = match raw.tls.mode.as_deref() {
+            None => {
+                if dev {
+                    TlsMode::Internal
+                } else {
+                    TlsMode::Acme
+                }
+            }
+            Some("internal") => TlsMode::Internal,
+            Some("acme") => TlsMode::Acme,
+            Some("files") => TlsMode::Files,
+            Some("off") => TlsMode::Off,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    key: "tls.mode",
+                    message: format!("{other:?} is not one of internal, acme, files, off"),
+                })
+            }
+        };
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        let tls = TlsConfig {
+            mode: tls_mode,
+            acme_directory: non_empty(raw.tls.acme_directory)
+                .unwrap_or_else(|| LETS_ENCRYPT_DIRECTORY.to_owned()),
+            acme_email: raw.tls.acme_email.unwrap_or_default(),
+            acme_ca_file: non_empty(raw.tls.acme_ca_file).map(PathBuf::from),
+            cert_file: non_empty(raw.tls.cert_file).map(PathBuf::from),
+            key_file: non_empty(raw.tls.key_file).map(PathBuf::from),
+        };
+        if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
+            return Err(ConfigError::Invalid {
+                key: "tls.cert_file",
+                message: "tls.mode = \"files\" needs both tls.cert_file and tls.key_file".into(),
+            });
+        }
+
+        let rate_limits = RateLimits {
+            requests_per_minute: positive("rate_limits.requests_per_minute", raw.rate_limits.requests_per_minute, 60)?,
+            posts_per_minute_per_endpoint: positive(
+                "rate_limits.posts_per_minute_per_endpoint",
+                raw.rate_limits.posts_per_minute_per_endpoint,
+                30,
+            )?,
+        };
+        let limits = Limits {
+            build_memory_mb: positive("limits.build_memory_mb", raw.limits.build_memory_mb, 1024)?,
+            app_memory_mb: positive("limits.app_memory_mb", raw.limits.app_memory_mb, 1024)?,
+            pids: positive("limits.pids", raw.limits.pids, 512)?,
+            build_timeout_s: positive("limits.build_timeout_s", raw.limits.build_timeout_s, 900)?,
+            health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
+            source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
+            log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
+        };
+
+        let sandbox_mode = match raw.sandbox.mode.as_deref() {
+            None if dev && !host.is_root => SandboxMode::None,
+            None | Some("namespaces") => SandboxMode::Namespaces,
+            Some("none") => SandboxMode::None,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    key: "sandbox.mode",
+                    message: format!("{other:?} is not one of namespaces, none"),
+                })
+            }
+        };
+        let subnet_text = raw.sandbox.subnet.as_deref().unwrap_or("10.213.0.0/16");
+        let subnet = parse_subnet(subnet_text).ok_or_else(|| ConfigError::Invalid {
+            key: "sandbox.subnet",
+            message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
+        })?;
+        let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
+        if uid_base < 65_536 || uid_base > u32::MAX - 1_000_000 {
+            return Err(ConfigError::Invalid {
+                key: "sandbox.uid_base",
+                message: format!("{uid_base} must be between 65536 and {}", u32::MAX - 1_000_000),
+            });
+        }
+        let sandbox = SandboxConfig {
+            mode: sandbox_mode,
+            uid_base,
+            subnet,
+            pass_env: raw.sandbox.pass_env.unwrap_or_else(|| {
+                [
+                    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                    "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
+                    "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                ]
+                .map(String::from)
+                .to_vec()
+            }),
+        };
+
+        Ok(Config {
+            data_dir,
+            apps_domain,
+            control_host,
+            http_listen,
+            https_listen,
+            api_listen,
+            tls,
+            rate_limits,
+            limits,
+            sandbox,
+            dev,
+        })
+    }
+
+    /// The first label of the control host: reserved as a slug.
+    pub fn reserved_slug(&self) -> &str {
+        self.control_host.split('.').next().unwrap_or("")
+    }
+}
+
+fn positive<T: PartialOrd + Default + Copy>(key: &'static str, value: Option<T>, default: T) -> Result<T, ConfigError> {
+    let value = value.unwrap_or(default);
+    if value <= T::default() {
+        return Err(ConfigError::Invalid { key, message: "must be greater than 0".into() });
+    }
+    Ok(value)
+}
+
+fn parse_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|_| ConfigError::Invalid {
+        key,
+        message: format!("{text:?} is not an address like \"127.0.0.1:8080\" or \"[::]:443\""),
+    })
+}
+
+fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
+    let (addr, prefix) = text.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let prefix: u8 = prefix.parse().ok()?;
+    if !(8..=28).contains(&prefix) {
+        return None;
+    }
+    let mask = u32::MAX << (32 - prefix);
+    Some((std::net::Ipv4Addr::from(u32::from(addr) & mask), prefix))
+}
+
+fn is_hostname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: HostFacts = HostFacts { is_root: true };
+
+    #[test]
+    fn dev_defaults_need_nothing() {
+        let config = Config::from_toml("", true, HostFacts { is_root: false }).unwrap();
+        assert_eq!(config.apps_domain, "localhost");
+        assert_eq!(config.control_host, "slipway.localhost");
+        assert_eq!(config.http_listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.tls.mode, TlsMode::Internal);
+        assert_eq!(config.sandbox.mode, SandboxMode::None);
+        assert_eq!(config.reserved_slug(), "slipway");
+    }
+
+    #[test]
+    fn production_requires_apps_domain() {
+        let error = Config::from_toml("", false, ROOT).unwrap_err();
+        assert!(error.to_string().contains("apps_domain"), "{error}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false, ROOT).unwrap_err();
+        assert!(error.to_string().contains("http_lisen"), "{error}");
+        let error = Config::from_toml("[limits]\npid = 3", true, ROOT).unwrap_err();
+        assert!(error.to_string().contains("pid"), "{error}");
+    }
+
+    #[test]
+    fn invalid_values_are_named() {
+        for (text, key) in [
+            ("[tls]\nmode = \"acm\"", "tls.mode"),
+            ("http_listen = \"localhost\"", "http_listen"),
+            ("[sandbox]\nsubnet = \"10.0.0.0/30\"", "sandbox.subnet"),
+            ("[limits]\npids = 0", "limits.pids"),
+        ] {
+            let error = Config::from_toml(text, true, ROOT).unwrap_err();
+            assert!(error.to_string().contains(key), "{text}: {error}");
+        }
+    }
+}

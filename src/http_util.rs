@@ -1,0 +1,24 @@
+//! Small shared HTTP pieces: the one response body type every handler returns, and helpers
+//! to build bodies. Used by the API, the router, the proxy and static serving.
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
+
+/// Error type carried by streamed bodies.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The response body type of every handler in the daemon.
+pub type Body = BoxBody<Bytes, BodyError>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// Wraps a hyper body (a request or an upstream response) as a [`Body`].
+pub fn from_incoming(body: hyper::body::Incoming) -> Body {
+    body.map_err(|error| Box::new(error) as BodyError).boxed()
+}

@@ -1,0 +1,116 @@
+//! `sandbox.mode = "none"`: the command runs as a plain child of the daemon, in a process group
+//! of its own, with the spec's environment and nothing else. No isolation: the daemon warns
+//! loudly at start. Grandchildren that call `setsid` escape the group kill; only the namespaced
+//! runner can promise to end a whole tree.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use super::{Exit, Running, RunningProcess, Runner, StepKind, StepSpec};
+
+pub struct DirectRunner;
+
+impl Runner for DirectRunner {
+    fn spawn(&self, spec: StepSpec) -> std::io::Result<Running> {
+        let cwd = match &spec.kind {
+            StepKind::Build { workspace } => workspace.clone(),
+            StepKind::App { output, data_dir } => {
+                std::fs::create_dir_all(data_dir)?;
+                output.clone()
+            }
+        };
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(&spec.command)
+            .current_dir(cwd)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if !spec.env.iter().any(|(k, _)| k == "PATH") {
+            command.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        }
+        let mut child = command.spawn()?;
+        let pid = child.id().map(|id| Pid::from_raw(id as i32));
+        Ok(Running {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            inner: Box::new(DirectProcess { child, pgid: pid, exited: None }),
+        })
+    }
+}
+
+struct DirectProcess {
+    child: tokio::process::Child,
+    pgid: Option<Pid>,
+    exited: Option<Exit>,
+}
+
+impl DirectProcess {
+    fn kill_group(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, signal);
+        }
+    }
+
+    async fn wait_main(&mut self) -> std::io::Result<Exit> {
+        if let Some(exit) = &self.exited {
+            return Ok(exit.clone());
+        }
+        let status = self.child.wait().await?;
+        use std::os::unix::process::ExitStatusExt;
+        let exit = match (status.code(), status.signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            (None, None) => Exit::Code(-1),
+        };
+        self.exited = Some(exit.clone());
+        Ok(exit)
+    }
+}
+
+impl RunningProcess for DirectProcess {
+    fn wait(&mut self) -> BoxFuture<'_, std::io::Result<Exit>> {
+        Box::pin(async move {
+            let exit = self.wait_main().await?;
+            // The step is over: whatever it left behind in its group goes too.
+            self.kill_group(Signal::SIGKILL);
+            Ok(exit)
+        })
+    }
+
+    fn stop(&mut self, grace: Duration) -> BoxFuture<'_, std::io::Result<Exit>> {
+        Box::pin(async move {
+            self.kill_group(Signal::SIGTERM);
+            let exit = match tokio::time::timeout(grace, self.wait_main()).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    self.kill_group(Signal::SIGKILL);
+                    self.wait_main().await?
+                }
+            };
+            self.kill_group(Signal::SIGKILL);
+            Ok(exit)
+        })
+    }
+
+    fn kill(&mut self) {
+        self.kill_group(Signal::SIGKILL);
+    }
+}
+
+impl Drop for DirectProcess {
+    fn drop(&mut self) {
+        self.kill_group(Signal::SIGKILL);
+    }
+}

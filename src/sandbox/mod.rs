@@ -1,0 +1,105 @@
+//! Running untrusted commands: install, build and start steps all go through a [`Runner`].
+//!
+//! The pipeline and the supervisor describe *what* to run with a [`StepSpec`]; the runner
+//! decides *how*. `direct` runs the command as a plain child process in its own process group
+//! (`sandbox.mode = "none"`); the namespaced runner (issue 4) execs the single-threaded
+//! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
+
+pub mod direct;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::process::{ChildStderr, ChildStdout};
+
+/// What a step is: which filesystem view it gets.
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// install/build: the workspace read-write at `/app` (cwd).
+    Build { workspace: PathBuf },
+    /// start: the build output read-only at `/app` (cwd) plus a writable data dir at `/data`.
+    App { output: PathBuf, data_dir: PathBuf },
+}
+
+/// Everything needed to run one command in one sandbox.
+#[derive(Debug, Clone)]
+pub struct StepSpec {
+    /// A name unique among running sandboxes, e.g. `slipway-dpl_xxx-build`.
+    pub name: String,
+    pub kind: StepKind,
+    /// The shell command; run as `sh -c <command>`.
+    pub command: String,
+    /// The complete environment (the runner adds nothing but PATH/HOME defaults if absent).
+    pub env: Vec<(String, String)>,
+    /// Host uid/gid the project's code runs as (namespaces mode).
+    pub project_uid: u32,
+    pub memory_mb: u64,
+    pub pids: u64,
+    /// CPU quota in whole-core units (e.g. 1.0 = one core).
+    pub cpus: f64,
+    /// Grace period between SIGTERM and SIGKILL on stop.
+    pub stop_grace: Duration,
+}
+
+/// A running step. Dropping it kills the whole tree.
+pub struct Running {
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    /// Where the process can be reached (apps listen on `addr:PORT`).
+    pub address: IpAddr,
+    pub(crate) inner: Box<dyn RunningProcess>,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// The memory limit was hit (the OOM killer ended the step).
+    OutOfMemory,
+    /// The pids limit was hit and the step failed.
+    PidsExhausted,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Exit::Code(code) => format!("exited with code {code}"),
+            Exit::Signal(signal) => format!("was killed by signal {signal}"),
+            Exit::OutOfMemory => "ran out of memory (the memory limit was reached)".into(),
+            Exit::PidsExhausted => "hit the process limit (too many processes)".into(),
+        }
+    }
+}
+
+pub trait RunningProcess: Send {
+    /// Waits for the step's main process to exit; then every other process of the step is
+    /// killed too.
+    fn wait(&mut self) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
+    /// SIGTERM, `grace`, then SIGKILL of the whole tree; returns once everything is gone.
+    fn stop(&mut self, grace: Duration) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
+    /// SIGKILL of the whole tree, without waiting.
+    fn kill(&mut self);
+}
+
+impl Running {
+    pub async fn wait(&mut self) -> std::io::Result<Exit> {
+        self.inner.wait().await
+    }
+    pub async fn stop(&mut self, grace: Duration) -> std::io::Result<Exit> {
+        self.inner.stop(grace).await
+    }
+    pub fn kill(&mut self) {
+        self.inner.kill()
+    }
+}
+
+/// Starts steps. One per daemon, chosen from `sandbox.mode`.
+pub trait Runner: Send + Sync {
+    fn spawn(&self, spec: StepSpec) -> std::io::Result<Running>;
+}
