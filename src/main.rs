@@ -1,1 +1,132 @@
-fn main() {}
+//! The `slipway` binary: parse the command line, load the config (exit 78 when it is invalid),
+//! set up logging, and hand over to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use slipway::cli::{CaAction, Cli, Command, DaemonTarget, TokenAction};
+use slipway::config::{Config, HostFacts, EXIT_CONFIG};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::SandboxExec => slipway::sandbox::sandbox_exec_main(),
+        Command::CheckConfig { dev, config } => {
+            match Config::load(config.as_deref(), dev, HostFacts::detect()) {
+                Ok(config) => {
+                    println!(
+                        "config OK: data_dir={} apps_domain={} tls={:?} sandbox={:?}",
+                        config.data_dir.display(),
+                        config.apps_domain,
+                        config.tls.mode,
+                        config.sandbox.mode
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(error) => config_error(error),
+            }
+        }
+        Command::Serve { dev, config } => {
+            let config = match Config::load(config.as_deref(), dev, HostFacts::detect()) {
+                Ok(config) => config,
+                Err(error) => return config_error(error),
+            };
+            init_tracing();
+            let runtime = tokio::runtime::Runtime::new().expect("cannot start the tokio runtime");
+            match runtime.block_on(serve(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("slipway: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Token { action, target } => {
+            let request = match action {
+                TokenAction::Create { name } => slipway::admin::AdminRequest::TokenCreate { name },
+                TokenAction::List => slipway::admin::AdminRequest::TokenList,
+                TokenAction::Revoke { id } => slipway::admin::AdminRequest::TokenRevoke { id },
+            };
+            admin(target, request)
+        }
+        Command::Ca {
+            action: CaAction::Export,
+            target,
+        } => admin(target, slipway::admin::AdminRequest::CaExport),
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let signal_shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        signal_shutdown.cancel();
+    });
+    slipway::app::run(config, shutdown, |bound| {
+        // Printed on stdout, one line per listener, for operators and for tests.
+        println!("listening http {}", bound.http);
+        if let Some(https) = bound.https {
+            println!("listening https {https}");
+        }
+        if let Some(api) = bound.api {
+            println!("listening api {api}");
+        }
+        println!("ready");
+    })
+    .await
+}
+
+fn admin(target: DaemonTarget, request: slipway::admin::AdminRequest) -> ExitCode {
+    let data_dir = match target.data_dir {
+        Some(dir) => dir,
+        None => match Config::load(target.config.as_deref(), target.dev, HostFacts::detect()) {
+            Ok(config) => config.data_dir,
+            Err(error) => return config_error(error),
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(slipway::admin::request(&data_dir, &request)) {
+        Ok(serde_json::Value::String(text)) => {
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(value) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("slipway: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_error(error: slipway::config::ConfigError) -> ExitCode {
+    eprintln!("slipway: {error}");
+    ExitCode::from(EXIT_CONFIG as u8)
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("SLIPWAY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

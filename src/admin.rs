@@ -1,0 +1,166 @@
+//! The admin socket `<data_dir>/admin.sock` (mode 0600, root only): lets `slipway token …`
+//! and `slipway ca export` on the host talk to the running daemon. One JSON request per
+//! connection, one JSON response.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Tokens;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum AdminRequest {
+    TokenCreate { name: String },
+    TokenList,
+    TokenRevoke { id: String },
+    CaExport,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AdminResponse {
+    pub ok: bool,
+    pub result: serde_json::Value,
+    pub error: Option<String>,
+}
+
+pub struct AdminState {
+    pub tokens: Arc<Tokens>,
+    pub ca_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
+pub fn socket_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("admin.sock")
+}
+
+/// Binds the socket (replacing a stale one) with mode 0600.
+pub fn bind(data_dir: &Path) -> std::io::Result<UnixListener> {
+    let path = socket_path(data_dir);
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+pub async fn serve(listener: UnixListener, state: Arc<AdminState>, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "admin socket accept failed");
+                    continue;
+                }
+            },
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Err(error) = handle(stream, state).await {
+                tracing::debug!(%error, "admin connection failed");
+            }
+        });
+    }
+}
+
+async fn handle(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    BufReader::new(read.take_limited())
+        .read_line(&mut line)
+        .await?;
+    let response = match serde_json::from_str::<AdminRequest>(&line) {
+        Err(error) => AdminResponse {
+            ok: false,
+            result: serde_json::Value::Null,
+            error: Some(format!("bad request: {error}")),
+        },
+        Ok(request) => {
+            let tokens = state.tokens.clone();
+            let state2 = state.clone();
+            tokio::task::spawn_blocking(move || execute(request, &tokens, &state2))
+                .await
+                .unwrap_or_else(|error| AdminResponse {
+                    ok: false,
+                    result: serde_json::Value::Null,
+                    error: Some(error.to_string()),
+                })
+        }
+    };
+    let mut bytes = serde_json::to_vec(&response).expect("responses serialize");
+    bytes.push(b'\n');
+    write.write_all(&bytes).await?;
+    write.shutdown().await
+}
+
+trait TakeLimited: tokio::io::AsyncRead + Sized {
+    fn take_limited(self) -> tokio::io::Take<Self> {
+        tokio::io::AsyncReadExt::take(self, 64 * 1024)
+    }
+}
+impl<T: tokio::io::AsyncRead> TakeLimited for T {}
+
+fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminResponse {
+    let ok = |result| AdminResponse {
+        ok: true,
+        result,
+        error: None,
+    };
+    let fail = |error: String| AdminResponse {
+        ok: false,
+        result: serde_json::Value::Null,
+        error: Some(error),
+    };
+    match request {
+        AdminRequest::TokenCreate { name } => match tokens.create(&name, crate::ids::now_ms()) {
+            Ok(token) => {
+                tracing::info!(token = %token.record.id, "API token created through the admin socket");
+                let mut value = crate::api::token_json(&token.record);
+                value["token"] = serde_json::Value::String(token.secret);
+                ok(value)
+            }
+            Err(error) => fail(error.to_string()),
+        },
+        AdminRequest::TokenList => match tokens.list() {
+            Ok(list) => ok(serde_json::Value::Array(
+                list.iter().map(crate::api::token_json).collect(),
+            )),
+            Err(error) => fail(error.to_string()),
+        },
+        AdminRequest::TokenRevoke { id } => match tokens.revoke(&id) {
+            Ok(true) => ok(serde_json::json!({"id": id, "revoked": true})),
+            Ok(false) => fail(format!("no token with id {id:?}")),
+            Err(error) => fail(error.to_string()),
+        },
+        AdminRequest::CaExport => match (state.ca_root_pem)() {
+            Some(pem) => ok(serde_json::Value::String(pem)),
+            None => fail("this daemon has no internal CA (tls.mode is not \"internal\")".into()),
+        },
+    }
+}
+
+/// Client side: sends one request to the daemon's socket.
+pub async fn request(data_dir: &Path, request: &AdminRequest) -> anyhow::Result<serde_json::Value> {
+    let path = socket_path(data_dir);
+    let stream = UnixStream::connect(&path).await.map_err(|error| {
+        anyhow::anyhow!("cannot reach the daemon at {}: {error} (is `slipway serve` running with this data_dir, and are you root?)", path.display())
+    })?;
+    let (read, mut write) = stream.into_split();
+    let mut bytes = serde_json::to_vec(request)?;
+    bytes.push(b'\n');
+    write.write_all(&bytes).await?;
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await?;
+    let response: AdminResponse = serde_json::from_str(&line)?;
+    if !response.ok {
+        anyhow::bail!(response
+            .error
+            .unwrap_or_else(|| "the daemon refused the request".into()));
+    }
+    Ok(response.result)
+}

@@ -1,0 +1,165 @@
+//! Request body reading and input validation shared by the handlers: bounded bodies,
+//! content-type and JSON checks, slug rules.
+
+use http::Request;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use super::{ApiError, ErrorKind};
+
+/// Largest JSON body the API accepts (env vars: 500 × 64 KiB values fit).
+pub const MAX_JSON_BYTES: usize = 40 * 1024 * 1024;
+
+/// Reads a body of at most `max` bytes; 413 past it (from `Content-Length` up front when sent).
+pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            ErrorKind::PayloadTooLarge,
+            format!("request body is larger than the limit of {max} bytes"),
+        )
+    };
+    if let Some(length) = request.headers().get(http::header::CONTENT_LENGTH) {
+        if length
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > max as u64)
+        {
+            return Err(too_large());
+        }
+    }
+    match Limited::new(request.into_body(), max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(error) => Err(ApiError::invalid(
+            "INVALID_BODY",
+            format!("could not read the request body: {error}"),
+        )),
+    }
+}
+
+/// Reads a JSON object body: `Content-Type: application/json`, valid JSON, an object.
+pub async fn read_json_object(
+    request: Request<Incoming>,
+) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if essence != "application/json" {
+        return Err(ApiError::invalid(
+            "INVALID_CONTENT_TYPE",
+            format!(
+                "expected Content-Type: application/json, got {:?}",
+                if essence.is_empty() {
+                    "nothing"
+                } else {
+                    essence
+                }
+            ),
+        ));
+    }
+    let bytes = read_body(request, MAX_JSON_BYTES).await?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| {
+        ApiError::invalid(
+            "INVALID_JSON",
+            format!("request body is not valid JSON: {error}"),
+        )
+    })?;
+    match value {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => Err(ApiError::invalid(
+            "INVALID_BODY",
+            "request body must be a JSON object",
+        )),
+    }
+}
+
+/// Slug rules: `^[a-z0-9]+(-[a-z0-9]+)*$`, 2 to 63 characters, not the reserved label.
+pub fn validate_slug(slug: &str, reserved: &str) -> Result<(), ApiError> {
+    let well_formed = (2..=63).contains(&slug.len())
+        && slug.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        });
+    if !well_formed {
+        return Err(ApiError::invalid(
+            "INVALID_SLUG_FORMAT",
+            format!("slug {slug:?} must be 2 to 63 characters of lowercase letters, digits and single inner hyphens (kebab-case)"),
+        ));
+    }
+    if slug == reserved {
+        return Err(ApiError::invalid(
+            "INVALID_SLUG_RESERVED",
+            format!("slug {slug:?} is reserved for the control host"),
+        ));
+    }
+    Ok(())
+}
+
+/// An optional string field: absent or null → None; wrong type → INVALID_BODY naming it.
+pub fn optional_string(
+    map: &serde_json::Map<String, serde_json::Value>,
+    field: &str,
+) -> Result<Option<String>, ApiError> {
+    match map.get(field) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::invalid(
+            "INVALID_BODY",
+            format!("field `{field}` must be a string"),
+        )),
+    }
+}
+
+/// Refuses fields outside `allowed`, naming the first unknown one.
+pub fn only_fields(
+    map: &serde_json::Map<String, serde_json::Value>,
+    allowed: &[&str],
+) -> Result<(), ApiError> {
+    match map.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(ApiError::invalid(
+            "INVALID_BODY",
+            format!(
+                "unknown field `{key}`; allowed fields: {}",
+                allowed.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_edges() {
+        for good in ["ab", "a1", "my-app", "a-b-c", &"a".repeat(63)] {
+            assert!(validate_slug(good, "slipway").is_ok(), "{good}");
+        }
+        for bad in [
+            "a",
+            &"a".repeat(64),
+            "Ab",
+            "-ab",
+            "ab-",
+            "a--b",
+            "a_b",
+            "a.b",
+            "",
+        ] {
+            let error = validate_slug(bad, "slipway").unwrap_err();
+            assert_eq!(error.kind.code(), "INVALID_SLUG_FORMAT", "{bad}");
+        }
+        assert_eq!(
+            validate_slug("slipway", "slipway").unwrap_err().kind.code(),
+            "INVALID_SLUG_RESERVED"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! The REST API under `/api/` on the control host: authentication → rate limit → route →
+//! handler. Every response carries the rate-limit headers; every error is the contract's
+//! envelope (`error.rs`). Handlers live in one module per resource.
+
+mod error;
+mod json;
+mod projects;
+mod tokens;
+pub use tokens::token_json;
+mod openapi;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+pub use error::{ApiError, ErrorKind};
+pub use openapi::openapi_document;
+
+use crate::auth::{Caller, Tokens};
+use crate::config::Config;
+use crate::http_util::{full, Body};
+use crate::ratelimit::RateLimiter;
+use crate::secrets::SecretBox;
+use crate::store::Store;
+
+/// Everything the handlers share. Built once by `app.rs`.
+pub struct Context {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub tokens: Arc<Tokens>,
+    pub limiter: RateLimiter,
+    pub secrets: SecretBox,
+    pub routes: Arc<crate::router::Routes>,
+    /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
+    pub public_scheme: &'static str,
+    pub public_port_suffix: String,
+}
+
+impl Context {
+    pub fn app_url(&self, slug: &str) -> String {
+        format!(
+            "{}://{slug}.{}{}",
+            self.public_scheme, self.config.apps_domain, self.public_port_suffix
+        )
+    }
+}
+
+/// Every route of the API: (method, template, id). The OpenAPI document and its test walk it.
+pub const ROUTES: &[(Method, &str, Route)] = &[
+    (Method::GET, "/api/projects", Route::ListProjects),
+    (Method::POST, "/api/projects", Route::CreateProject),
+    (Method::GET, "/api/projects/{projectId}", Route::GetProject),
+    (
+        Method::DELETE,
+        "/api/projects/{projectId}",
+        Route::DeleteProject,
+    ),
+    (
+        Method::POST,
+        "/api/projects/{projectId}/env-vars",
+        Route::SetEnvVars,
+    ),
+    (
+        Method::GET,
+        "/api/projects/{projectId}/env-vars",
+        Route::GetEnvVars,
+    ),
+    (
+        Method::DELETE,
+        "/api/projects/{projectId}/env-vars/{key}",
+        Route::DeleteEnvVar,
+    ),
+    (Method::POST, "/api/tokens", Route::CreateToken),
+    (Method::GET, "/api/tokens", Route::ListTokens),
+    (Method::DELETE, "/api/tokens/{tokenId}", Route::DeleteToken),
+    (Method::GET, "/api/openapi.json", Route::OpenApi),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    ListProjects,
+    CreateProject,
+    GetProject,
+    DeleteProject,
+    SetEnvVars,
+    GetEnvVars,
+    DeleteEnvVar,
+    CreateToken,
+    ListTokens,
+    DeleteToken,
+    OpenApi,
+}
+
+/// Path parameters captured by a template, in order.
+pub struct Params(Vec<String>);
+
+impl Params {
+    pub fn get(&self, index: usize) -> &str {
+        &self.0[index]
+    }
+}
+
+/// Matches `path` against `template`; returns the captured (percent-decoded) parameters.
+pub fn match_template(template: &str, path: &str) -> Option<Params> {
+    let mut template_parts = template.split('/');
+    let mut path_parts = path.split('/');
+    let mut params = Vec::new();
+    loop {
+        match (template_parts.next(), path_parts.next()) {
+            (None, None) => return Some(Params(params)),
+            (Some(t), Some(p)) if t.starts_with('{') => {
+                if p.is_empty() {
+                    return None;
+                }
+                params.push(percent_decode(p)?);
+            }
+            (Some(t), Some(p)) if t == p => {}
+            _ => return None,
+        }
+    }
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+enum Matched {
+    Route(Route, &'static str, Params),
+    WrongMethod(Vec<&'static str>),
+    None,
+}
+
+fn find_route(method: &Method, path: &str) -> Matched {
+    let mut allowed = Vec::new();
+    for (route_method, template, route) in ROUTES {
+        if let Some(params) = match_template(template, path) {
+            if route_method == method || (method == Method::HEAD && route_method == Method::GET) {
+                return Matched::Route(*route, template, params);
+            }
+            allowed.push(route_method.as_str());
+        }
+    }
+    if allowed.is_empty() {
+        Matched::None
+    } else {
+        Matched::WrongMethod(allowed)
+    }
+}
+
+/// Handles one `/api/` request.
+pub async fn handle(
+    ctx: Arc<Context>,
+    request: Request<Incoming>,
+    client: SocketAddr,
+) -> Response<Body> {
+    let now_ms = crate::ids::now_ms();
+    let authorization = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let caller = ctx.tokens.verify(authorization, now_ms);
+    let matched = find_route(request.method(), request.uri().path());
+    let post_route = match (&matched, request.method()) {
+        (Matched::Route(_, template, _), &Method::POST) => Some(*template),
+        _ => None,
+    };
+    let subject = match &caller {
+        Some(caller) => caller.token_id.clone(),
+        None => format!("ip:{}", client.ip()),
+    };
+    let decision = ctx.limiter.check(
+        &subject,
+        post_route.map(|t| format!("POST {t}")).as_deref(),
+        now_ms as f64 / 1000.0,
+    );
+    let result = if !decision.allowed {
+        Err(ApiError::new(
+            ErrorKind::RateLimited,
+            format!(
+                "rate limit of {} requests per minute exceeded; retry in {} s",
+                decision.limit, decision.retry_after
+            ),
+        )
+        .with_header("retry-after", decision.retry_after.to_string()))
+    } else {
+        match caller {
+            None => Err(ApiError::unauthorized()),
+            Some(caller) => dispatch(&ctx, request, matched, caller).await,
+        }
+    };
+    let mut response = result.unwrap_or_else(ApiError::into_response);
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert(
+        "x-ratelimit-remaining",
+        HeaderValue::from(decision.remaining),
+    );
+    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_at));
+    response
+}
+
+async fn dispatch(
+    ctx: &Arc<Context>,
+    request: Request<Incoming>,
+    matched: Matched,
+    caller: Caller,
+) -> Result<Response<Body>, ApiError> {
+    let (route, params) = match matched {
+        Matched::Route(route, _, params) => (route, params),
+        Matched::WrongMethod(allowed) => {
+            return Err(ApiError::new(
+                ErrorKind::MethodNotAllowed,
+                format!(
+                    "{} is not allowed here; allowed: {}",
+                    request.method(),
+                    allowed.join(", ")
+                ),
+            )
+            .with_header("allow", allowed.join(", ")))
+        }
+        Matched::None => {
+            return Err(ApiError::not_found(format!(
+                "no API route {} {}; see GET /api/openapi.json",
+                request.method(),
+                request.uri().path()
+            )))
+        }
+    };
+    tracing::debug!(token = %caller.token_id, ?route, "api request");
+    match route {
+        Route::ListProjects => projects::list(ctx).await,
+        Route::CreateProject => projects::create(ctx, request).await,
+        Route::GetProject => projects::get(ctx, params.get(0)).await,
+        Route::DeleteProject => projects::delete(ctx, params.get(0)).await,
+        Route::SetEnvVars => projects::set_env_vars(ctx, params.get(0), request).await,
+        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0)).await,
+        Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
+        Route::CreateToken => tokens::create(ctx, request).await,
+        Route::ListTokens => tokens::list(ctx).await,
+        Route::DeleteToken => tokens::delete(ctx, params.get(0)).await,
+        Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
+    }
+}
+
+pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(full(value.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match() {
+        let params = match_template(
+            "/api/projects/{projectId}/env-vars/{key}",
+            "/api/projects/web/env-vars/A%5FB",
+        )
+        .unwrap();
+        assert_eq!(params.get(0), "web");
+        assert_eq!(params.get(1), "A_B");
+        assert!(match_template("/api/projects/{projectId}", "/api/projects/").is_none());
+        assert!(match_template("/api/projects/{projectId}", "/api/projects/a/b").is_none());
+        assert!(matches!(
+            find_route(&Method::PUT, "/api/projects"),
+            Matched::WrongMethod(_)
+        ));
+        assert!(matches!(
+            find_route(&Method::GET, "/api/nope"),
+            Matched::None
+        ));
+    }
+}

@@ -1,0 +1,301 @@
+//! Projects and their env vars: `/api/projects[/{projectId}[/env-vars[/{key}]]]`.
+
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::json::{only_fields, optional_string, read_json_object, validate_slug};
+use super::{json_response, ApiError, Context};
+use crate::http_util::Body;
+use crate::ids::{now_ms, rfc3339};
+use crate::store::records::ProjectRecord;
+use crate::store::{CreateProject, SetEnvVars, MAX_ENV_VARS};
+
+pub const MAX_ENV_KEY_LEN: usize = 256;
+pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
+
+pub fn project_json(ctx: &Context, record: &ProjectRecord) -> serde_json::Value {
+    json!({
+        "id": record.id,
+        "slug": record.slug,
+        "url": ctx.app_url(&record.slug),
+        "createdAt": rfc3339(record.created_ms),
+        "liveDeploymentId": record.live_deployment_id,
+        "state": record.state,
+    })
+}
+
+/// Finds a project by id or slug; 404 when there is none.
+pub async fn find(ctx: &Context, id_or_slug: &str) -> Result<ProjectRecord, ApiError> {
+    let key = id_or_slug.to_owned();
+    ctx.store
+        .call(move |store| store.find_project(&key))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no project with id or slug {id_or_slug:?}")))
+}
+
+/// For POSTs that may create the project: a `prj_` id must exist; a slug is created if new.
+pub async fn find_or_create(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+) -> Result<ProjectRecord, ApiError> {
+    if id_or_slug.starts_with("prj_") {
+        return find(ctx, id_or_slug).await;
+    }
+    validate_slug(id_or_slug, ctx.config.reserved_slug())?;
+    let slug = id_or_slug.to_owned();
+    let uid_base = ctx.config.sandbox.uid_base;
+    let record = match ctx
+        .store
+        .call(move |store| store.create_project(&slug, uid_base, now_ms()))
+        .await?
+    {
+        CreateProject::Created(record) => {
+            tracing::info!(project = %record.id, slug = %record.slug, "project created");
+            publish_new_project(ctx, &record);
+            record
+        }
+        CreateProject::SlugTaken(record) => record,
+    };
+    Ok(record)
+}
+
+/// A new project answers 503 (not 404) on its app host until something is live.
+fn publish_new_project(ctx: &Context, record: &ProjectRecord) {
+    let slug = record.slug.clone();
+    ctx.routes.update(|table| {
+        table.apps.entry(slug).or_insert(None);
+    });
+}
+
+pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
+    let records = ctx.store.call(|store| store.list_projects()).await?;
+    let list: Vec<_> = records.iter().map(|r| project_json(ctx, r)).collect();
+    Ok(json_response(StatusCode::OK, &json!({ "projects": list })))
+}
+
+pub async fn create(
+    ctx: &Arc<Context>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let body = read_json_object(request).await?;
+    only_fields(&body, &["slug"])?;
+    let slug = optional_string(&body, "slug")?
+        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `slug` is required"))?;
+    validate_slug(&slug, ctx.config.reserved_slug())?;
+    let uid_base = ctx.config.sandbox.uid_base;
+    let owned = slug.clone();
+    match ctx
+        .store
+        .call(move |store| store.create_project(&owned, uid_base, now_ms()))
+        .await?
+    {
+        CreateProject::Created(record) => {
+            tracing::info!(project = %record.id, slug = %record.slug, "project created");
+            publish_new_project(ctx, &record);
+            Ok(json_response(
+                StatusCode::CREATED,
+                &project_json(ctx, &record),
+            ))
+        }
+        CreateProject::SlugTaken(_) => Err(ApiError::invalid(
+            "INVALID_SLUG_TAKEN",
+            format!("a project with slug {slug:?} already exists; use GET /api/projects/{slug}"),
+        )),
+    }
+}
+
+pub async fn get(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+    let record = find(ctx, id_or_slug).await?;
+    Ok(json_response(StatusCode::OK, &project_json(ctx, &record)))
+}
+
+pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+    let record = find(ctx, id_or_slug).await?;
+    let id = record.id.clone();
+    let deleted = ctx
+        .store
+        .call(move |store| store.delete_project(&id))
+        .await?;
+    let Some(deleted) = deleted else {
+        return Err(ApiError::not_found(format!(
+            "no project with id or slug {id_or_slug:?}"
+        )));
+    };
+    let slug = record.slug.clone();
+    ctx.routes.update(|table| {
+        table.apps.remove(&slug);
+    });
+    crate::app::project_deleted(ctx, &deleted).await;
+    tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "id": record.id, "slug": record.slug, "deleted": true }),
+    ))
+}
+
+pub async fn set_env_vars(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    // Validate everything before touching the store, so a bad request creates nothing.
+    if !id_or_slug.starts_with("prj_") {
+        validate_slug(id_or_slug, ctx.config.reserved_slug())?;
+    }
+    let body = read_json_object(request).await?;
+    let mut plain = Vec::with_capacity(body.len());
+    for (key, value) in &body {
+        validate_env_key(key)?;
+        let serde_json::Value::String(value) = value else {
+            return Err(ApiError::invalid(
+                "INVALID_ENV_VALUE",
+                format!("value of {key:?} must be a string"),
+            ));
+        };
+        if value.len() > MAX_ENV_VALUE_BYTES {
+            return Err(ApiError::invalid(
+                "INVALID_ENV_VALUE",
+                format!(
+                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
+                    value.len()
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(ApiError::invalid(
+                "INVALID_ENV_VALUE",
+                format!("value of {key:?} contains a NUL byte"),
+            ));
+        }
+        plain.push((key.clone(), value.clone()));
+    }
+    if plain.is_empty() {
+        return Err(ApiError::invalid(
+            "INVALID_BODY",
+            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
+        ));
+    }
+    if plain.len() > MAX_ENV_VARS {
+        return Err(ApiError::invalid(
+            "INVALID_ENV_KEY",
+            format!("at most {MAX_ENV_VARS} variables per project"),
+        ));
+    }
+    let project = find_or_create(ctx, id_or_slug).await?;
+    let sealed: Vec<(String, Vec<u8>)> = plain
+        .iter()
+        .map(|(key, value)| {
+            (
+                key.clone(),
+                ctx.secrets
+                    .seal(&env_context(&project.id, key), value.as_bytes()),
+            )
+        })
+        .collect();
+    let project_id = project.id.clone();
+    match ctx
+        .store
+        .call(move |store| store.set_env_vars(&project_id, &sealed))
+        .await?
+    {
+        SetEnvVars::Stored => {}
+        SetEnvVars::TooMany { would_have } => {
+            return Err(ApiError::invalid(
+                "INVALID_ENV_KEY",
+                format!(
+                    "the project would have {would_have} variables; the limit is {MAX_ENV_VARS}"
+                ),
+            ))
+        }
+    }
+    let mut updated: Vec<&str> = plain.iter().map(|(k, _)| k.as_str()).collect();
+    updated.sort_unstable();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "projectId": project.id, "updated": updated }),
+    ))
+}
+
+pub async fn get_env_vars(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let vars = decrypted_env(ctx, &project.id).await?;
+    let map: serde_json::Map<String, serde_json::Value> = vars
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "projectId": project.id, "envVars": map }),
+    ))
+}
+
+pub async fn delete_env_var(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    key: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let (project_id, owned) = (project.id.clone(), key.to_owned());
+    if !ctx
+        .store
+        .call(move |store| store.delete_env_var(&project_id, &owned))
+        .await?
+    {
+        return Err(ApiError::not_found(format!(
+            "project {} has no variable {key:?}",
+            project.slug
+        )));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "projectId": project.id, "deleted": key }),
+    ))
+}
+
+/// The project's env vars in plain text (for the API and for starting steps).
+pub async fn decrypted_env(
+    ctx: &Context,
+    project_id: &str,
+) -> Result<Vec<(String, String)>, ApiError> {
+    let id = project_id.to_owned();
+    let sealed = ctx.store.call(move |store| store.env_vars(&id)).await?;
+    let mut out = Vec::with_capacity(sealed.len());
+    for (key, value) in sealed {
+        let plain = ctx
+            .secrets
+            .open(&env_context(project_id, &key), &value)
+            .map_err(ApiError::internal)?;
+        out.push((key, String::from_utf8_lossy(&plain).into_owned()));
+    }
+    Ok(out)
+}
+
+/// Associated data binding a sealed value to its project and name.
+pub fn env_context(project_id: &str, key: &str) -> String {
+    format!("env/{project_id}/{key}")
+}
+
+fn validate_env_key(key: &str) -> Result<(), ApiError> {
+    let mut chars = key.chars();
+    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed || key.len() > MAX_ENV_KEY_LEN {
+        return Err(ApiError::invalid(
+            "INVALID_ENV_KEY",
+            format!("{key:?} is not a valid name: use letters, digits and _ (not first a digit), at most {MAX_ENV_KEY_LEN} characters"),
+        ));
+    }
+    if key == "PORT" {
+        return Err(ApiError::invalid(
+            "INVALID_ENV_KEY",
+            "PORT is reserved: Slipway sets it for the app's start command",
+        ));
+    }
+    Ok(())
+}

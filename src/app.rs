@@ -1,0 +1,214 @@
+//! Wiring: opens the store, binds the listeners, starts every long-lived task and owns the
+//! shutdown tree. `run(config, shutdown)` is the whole daemon; `main` and the tests call it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::Context;
+use crate::config::{Config, SandboxMode, TlsMode};
+use crate::dispatch::Dispatch;
+use crate::server::{ConnectionLimits, ListenerKind};
+use crate::store::{DeletedProject, Store};
+
+/// How long open connections get to finish after SIGTERM.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The addresses the daemon actually bound (port 0 resolved).
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub http: SocketAddr,
+    pub https: Option<SocketAddr>,
+    pub api: Option<SocketAddr>,
+}
+
+/// Runs the daemon until `shutdown` is cancelled. `on_ready` is called once every listener is
+/// bound and every live app is back.
+pub async fn run(
+    config: Config,
+    shutdown: CancellationToken,
+    on_ready: impl FnOnce(&Bound),
+) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    prepare_data_dir(&config)?;
+    let store = Store::open(&config.data_dir)?;
+    let secrets = crate::secrets::SecretBox::open_or_create(&config.data_dir.join("secret.key"))?;
+    let tokens = Arc::new(crate::auth::Tokens::load(store.clone())?);
+    let token_path = config.data_dir.join("initial-admin-token");
+    if tokens.bootstrap(&token_path, crate::ids::now_ms())? {
+        tracing::info!(path = %token_path.display(), "created the initial admin token; read it from this file (mode 0600)");
+    }
+    if config.sandbox.mode == SandboxMode::None {
+        tracing::warn!(
+            "SANDBOX DISABLED (sandbox.mode = \"none\"): builds and apps run as plain processes of this daemon \
+             with its privileges. Only use this for development on a machine you trust."
+        );
+    }
+
+    let http_listener = bind(config.http_listen, "http_listen").await?;
+    let https_listener = match config.tls.mode {
+        TlsMode::Off => None,
+        _ => Some(bind(config.https_listen, "https_listen").await?),
+    };
+    let api_listener = match config.api_listen {
+        Some(addr) => Some(bind(addr, "api_listen").await?),
+        None => None,
+    };
+    let bound = Bound {
+        http: http_listener.local_addr()?,
+        https: https_listener
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?,
+        api: api_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+    };
+
+    let (public_scheme, public_port) = match bound.https {
+        Some(addr) => ("https", port_suffix(addr.port(), 443)),
+        None => ("http", port_suffix(bound.http.port(), 80)),
+    };
+    let routes = Arc::new(crate::router::Routes::new(
+        config.control_host.clone(),
+        config.apps_domain.clone(),
+    ));
+    let ctx = Arc::new(Context {
+        config: config.clone(),
+        store: store.clone(),
+        tokens: tokens.clone(),
+        limiter: crate::ratelimit::RateLimiter::new(
+            config.rate_limits.requests_per_minute,
+            config.rate_limits.posts_per_minute_per_endpoint,
+        ),
+        secrets,
+        routes: routes.clone(),
+        public_scheme,
+        public_port_suffix: public_port,
+    });
+    load_routes(&ctx).await?;
+
+    let dispatch = Arc::new(Dispatch {
+        ctx: ctx.clone(),
+        redirect_plain: config.tls.mode != TlsMode::Off,
+        https_port_suffix: bound
+            .https
+            .map(|a| port_suffix(a.port(), 443))
+            .unwrap_or_default(),
+    });
+    let tracker = TaskTracker::new();
+    let limits = ConnectionLimits::default();
+    tracker.spawn(crate::server::serve(
+        http_listener,
+        ListenerKind::Plain,
+        dispatch.clone(),
+        limits,
+        shutdown.clone(),
+        DRAIN_DEADLINE,
+    ));
+    if let Some(listener) = api_listener {
+        // The extra API listener is plain HTTP without redirects.
+        let api_dispatch = Arc::new(Dispatch {
+            ctx: ctx.clone(),
+            redirect_plain: false,
+            https_port_suffix: String::new(),
+        });
+        tracker.spawn(crate::server::serve(
+            listener,
+            ListenerKind::Plain,
+            api_dispatch,
+            limits,
+            shutdown.clone(),
+            DRAIN_DEADLINE,
+        ));
+    }
+    if let Some(listener) = https_listener {
+        tracing::warn!(addr = %listener.local_addr()?, "HTTPS listener bound; TLS termination arrives with the tls module");
+        drop(listener);
+    }
+
+    let admin_listener =
+        crate::admin::bind(&config.data_dir).context("binding the admin socket")?;
+    let admin_state = Arc::new(crate::admin::AdminState {
+        tokens: tokens.clone(),
+        ca_root_pem: Box::new(|| None),
+    });
+    tracker.spawn(crate::admin::serve(
+        admin_listener,
+        admin_state,
+        shutdown.clone(),
+    ));
+
+    let flush_tokens = tokens.clone();
+    let flush_shutdown = shutdown.clone();
+    let flush_store = store.clone();
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = flush_shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            }
+            let tokens = flush_tokens.clone();
+            if let Err(error) = flush_store.call(move |_| tokens.flush_uses()).await {
+                tracing::warn!(%error, "could not record token use times");
+            }
+        }
+    });
+
+    tracing::info!(http = %bound.http, https = ?bound.https, api = ?bound.api, control_host = %config.control_host, "slipway is ready");
+    on_ready(&bound);
+    crate::notify::ready();
+
+    shutdown.cancelled().await;
+    tracing::info!("shutting down: draining connections");
+    crate::notify::stopping();
+    tracker.close();
+    tracker.wait().await;
+    let tokens_for_flush = tokens.clone();
+    store.call(move |_| tokens_for_flush.flush_uses()).await?;
+    let _ = std::fs::remove_file(crate::admin::socket_path(&config.data_dir));
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = &config.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating data_dir {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("setting mode 0700 on {}", dir.display()))?;
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr} ({key}): is another server using it, or does the port need root? Change {key} in the config")
+    })
+}
+
+fn port_suffix(port: u16, default: u16) -> String {
+    if port == default {
+        String::new()
+    } else {
+        format!(":{port}")
+    }
+}
+
+/// Publishes every project into the route table (no live target until the pipeline runs).
+async fn load_routes(ctx: &Arc<Context>) -> anyhow::Result<()> {
+    let projects = ctx.store.call(|store| store.list_projects()).await?;
+    ctx.routes.update(|table| {
+        for project in &projects {
+            table.apps.insert(project.slug.clone(), None);
+        }
+    });
+    Ok(())
+}
+
+/// Cleans up what a deleted project left outside the store.
+pub async fn project_deleted(_ctx: &Arc<Context>, deleted: &DeletedProject) {
+    tracing::debug!(project = %deleted.project.id, deployments = deleted.deployment_ids.len(), "cleaning up a deleted project");
+}

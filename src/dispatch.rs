@@ -1,0 +1,187 @@
+//! Host dispatch: every request from every listener comes here. The control host goes to the
+//! API (and `/healthz`); `<slug>.<apps_domain>` goes to the live deployment through the route
+//! snapshot; anything else gets the 404 page. Adds `X-Request-Id` to every response.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tracing::Instrument;
+
+use crate::api::Context;
+use crate::http_util::{full, Body};
+use crate::router::{Destination, Target};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+pub struct Dispatch {
+    pub ctx: Arc<Context>,
+    /// True when plain HTTP should redirect to HTTPS (any TLS mode but `off`).
+    pub redirect_plain: bool,
+    /// `:8443`-style suffix for redirects (empty for 443).
+    pub https_port_suffix: String,
+}
+
+impl Dispatch {
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        client: SocketAddr,
+        scheme: Scheme,
+    ) -> Response<Body> {
+        let request_id = crate::ids::new_id("req_");
+        let span = tracing::debug_span!("request", id = %request_id, method = %request.method(), path = %request.uri().path());
+        let mut response = self.route(request, client, scheme).instrument(span).await;
+        if let Ok(value) = HeaderValue::from_str(&request_id) {
+            response.headers_mut().insert("x-request-id", value);
+        }
+        response
+    }
+
+    async fn route(
+        &self,
+        request: Request<Incoming>,
+        client: SocketAddr,
+        scheme: Scheme,
+    ) -> Response<Body> {
+        let host = request_host(&request)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let routes = &self.ctx.routes;
+        let destination = routes.resolve(&host);
+        if scheme == Scheme::Http && self.redirect_plain {
+            let loopback_control =
+                matches!(destination, Destination::Control) && client.ip().is_loopback();
+            if !loopback_control {
+                return self.redirect_to_https(&host, &request);
+            }
+        }
+        match destination {
+            Destination::Control => self.control(request, client).await,
+            Destination::App { slug, target } => match target {
+                None => pages::page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Not deployed yet",
+                    &format!(
+                        "The project {slug} has no live deployment yet. Try again in a moment."
+                    ),
+                    &[("retry-after", "5")],
+                ),
+                Some(Target::Static { site, .. }) => site.serve(&request),
+                Some(Target::Proxy { .. }) => pages::page(
+                    StatusCode::BAD_GATEWAY,
+                    "Bad gateway",
+                    "The application is not answering.",
+                    &[],
+                ),
+            },
+            Destination::Unknown => pages::page(
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "No application is served at this address.",
+                &[],
+            ),
+        }
+    }
+
+    async fn control(&self, request: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+        let path = request.uri().path();
+        if path == "/api" || path.starts_with("/api/") {
+            return crate::api::handle(self.ctx.clone(), request, client).await;
+        }
+        if path == "/healthz" {
+            let mut response = Response::new(full(r#"{"status":"ok"}"#));
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            return response;
+        }
+        crate::dashboard::handle(&self.ctx, request).await
+    }
+
+    fn redirect_to_https(&self, host: &str, request: &Request<Incoming>) -> Response<Body> {
+        let name = crate::router::host_without_port(host);
+        let path = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let location = format!("https://{name}{}{path}", self.https_port_suffix);
+        let mut response = Response::new(crate::http_util::empty());
+        *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
+        if let Ok(value) = HeaderValue::from_str(&location) {
+            response.headers_mut().insert(http::header::LOCATION, value);
+        }
+        response
+    }
+}
+
+/// `:authority` (HTTP/2) or the `Host` header.
+pub fn request_host<B>(request: &Request<B>) -> Option<String> {
+    if let Some(host) = request.uri().host() {
+        return Some(match request.uri().port_u16() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        });
+    }
+    request
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+pub mod pages {
+    //! The small HTML pages app visitors see when there is no app to show.
+
+    use http::{HeaderValue, Response, StatusCode};
+
+    use crate::http_util::{full, Body};
+
+    pub fn page(
+        status: StatusCode,
+        title: &str,
+        detail: &str,
+        headers: &[(&'static str, &str)],
+    ) -> Response<Body> {
+        let html = format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>{status_code} {title}</title>\
+             <style>body{{font:16px system-ui,sans-serif;margin:15vh auto;max-width:36rem;color:#222}}\
+             h1{{font-size:1.4rem}}p{{color:#555}}</style></head><body><h1>{status_code} · {title}</h1>\
+             <p>{detail}</p><p><small>Served by Slipway</small></p></body></html>",
+            status_code = status.as_u16(),
+            title = escape(title),
+            detail = escape(detail),
+        );
+        let mut response = Response::new(full(html));
+        *response.status_mut() = status;
+        let h = response.headers_mut();
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        h.insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        for (name, value) in headers {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                h.insert(*name, value);
+            }
+        }
+        response
+    }
+
+    fn escape(text: &str) -> String {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+}

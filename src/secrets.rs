@@ -1,0 +1,113 @@
+//! Encryption at rest for env var values: ChaCha20-Poly1305 (ring) with a 256-bit key kept in
+//! `<data_dir>/secret.key` (mode 0600, created on first start). Each value is sealed with a
+//! fresh random nonce and bound to its project and name as associated data, so a sealed value
+//! cannot be moved to another variable.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("cannot read or create the secret key {path}: {source}")]
+    KeyFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the secret key file {0} is not 32 bytes")]
+    KeyLength(String),
+    #[error("a stored secret failed authentication (wrong key or corrupted store)")]
+    Open,
+}
+
+pub struct SecretBox {
+    key: LessSafeKey,
+}
+
+impl SecretBox {
+    /// Loads the key file, creating it (0600) with a random key if it does not exist.
+    pub fn open_or_create(path: &Path) -> Result<SecretBox, SecretError> {
+        let key_error = |source| SecretError::KeyFile {
+            path: path.display().to_string(),
+            source,
+        };
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let key = crate::ids::random_bytes::<32>();
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(key_error)?;
+                file.write_all(&key)
+                    .and_then(|_| file.sync_all())
+                    .map_err(key_error)?;
+                key.to_vec()
+            }
+            Err(error) => return Err(key_error(error)),
+        };
+        let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
+            .map_err(|_| SecretError::KeyLength(path.display().to_string()))?;
+        Ok(SecretBox {
+            key: LessSafeKey::new(unbound),
+        })
+    }
+
+    /// nonce ‖ ciphertext ‖ tag.
+    pub fn seal(&self, context: &str, plaintext: &[u8]) -> Vec<u8> {
+        let nonce_bytes = crate::ids::random_bytes::<NONCE_LEN>();
+        let mut buffer = plaintext.to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce_bytes),
+                Aad::from(context.as_bytes()),
+                &mut buffer,
+            )
+            .expect("sealing with a valid key cannot fail");
+        let mut out = nonce_bytes.to_vec();
+        out.extend_from_slice(&buffer);
+        out
+    }
+
+    pub fn open(&self, context: &str, sealed: &[u8]) -> Result<Vec<u8>, SecretError> {
+        if sealed.len() < NONCE_LEN {
+            return Err(SecretError::Open);
+        }
+        let (nonce, ciphertext) = sealed.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SecretError::Open)?;
+        let mut buffer = ciphertext.to_vec();
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(context.as_bytes()), &mut buffer)
+            .map_err(|_| SecretError::Open)?;
+        Ok(plain.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_binding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret.key");
+        let sealed = {
+            let secrets = SecretBox::open_or_create(&path).unwrap();
+            secrets.seal("prj_a/KEY", b"hunter2")
+        };
+        let secrets = SecretBox::open_or_create(&path).unwrap();
+        assert_eq!(secrets.open("prj_a/KEY", &sealed).unwrap(), b"hunter2");
+        assert!(secrets.open("prj_a/OTHER", &sealed).is_err());
+        assert!(!sealed.windows(7).any(|w| w == b"hunter2"));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

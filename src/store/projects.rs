@@ -1,0 +1,174 @@
+//! Projects (with their slug index and sandbox uid) and their sealed env vars.
+
+use redb::ReadableTable;
+
+use super::records::{ProjectRecord, ProjectState};
+use super::{all_records, get_record, meta_u64, put_record, set_meta_u64, tables, Result, Store};
+
+/// The most env vars a project may hold.
+pub const MAX_ENV_VARS: usize = 500;
+
+pub enum CreateProject {
+    Created(ProjectRecord),
+    SlugTaken(ProjectRecord),
+}
+
+pub enum SetEnvVars {
+    Stored,
+    TooMany { would_have: usize },
+}
+
+impl Store {
+    /// Creates a project with `slug`, or returns the existing one with that slug.
+    pub fn create_project(&self, slug: &str, uid_base: u32, now_ms: u64) -> Result<CreateProject> {
+        let txn = self.write()?;
+        let result = {
+            let slugs = txn.open_table(tables::PROJECT_SLUGS)?;
+            let existing = slugs.get(slug)?.map(|id| id.value().to_owned());
+            drop(slugs);
+            match existing {
+                Some(id) => {
+                    let projects = txn.open_table(tables::PROJECTS)?;
+                    let record: Option<ProjectRecord> = get_record(&projects, "projects", &id)?;
+                    match record {
+                        Some(record) => CreateProject::SlugTaken(record),
+                        None => {
+                            return Err(super::StoreError::Corrupt {
+                                table: "project_slugs",
+                                message: format!("{slug} → {id} dangles"),
+                            })
+                        }
+                    }
+                }
+                None => {
+                    let index = meta_u64(&txn, "next_uid_index")?;
+                    set_meta_u64(&txn, "next_uid_index", index + 1)?;
+                    let record = ProjectRecord {
+                        v: 1,
+                        id: crate::ids::new_id("prj_"),
+                        slug: slug.to_owned(),
+                        created_ms: now_ms,
+                        live_deployment_id: None,
+                        state: ProjectState::New,
+                        uid: uid_base + index as u32,
+                    };
+                    put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, &record)?;
+                    txn.open_table(tables::PROJECT_SLUGS)?
+                        .insert(slug, record.id.as_str())?;
+                    CreateProject::Created(record)
+                }
+            }
+        };
+        txn.commit()?;
+        Ok(result)
+    }
+
+    /// Looks a project up by `prj_…` id or by slug.
+    pub fn find_project(&self, id_or_slug: &str) -> Result<Option<ProjectRecord>> {
+        let txn = self.read()?;
+        let projects = txn.open_table(tables::PROJECTS)?;
+        if id_or_slug.starts_with("prj_") {
+            return get_record(&projects, "projects", id_or_slug);
+        }
+        let slugs = txn.open_table(tables::PROJECT_SLUGS)?;
+        let Some(id) = slugs.get(id_or_slug)? else {
+            return Ok(None);
+        };
+        get_record(&projects, "projects", id.value())
+    }
+
+    pub fn list_projects(&self) -> Result<Vec<ProjectRecord>> {
+        let txn = self.read()?;
+        let mut projects: Vec<ProjectRecord> =
+            all_records(&txn.open_table(tables::PROJECTS)?, "projects")?;
+        projects.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        Ok(projects)
+    }
+
+    pub fn put_project(&self, record: &ProjectRecord) -> Result<()> {
+        let txn = self.write()?;
+        put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, record)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Removes a project and everything that belongs to it, in one transaction. Returns the
+    /// removed deployments' ids and source hashes so the caller can clean files up.
+    pub fn delete_project(&self, project_id: &str) -> Result<Option<DeletedProject>> {
+        let txn = self.write()?;
+        let deleted = {
+            let mut projects = txn.open_table(tables::PROJECTS)?;
+            let record: Option<ProjectRecord> = get_record(&projects, "projects", project_id)?;
+            let Some(record) = record else {
+                return Ok(None);
+            };
+            projects.remove(project_id)?;
+            txn.open_table(tables::PROJECT_SLUGS)?
+                .remove(record.slug.as_str())?;
+            let mut env = txn.open_table(tables::ENV_VARS)?;
+            env.retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
+            let deployment_ids = super::deployments::remove_project_deployments(&txn, project_id)?;
+            let sources = super::deployments::remove_project_sources(&txn, project_id)?;
+            DeletedProject {
+                project: record,
+                deployment_ids,
+                source_sha256s: sources,
+            }
+        };
+        txn.commit()?;
+        Ok(Some(deleted))
+    }
+
+    /// Stores all `vars` (already sealed) or none of them.
+    pub fn set_env_vars(&self, project_id: &str, vars: &[(String, Vec<u8>)]) -> Result<SetEnvVars> {
+        let txn = self.write()?;
+        {
+            let mut table = txn.open_table(tables::ENV_VARS)?;
+            let mut count = 0usize;
+            for entry in table.range((project_id, "")..=(project_id, "\u{10FFFF}"))? {
+                let (key, _) = entry?;
+                if !vars.iter().any(|(k, _)| k == key.value().1) {
+                    count += 1;
+                }
+            }
+            let would_have = count + vars.len();
+            if would_have > MAX_ENV_VARS {
+                return Ok(SetEnvVars::TooMany { would_have });
+            }
+            for (key, sealed) in vars {
+                table.insert((project_id, key.as_str()), sealed.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(SetEnvVars::Stored)
+    }
+
+    /// (KEY, sealed value) pairs, sorted by key.
+    pub fn env_vars(&self, project_id: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let txn = self.read()?;
+        let table = txn.open_table(tables::ENV_VARS)?;
+        let mut out = Vec::new();
+        for entry in table.range((project_id, "")..=(project_id, "\u{10FFFF}"))? {
+            let (key, value) = entry?;
+            out.push((key.value().1.to_owned(), value.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Returns false when the key did not exist.
+    pub fn delete_env_var(&self, project_id: &str, key: &str) -> Result<bool> {
+        let txn = self.write()?;
+        let existed = txn
+            .open_table(tables::ENV_VARS)?
+            .remove((project_id, key))?
+            .is_some();
+        txn.commit()?;
+        Ok(existed)
+    }
+}
+
+pub struct DeletedProject {
+    pub project: ProjectRecord,
+    pub deployment_ids: Vec<String>,
+    pub source_sha256s: Vec<String>,
+}

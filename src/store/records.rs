@@ -1,0 +1,160 @@
+//! The on-disk record types. Each carries `v` (its own version) so a later schema can read or
+//! migrate older rows. Times are Unix milliseconds.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectState {
+    New,
+    Live,
+    Failed,
+    Stopped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProjectRecord {
+    pub v: u32,
+    pub id: String,
+    pub slug: String,
+    pub created_ms: u64,
+    pub live_deployment_id: Option<String>,
+    pub state: ProjectState,
+    /// Host uid/gid the project's code runs as (sandbox.uid_base + index).
+    pub uid: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub v: u32,
+    pub id: String,
+    pub name: String,
+    /// Hex SHA-256 of the secret; the secret itself is never stored.
+    pub hash: String,
+    pub created_ms: u64,
+    pub last_used_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeploymentState {
+    /// Its provisioning run is still going.
+    Building,
+    /// Built and serving (the project's live deployment).
+    Live,
+    /// Built and healthy once, no longer serving (replaced or stopped); may be rolled back to.
+    Inactive,
+    Failed,
+    Canceled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeploymentMode {
+    Static,
+    Server,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeploymentRecord {
+    pub v: u32,
+    pub id: String,
+    pub project_id: String,
+    pub provisioning_id: String,
+    pub created_ms: u64,
+    pub finished_ms: Option<u64>,
+    pub state: DeploymentState,
+    pub mode: Option<DeploymentMode>,
+    /// Output directory relative to the workspace (static) or the app root (server).
+    pub output_dir: Option<String>,
+    pub start_command: Option<String>,
+    pub health_check_path: Option<String>,
+    pub source_sha256: Option<String>,
+    pub git_url: Option<String>,
+    /// The sealed environment is not copied here; env vars are read at provision time and
+    /// again when a live app is restarted.
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepState {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    pub state: StepState,
+    pub started_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    ProvisioningInProgress,
+    ProvisioningComplete,
+    ProvisioningFailed,
+    ProvisioningCanceled,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunError {
+    pub code: String,
+    pub message: String,
+}
+
+/// The provision request as accepted (commands and options).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProvisionRequest {
+    pub project_slug: String,
+    pub install_command: Option<String>,
+    pub build_command: Option<String>,
+    pub start_command: Option<String>,
+    pub output_directory: Option<String>,
+    pub source_id: Option<String>,
+    pub git_url: Option<String>,
+    pub git_ref: Option<String>,
+    pub health_check_path: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub v: u32,
+    pub id: String,
+    pub project_id: String,
+    pub deployment_id: String,
+    pub request: ProvisionRequest,
+    pub status: RunStatus,
+    pub steps: Vec<StepRecord>,
+    pub progress: u32,
+    pub created_ms: u64,
+    pub finished_ms: Option<u64>,
+    /// The estimate given at start (median of earlier successful runs).
+    pub estimate_ms: u64,
+    pub failed_step: Option<String>,
+    pub error: Option<RunError>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub v: u32,
+    pub id: String,
+    pub project_id: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub file_count: u64,
+    pub created_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LogStats {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub bytes: u64,
+}

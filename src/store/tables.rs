@@ -1,0 +1,32 @@
+//! Every redb table of the store and the schema version, in one place. Keys are ids (strings)
+//! or (id, sequence) tuples; values are versioned JSON records (`records.rs`) or raw bytes.
+
+use redb::TableDefinition;
+
+/// Bumped whenever a table or record changes incompatibly; checked at open.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// `schema_version` → u64 as 8 little-endian bytes, and other single values.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `prj_…` → `ProjectRecord`.
+pub const PROJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("projects");
+/// slug → `prj_…`.
+pub const PROJECT_SLUGS: TableDefinition<&str, &str> = TableDefinition::new("project_slugs");
+/// (`prj_…`, KEY) → sealed value (nonce ‖ ciphertext ‖ tag).
+pub const ENV_VARS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("env_vars");
+/// `tok_…` → `TokenRecord`.
+pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
+/// SHA-256 of a token secret → `tok_…`.
+pub const TOKEN_HASHES: TableDefinition<&[u8], &str> = TableDefinition::new("token_hashes");
+/// `dpl_…` → `DeploymentRecord`.
+pub const DEPLOYMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("deployments");
+/// `pvn_…` → `RunRecord`.
+pub const RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("runs");
+/// (`dpl_…`, seq) → `LogLine` JSON.
+pub const LOGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("logs");
+/// `dpl_…` → `LogStats` (retained bytes, first and last seq).
+pub const LOG_STATS: TableDefinition<&str, &[u8]> = TableDefinition::new("log_stats");
+/// `src_…` → `SourceRecord`; the archive bytes live content-addressed in `<data_dir>/sources`.
+pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
+/// TLS state (CA, leaves, ACME account, orders, backoff), keyed by the tls module.
+pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");

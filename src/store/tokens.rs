@@ -1,0 +1,69 @@
+//! API tokens: records keyed by id, plus an index from the secret's SHA-256 to the id.
+
+use super::records::TokenRecord;
+use super::{all_records, get_record, put_record, tables, Result, Store};
+use redb::ReadableTableMetadata;
+
+impl Store {
+    pub fn insert_token(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<()> {
+        let txn = self.write()?;
+        put_record(&mut txn.open_table(tables::TOKENS)?, &record.id, record)?;
+        txn.open_table(tables::TOKEN_HASHES)?
+            .insert(hash.as_slice(), record.id.as_str())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn list_tokens(&self) -> Result<Vec<TokenRecord>> {
+        let txn = self.read()?;
+        let mut tokens: Vec<TokenRecord> = all_records(&txn.open_table(tables::TOKENS)?, "tokens")?;
+        tokens.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        Ok(tokens)
+    }
+
+    /// Returns the removed record, or `None` if there was no such token.
+    pub fn delete_token(&self, id: &str) -> Result<Option<TokenRecord>> {
+        let txn = self.write()?;
+        let removed = {
+            let mut tokens = txn.open_table(tables::TOKENS)?;
+            let record: Option<TokenRecord> = get_record(&tokens, "tokens", id)?;
+            if let Some(record) = &record {
+                tokens.remove(id)?;
+                let hash = hex_decode(&record.hash);
+                txn.open_table(tables::TOKEN_HASHES)?
+                    .remove(hash.as_slice())?;
+            }
+            record
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+
+    /// Records the last use of tokens (batched by the caller).
+    pub fn touch_tokens(&self, uses: &[(String, u64)]) -> Result<()> {
+        let txn = self.write()?;
+        {
+            let mut tokens = txn.open_table(tables::TOKENS)?;
+            for (id, at) in uses {
+                let record: Option<TokenRecord> = get_record(&tokens, "tokens", id)?;
+                if let Some(mut record) = record {
+                    record.last_used_ms = Some(*at);
+                    put_record(&mut tokens, id, &record)?;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn token_hash_count(&self) -> Result<u64> {
+        let txn = self.read()?;
+        Ok(txn.open_table(tables::TOKEN_HASHES)?.len()?)
+    }
+}
+
+fn hex_decode(text: &str) -> Vec<u8> {
+    (0..text.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
