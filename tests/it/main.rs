@@ -1,0 +1,4 @@
+//! The one integration-test crate: every test drives the real `slipway` binary over sockets.
+
+mod api;
+mod support;
