@@ -72,10 +72,31 @@ pub async fn run(
         Some(addr) => ("https", port_suffix(addr.port(), 443)),
         None => ("http", port_suffix(bound.http.port(), 80)),
     };
-    let routes = Arc::new(crate::router::Routes::new(
-        config.control_host.clone(),
-        config.apps_domain.clone(),
-    ));
+    let routes = Arc::new(crate::router::Routes::new(config.control_host.clone(), config.apps_domain.clone()));
+    let secrets = Arc::new(secrets);
+    let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
+    let runner = make_runner(&config)?;
+    let supervisor = crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
+    let sources = Arc::new(
+        crate::source::SourceStore::open(config.data_dir.join("sources")).context("opening the source archive store")?,
+    );
+    let tls: Option<Arc<crate::tls::TlsManager>> = None;
+    let runs_shutdown = CancellationToken::new();
+    let pipeline = crate::pipeline::Pipeline::new(crate::pipeline::PipelineParts {
+        config: config.clone(),
+        store: store.clone(),
+        hub: hub.clone(),
+        runner,
+        routes: routes.clone(),
+        supervisor: supervisor.clone(),
+        sources: sources.clone(),
+        secrets: secrets.clone(),
+        tls: tls.clone(),
+        https_addr: bound.https,
+        scheme: public_scheme,
+        port_suffix: public_port.clone(),
+        shutdown: runs_shutdown.clone(),
+    });
     let ctx = Arc::new(Context {
         config: config.clone(),
         store: store.clone(),
@@ -86,10 +107,20 @@ pub async fn run(
         ),
         secrets,
         routes: routes.clone(),
+        pipeline: pipeline.clone(),
+        hub: hub.clone(),
+        sources,
+        supervisor: supervisor.clone(),
+        proxy: crate::proxy::Proxy::new(),
+        tls,
         public_scheme,
         public_port_suffix: public_port,
     });
     load_routes(&ctx).await?;
+    let hub_shutdown = CancellationToken::new();
+    let flusher = tokio::spawn(hub.clone().run_flusher(hub_shutdown.clone()));
+    // Everything that was live is served again before the daemon says it is ready.
+    pipeline.restore().await?;
 
     let dispatch = Arc::new(Dispatch {
         ctx: ctx.clone(),
@@ -165,8 +196,14 @@ pub async fn run(
     shutdown.cancelled().await;
     tracing::info!("shutting down: draining connections");
     crate::notify::stopping();
+    // Runs in flight end INTERRUPTED; then listeners drain; then apps stop; logs flush last.
+    runs_shutdown.cancel();
+    pipeline.interrupt_all().await;
     tracker.close();
     tracker.wait().await;
+    supervisor.stop_all().await;
+    hub_shutdown.cancel();
+    let _ = flusher.await;
     let tokens_for_flush = tokens.clone();
     store.call(move |_| tokens_for_flush.flush_uses()).await?;
     let _ = std::fs::remove_file(crate::admin::socket_path(&config.data_dir));
@@ -208,7 +245,33 @@ async fn load_routes(ctx: &Arc<Context>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Cleans up what a deleted project left outside the store.
-pub async fn project_deleted(_ctx: &Arc<Context>, deleted: &DeletedProject) {
-    tracing::debug!(project = %deleted.project.id, deployments = deleted.deployment_ids.len(), "cleaning up a deleted project");
+/// Chooses the runner for `sandbox.mode`.
+fn make_runner(config: &Config) -> anyhow::Result<Arc<dyn crate::sandbox::Runner>> {
+    match config.sandbox.mode {
+        SandboxMode::None => Ok(Arc::new(crate::sandbox::direct::DirectRunner)),
+        SandboxMode::Namespaces => {
+            tracing::warn!("the namespace sandbox is not in this build yet; running steps as plain processes");
+            Ok(Arc::new(crate::sandbox::direct::DirectRunner))
+        }
+    }
+}
+
+/// Cleans up what a deleted project left outside the store: its run in flight, its app, its
+/// workspaces, its app data, its log channels and archives no other project uses.
+pub async fn project_deleted(ctx: &Arc<Context>, deleted: &DeletedProject) {
+    ctx.pipeline.cancel_project(&deleted.project.id);
+    for deployment_id in &deleted.deployment_ids {
+        ctx.supervisor.stop(deployment_id).await;
+        ctx.hub.remove(deployment_id);
+        let dir = ctx.pipeline.deployment_dir(deployment_id);
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+    }
+    let app_data = ctx.pipeline.app_data_dir(&deleted.project.id);
+    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(app_data)).await;
+    for sha in &deleted.source_sha256s {
+        let sha2 = sha.clone();
+        if let Ok(false) = ctx.store.call(move |s| s.source_hash_in_use(&sha2)).await {
+            let _ = ctx.sources.remove(sha);
+        }
+    }
 }

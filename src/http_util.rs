@@ -24,3 +24,18 @@ pub fn empty() -> Body {
 pub fn from_incoming(body: hyper::body::Incoming) -> Body {
     body.map_err(|error| Box::new(error) as BodyError).boxed()
 }
+
+/// A streamed response body fed by a channel (server-sent events).
+pub struct ChannelBody(pub tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BodyError>>> {
+        self.0.poll_recv(cx).map(|item| item.map(|bytes| Ok(hyper::body::Frame::data(bytes))))
+    }
+}

@@ -22,3 +22,7 @@ pub mod secrets;
 pub mod server;
 pub mod static_files;
 pub mod store;
+pub mod logs;
+pub mod pipeline;
+pub mod supervisor;
+pub mod tls;

@@ -4,7 +4,10 @@
 
 mod error;
 mod json;
+mod logs;
 mod projects;
+mod provision;
+mod source;
 mod tokens;
 pub use tokens::token_json;
 mod openapi;
@@ -17,6 +20,7 @@ use hyper::body::Incoming;
 
 pub use error::{ApiError, ErrorKind};
 pub use openapi::openapi_document;
+pub use projects::env_context;
 
 use crate::auth::{Caller, Tokens};
 use crate::config::Config;
@@ -31,8 +35,14 @@ pub struct Context {
     pub store: Store,
     pub tokens: Arc<Tokens>,
     pub limiter: RateLimiter,
-    pub secrets: SecretBox,
+    pub secrets: Arc<SecretBox>,
     pub routes: Arc<crate::router::Routes>,
+    pub pipeline: Arc<crate::pipeline::Pipeline>,
+    pub hub: Arc<crate::logs::LogHub>,
+    pub sources: Arc<crate::source::SourceStore>,
+    pub supervisor: Arc<crate::supervisor::Supervisor>,
+    pub proxy: crate::proxy::Proxy,
+    pub tls: Option<Arc<crate::tls::TlsManager>>,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,
@@ -75,6 +85,13 @@ pub const ROUTES: &[(Method, &str, Route)] = &[
     (Method::POST, "/api/tokens", Route::CreateToken),
     (Method::GET, "/api/tokens", Route::ListTokens),
     (Method::DELETE, "/api/tokens/{tokenId}", Route::DeleteToken),
+    (Method::POST, "/api/projects/{projectId}/source", Route::UploadSource),
+    (Method::POST, "/api/projects/{projectId}/provision", Route::Provision),
+    (Method::GET, "/api/provisioning/{provisioningId}/status", Route::ProvisionStatus),
+    (Method::GET, "/api/projects/{projectId}/deployments", Route::Deployments),
+    (Method::POST, "/api/projects/{projectId}/rollback", Route::Rollback),
+    (Method::GET, "/api/deployments/{deploymentId}/logs", Route::Logs),
+    (Method::GET, "/api/deployments/{deploymentId}/logs/stream", Route::LogStream),
     (Method::GET, "/api/openapi.json", Route::OpenApi),
 ];
 
@@ -90,6 +107,13 @@ pub enum Route {
     CreateToken,
     ListTokens,
     DeleteToken,
+    UploadSource,
+    Provision,
+    ProvisionStatus,
+    Deployments,
+    Rollback,
+    Logs,
+    LogStream,
     OpenApi,
 }
 
@@ -253,6 +277,13 @@ async fn dispatch(
         Route::CreateToken => tokens::create(ctx, request).await,
         Route::ListTokens => tokens::list(ctx).await,
         Route::DeleteToken => tokens::delete(ctx, params.get(0)).await,
+        Route::UploadSource => source::upload(ctx, params.get(0), request).await,
+        Route::Provision => provision::provision(ctx, params.get(0), request).await,
+        Route::ProvisionStatus => provision::status(ctx, params.get(0)).await,
+        Route::Deployments => provision::deployments(ctx, params.get(0)).await,
+        Route::Rollback => provision::rollback(ctx, params.get(0), request).await,
+        Route::Logs => logs::page(ctx, params.get(0), &request).await,
+        Route::LogStream => logs::stream(ctx, params.get(0), &request).await,
         Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
     }
 }

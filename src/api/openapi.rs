@@ -21,6 +21,13 @@ fn summary(route: Route) -> (&'static str, &'static str) {
         Route::CreateToken => ("Create an API token (the secret is shown once)", "201"),
         Route::ListTokens => ("List API tokens", "200"),
         Route::DeleteToken => ("Revoke an API token", "200"),
+        Route::UploadSource => ("Upload the project's source as a .tar.gz (Content-Type: application/gzip)", "201"),
+        Route::Provision => ("Start provisioning (install, build, start, switch)", "202"),
+        Route::ProvisionStatus => ("Check provisioning progress (poll every 2 s)", "200"),
+        Route::Deployments => ("List the project's deployments, newest first", "200"),
+        Route::Rollback => ("Re-activate an earlier successful deployment without rebuilding", "202"),
+        Route::Logs => ("Get deployment logs (since, limit, stream)", "200"),
+        Route::LogStream => ("Stream deployment logs as Server-Sent Events", "200"),
         Route::OpenApi => ("This document", "200"),
     }
 }

@@ -1,0 +1,204 @@
+//! Deployment logs: `GET /api/deployments/{deploymentId}/logs` (a page) and
+//! `GET …/logs/stream` (server-sent events: replay from `Last-Event-ID`/`since`, then live
+//! lines, status events, keepalives, and `end`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use super::{json_response, ApiError, Context};
+use crate::http_util::{Body, ChannelBody};
+use crate::logs::{LogEvent, LogHub, LogLine, LogStream};
+use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState};
+
+pub const MAX_LIMIT: usize = 5000;
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+struct Query {
+    since: u64,
+    limit: usize,
+    stream: Option<LogStream>,
+}
+
+fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
+    let mut parsed = Query { since: 0, limit: 1000, stream: None };
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "since" => {
+                parsed.since = value.parse().map_err(|_| ApiError::invalid("INVALID_QUERY", format!("since={value:?} must be a log sequence number (integer ≥ 0)")))?
+            }
+            "limit" => {
+                parsed.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| ApiError::invalid("INVALID_QUERY", format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}")))?
+            }
+            "stream" => {
+                parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
+                    ApiError::invalid("INVALID_QUERY", format!("stream={value:?} must be one of system, install, build, stdout, stderr"))
+                })?)
+            }
+            other => return Err(ApiError::invalid("INVALID_QUERY", format!("unknown query parameter {other:?}; use since, limit, stream"))),
+        }
+    }
+    Ok(parsed)
+}
+
+async fn deployment(ctx: &Context, id: &str) -> Result<DeploymentRecord, ApiError> {
+    let key = id.to_owned();
+    ctx.store.call(move |s| s.deployment(&key)).await?.ok_or_else(|| ApiError::not_found(format!("no deployment {id:?}")))
+}
+
+pub async fn page(ctx: &Arc<Context>, id: &str, request: &Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let query = parse_query(request.uri().query())?;
+    let deployment = deployment(ctx, id).await?;
+    let hub = ctx.hub.clone();
+    let deployment_id = deployment.id.clone();
+    let (lines, has_more) = ctx
+        .store
+        .call(move |_| hub.read(&deployment_id, query.since, query.limit, query.stream))
+        .await?;
+    let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"deploymentId": deployment.id, "logs": lines, "nextSince": next_since, "hasMore": has_more}),
+    ))
+}
+
+/// Whether a deployment can still produce lines.
+fn finished(deployment: &DeploymentRecord) -> bool {
+    match deployment.state {
+        DeploymentState::Failed | DeploymentState::Canceled | DeploymentState::Inactive => true,
+        DeploymentState::Live => deployment.mode == Some(DeploymentMode::Static),
+        DeploymentState::Building => false,
+    }
+}
+
+pub async fn stream(ctx: &Arc<Context>, id: &str, request: &Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let query = parse_query(request.uri().query())?;
+    let last_event_id = request.headers().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim);
+    let since = match last_event_id {
+        Some(value) if !value.is_empty() => {
+            value.parse().map_err(|_| ApiError::invalid("INVALID_QUERY", format!("Last-Event-ID {value:?} must be a log sequence number")))?
+        }
+        _ => query.since,
+    };
+    let deployment = deployment(ctx, id).await?;
+    let status = ctx.pipeline.status(&deployment.provisioning_id).await.ok().flatten();
+    let (sender, receiver) = mpsc::channel::<Bytes>(256);
+    let hub = ctx.hub.clone();
+    let ended = finished(&deployment);
+    tokio::spawn(follow(hub, deployment.id.clone(), since, query.stream, ended, status, sender));
+    let mut response = Response::new(ChannelBody(receiver).boxed());
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+fn line_event(line: &LogLine) -> Bytes {
+    let data = serde_json::to_string(line).expect("log lines serialize");
+    Bytes::from(format!("id: {}\nevent: log\ndata: {data}\n\n", line.seq))
+}
+
+fn status_event(status: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: status\ndata: {status}\n\n"))
+}
+
+const END_EVENT: &str = "event: end\ndata: {}\n\n";
+
+async fn follow(
+    hub: Arc<LogHub>,
+    deployment_id: String,
+    since: u64,
+    stream: Option<LogStream>,
+    ended_in_store: bool,
+    status: Option<serde_json::Value>,
+    sender: mpsc::Sender<Bytes>,
+) {
+    let wanted = |line: &LogLine| stream.is_none_or(|s| s == line.stream);
+    let mut subscription = hub.subscribe(&deployment_id, ended_in_store);
+    let _ = sender.send(Bytes::from_static(b": connected\nretry: 2000\n\n")).await;
+    if let Some(status) = &status {
+        if sender.send(status_event(status)).await.is_err() {
+            return;
+        }
+    }
+    // Replay: everything after `since` that exists now (store, then pending).
+    let mut last = since;
+    if !replay(&hub, &deployment_id, &mut last, &sender, &wanted).await {
+        return;
+    }
+    if subscription.ended {
+        let _ = sender.send(Bytes::from_static(END_EVENT.as_bytes())).await;
+        return;
+    }
+    loop {
+        let event = tokio::select! {
+            _ = sender.closed() => return,
+            _ = tokio::time::sleep(KEEPALIVE) => {
+                if sender.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            event = subscription.receiver.recv() => event,
+        };
+        match event {
+            Ok(LogEvent::Line(line)) => {
+                if line.seq > last {
+                    last = line.seq;
+                    if wanted(&line) && sender.send(line_event(&line)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(LogEvent::Status(status)) => {
+                if sender.send(status_event(&status)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(LogEvent::End) | Err(RecvError::Closed) => {
+                // Lines appended just before the end are in the channel already (sent before
+                // End); a final replay covers any the receiver missed.
+                replay(&hub, &deployment_id, &mut last, &sender, &wanted).await;
+                let _ = sender.send(Bytes::from_static(END_EVENT.as_bytes())).await;
+                return;
+            }
+            Err(RecvError::Lagged(_)) => {
+                // Too slow for the live channel: catch up from the store and pending lines.
+                if !replay(&hub, &deployment_id, &mut last, &sender, &wanted).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Sends every line after `*last` that the hub has now; false when the client went away.
+async fn replay(hub: &Arc<LogHub>, deployment_id: &str, last: &mut u64, sender: &mpsc::Sender<Bytes>, wanted: &impl Fn(&LogLine) -> bool) -> bool {
+    loop {
+        let (hub2, id, after) = (hub.clone(), deployment_id.to_owned(), *last);
+        let page = tokio::task::spawn_blocking(move || hub2.read(&id, after, 1000, None)).await;
+        let Ok(Ok((lines, _))) = page else { return true };
+        if lines.is_empty() {
+            return true;
+        }
+        for line in &lines {
+            *last = line.seq;
+            if wanted(line) && sender.send(line_event(line)).await.is_err() {
+                return false;
+            }
+        }
+    }
+}

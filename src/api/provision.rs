@@ -1,0 +1,158 @@
+//! Provisioning: `POST /api/projects/{projectId}/provision`, `POST …/rollback`,
+//! `GET /api/provisioning/{provisioningId}/status`, `GET /api/projects/{projectId}/deployments`.
+
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::json::{only_fields, optional_string, read_json_object, validate_slug};
+use super::projects::{find, find_or_create};
+use super::{json_response, ApiError, Context};
+use crate::http_util::Body;
+use crate::ids::rfc3339;
+use crate::pipeline::ProvisionError;
+use crate::store::records::{DeploymentState, ProvisionRequest, RunRecord};
+
+const FIELDS: &[&str] = &[
+    "projectSlug",
+    "installCommand",
+    "buildCommand",
+    "startCommand",
+    "outputDirectory",
+    "sourceId",
+    "gitUrl",
+    "gitRef",
+    "healthCheckPath",
+];
+
+/// Longest accepted command.
+const MAX_COMMAND_BYTES: usize = 16 * 1024;
+
+pub async fn provision(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let body = read_json_object(request).await?;
+    only_fields(&body, FIELDS)?;
+    let slug = optional_string(&body, "projectSlug")?
+        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `projectSlug` is required"))?;
+    validate_slug(&slug, ctx.config.reserved_slug())?;
+    let mut parsed = ProvisionRequest { project_slug: slug.clone(), ..Default::default() };
+    for (field, slot) in [
+        ("installCommand", &mut parsed.install_command),
+        ("buildCommand", &mut parsed.build_command),
+        ("startCommand", &mut parsed.start_command),
+        ("outputDirectory", &mut parsed.output_directory),
+        ("sourceId", &mut parsed.source_id),
+        ("gitUrl", &mut parsed.git_url),
+        ("gitRef", &mut parsed.git_ref),
+        ("healthCheckPath", &mut parsed.health_check_path),
+    ] {
+        let value = optional_string(&body, field)?.filter(|v| !v.is_empty());
+        if value.as_ref().is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0')) {
+            return Err(ApiError::invalid("INVALID_BODY", format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL")));
+        }
+        *slot = value;
+    }
+    if let Some(path) = &parsed.health_check_path {
+        if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ApiError::invalid("INVALID_BODY", "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")"));
+        }
+    }
+    if let Some(dir) = &parsed.output_directory {
+        let path = std::path::Path::new(dir.trim_start_matches("./"));
+        if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err(ApiError::invalid("INVALID_BODY", "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
+        }
+    }
+    if parsed.git_ref.is_some() && parsed.git_url.is_none() {
+        return Err(ApiError::invalid("INVALID_BODY", "field `gitRef` needs `gitUrl`"));
+    }
+    if !id_or_slug.starts_with("prj_") && id_or_slug != slug {
+        return Err(ApiError::invalid(
+            "INVALID_SLUG_MISMATCH",
+            format!("the path names project {id_or_slug:?} but projectSlug is {slug:?}"),
+        ));
+    }
+    let project = find_or_create(ctx, id_or_slug).await?;
+    if project.slug != slug {
+        return Err(ApiError::invalid(
+            "INVALID_SLUG_MISMATCH",
+            format!("project {} has slug {:?}, but projectSlug is {slug:?}", project.id, project.slug),
+        ));
+    }
+    let run = ctx.pipeline.provision(&project, parsed, None).await.map_err(provision_error)?;
+    Ok(accepted(&run))
+}
+
+fn provision_error(error: ProvisionError) -> ApiError {
+    match error {
+        ProvisionError::Invalid(code, message) => ApiError::invalid(code, message),
+        ProvisionError::Store(error) => ApiError::internal(error),
+    }
+}
+
+fn accepted(run: &RunRecord) -> Response<Body> {
+    json_response(
+        StatusCode::ACCEPTED,
+        &json!({
+            "status": "provisioning_in_progress",
+            "provisioningId": run.id,
+            "statusCheckUrl": format!("/api/provisioning/{}/status", run.id),
+            "estimatedCompletionTime": run.estimate_ms,
+            "deploymentId": run.deployment_id,
+        }),
+    )
+}
+
+pub async fn rollback(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let body = read_json_object(request).await?;
+    only_fields(&body, &["deploymentId"])?;
+    let deployment_id = optional_string(&body, "deploymentId")?
+        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `deploymentId` is required"))?;
+    let project = find(ctx, id_or_slug).await?;
+    let id = deployment_id.clone();
+    let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;
+    let deployment = match deployment {
+        Some(d) if d.project_id == project.id => d,
+        _ => return Err(ApiError::invalid("INVALID_DEPLOYMENT_ID", format!("{deployment_id:?} is not a deployment of {}", project.slug))),
+    };
+    let built = matches!(deployment.state, DeploymentState::Live | DeploymentState::Inactive);
+    if !built || !ctx.pipeline.workspace(&deployment.id).is_dir() {
+        return Err(ApiError::invalid(
+            "INVALID_DEPLOYMENT_ID",
+            format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
+        ));
+    }
+    let request = ProvisionRequest { project_slug: project.slug.clone(), health_check_path: deployment.health_check_path.clone(), ..Default::default() };
+    let run = ctx.pipeline.provision(&project, request, Some(deployment)).await.map_err(provision_error)?;
+    Ok(accepted(&run))
+}
+
+pub async fn status(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, ApiError> {
+    match ctx.pipeline.status(run_id).await? {
+        Some(status) => Ok(json_response(StatusCode::OK, &status)),
+        None => Err(ApiError::not_found(format!("no provisioning run {run_id:?}"))),
+    }
+}
+
+pub async fn deployments(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let list = ctx.store.call(move |s| s.project_deployments(&id)).await?;
+    let list: Vec<_> = list
+        .iter()
+        .map(|d| {
+            json!({
+                "id": d.id,
+                "projectId": d.project_id,
+                "provisioningId": d.provisioning_id,
+                "state": d.state,
+                "mode": d.mode,
+                "live": project.live_deployment_id.as_deref() == Some(d.id.as_str()),
+                "createdAt": rfc3339(d.created_ms),
+                "finishedAt": d.finished_ms.map(rfc3339),
+            })
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, &json!({"projectId": project.id, "deployments": list})))
+}

@@ -1,0 +1,74 @@
+//! `POST /api/projects/{projectId}/source`: a gzip'd tar upload, validated and stored
+//! content-addressed (the same archive twice is kept once).
+
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::json::read_body;
+use super::projects::find_or_create;
+use super::{json_response, ApiError, Context};
+use crate::http_util::Body;
+use crate::source::SourceError;
+use crate::store::records::SourceRecord;
+
+const ACCEPTED_TYPES: &[&str] = &["application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/octet-stream"];
+
+pub async fn upload(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !ACCEPTED_TYPES.contains(&content_type.as_str()) {
+        return Err(ApiError::invalid(
+            "INVALID_CONTENT_TYPE",
+            format!("upload a .tar.gz with Content-Type: application/gzip (got {content_type:?})"),
+        ));
+    }
+    if !id_or_slug.starts_with("prj_") {
+        super::json::validate_slug(id_or_slug, ctx.config.reserved_slug())?;
+    }
+    let limits = crate::pipeline::source_limits(&ctx.config.limits);
+    let archive = read_body(request, limits.max_archive_bytes as usize).await?;
+    let sources = ctx.sources.clone();
+    let ingest_limits = limits.clone();
+    let ingested = tokio::task::spawn_blocking(move || sources.ingest(&archive, &ingest_limits))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|error| match error {
+            SourceError::InvalidArchive(message) => ApiError::invalid("INVALID_SOURCE_ARCHIVE", message),
+            SourceError::TooLarge { .. } => ApiError::new(super::ErrorKind::PayloadTooLarge, error.to_string()),
+            other => ApiError::internal(other),
+        })?;
+    let project = find_or_create(ctx, id_or_slug).await?;
+    let record = SourceRecord {
+        v: 1,
+        id: crate::ids::new_id("src_"),
+        project_id: project.id.clone(),
+        sha256: ingested.sha256.clone(),
+        size_bytes: ingested.size_bytes,
+        file_count: ingested.file_count,
+        created_ms: crate::ids::now_ms(),
+    };
+    let stored = record.clone();
+    ctx.store.call(move |s| s.put_source(&stored)).await?;
+    tracing::info!(project = %project.slug, source = %record.id, sha256 = %record.sha256, "source uploaded");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({
+            "sourceId": record.id,
+            "projectId": project.id,
+            "sha256": record.sha256,
+            "sizeBytes": record.size_bytes,
+            "fileCount": record.file_count,
+        }),
+    ))
+}

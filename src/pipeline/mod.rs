@@ -1,0 +1,330 @@
+//! Provisioning runs: `provision` validates and records a run, then a task walks the eight
+//! steps (`run.rs`). This module owns the runs in flight: their live status (progress never
+//! goes down), supersession of an older run by a newer one, cancellation on shutdown
+//! (`INTERRUPTED`), and bringing live deployments back at start.
+
+mod progress;
+mod restore;
+mod run;
+mod status;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use progress::{estimate_from_history, STEPS};
+pub use status::status_json;
+
+use crate::config::Config;
+use crate::logs::LogHub;
+use crate::router::Routes;
+use crate::sandbox::Runner;
+use crate::secrets::SecretBox;
+use crate::source::SourceStore;
+use crate::store::records::{
+    DeploymentRecord, DeploymentState, ProjectRecord, ProvisionRequest, RunRecord, RunStatus, StepRecord, StepState,
+};
+use crate::store::Store;
+use crate::supervisor::Supervisor;
+
+/// Archive limits from the config: the upload limit, 10x that unpacked, 100,000 files.
+pub fn source_limits(limits: &crate::config::Limits) -> crate::source::SourceLimits {
+    crate::source::SourceLimits::from_archive_limit(limits.source_max_mb * 1024 * 1024)
+}
+
+/// Why a run was stopped before it finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Superseded,
+    Interrupted,
+}
+
+pub(crate) struct ActiveRun {
+    pub record: Mutex<RunRecord>,
+    pub cancel: CancellationToken,
+    pub reason: Mutex<Option<StopReason>>,
+    pub shown_progress: AtomicU32,
+}
+
+pub struct Pipeline {
+    pub(crate) config: Arc<Config>,
+    pub(crate) store: Store,
+    pub(crate) hub: Arc<LogHub>,
+    pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) routes: Arc<Routes>,
+    pub(crate) supervisor: Arc<Supervisor>,
+    pub(crate) sources: Arc<SourceStore>,
+    pub(crate) secrets: Arc<SecretBox>,
+    pub(crate) tls: Option<Arc<crate::tls::TlsManager>>,
+    pub(crate) https_addr: Option<std::net::SocketAddr>,
+    /// `https://<slug>.<apps_domain>[:port]`
+    pub(crate) url_prefix: (String, String),
+    runs: Mutex<HashMap<String, Arc<ActiveRun>>>,
+    /// project id → its run in flight.
+    by_project: Mutex<HashMap<String, String>>,
+    /// Serializes route switches per project.
+    deploy_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// What `provision` needs to know about the caller's request.
+pub struct Accepted {
+    pub run: RunRecord,
+}
+
+#[derive(Debug)]
+pub enum ProvisionError {
+    /// `INVALID_*` code and message.
+    Invalid(&'static str, String),
+    Store(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for ProvisionError {
+    fn from(error: crate::store::StoreError) -> Self {
+        ProvisionError::Store(error)
+    }
+}
+
+pub struct PipelineParts {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub hub: Arc<LogHub>,
+    pub runner: Arc<dyn Runner>,
+    pub routes: Arc<Routes>,
+    pub supervisor: Arc<Supervisor>,
+    pub sources: Arc<SourceStore>,
+    pub secrets: Arc<SecretBox>,
+    pub tls: Option<Arc<crate::tls::TlsManager>>,
+    pub https_addr: Option<std::net::SocketAddr>,
+    pub scheme: &'static str,
+    pub port_suffix: String,
+    pub shutdown: CancellationToken,
+}
+
+impl Pipeline {
+    pub fn new(parts: PipelineParts) -> Arc<Pipeline> {
+        let url_prefix = (format!("{}://", parts.scheme), format!(".{}{}", parts.config.apps_domain, parts.port_suffix));
+        Arc::new(Pipeline {
+            config: parts.config,
+            store: parts.store,
+            hub: parts.hub,
+            runner: parts.runner,
+            routes: parts.routes,
+            supervisor: parts.supervisor,
+            sources: parts.sources,
+            secrets: parts.secrets,
+            tls: parts.tls,
+            https_addr: parts.https_addr,
+            url_prefix,
+            runs: Mutex::new(HashMap::new()),
+            by_project: Mutex::new(HashMap::new()),
+            deploy_locks: Mutex::new(HashMap::new()),
+            tracker: TaskTracker::new(),
+            shutdown: parts.shutdown,
+        })
+    }
+
+    pub fn app_url(&self, slug: &str) -> String {
+        format!("{}{slug}{}", self.url_prefix.0, self.url_prefix.1)
+    }
+
+    pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
+        self.config.data_dir.join("deployments").join(deployment_id)
+    }
+
+    pub fn workspace(&self, deployment_id: &str) -> PathBuf {
+        self.deployment_dir(deployment_id).join("app")
+    }
+
+    pub fn app_data_dir(&self, project_id: &str) -> PathBuf {
+        self.config.data_dir.join("appdata").join(project_id)
+    }
+
+    /// Validates the source choice, records the run and its deployment, supersedes a run in
+    /// flight for the project, and starts the steps. `rollback_of` re-activates a built
+    /// deployment instead of building.
+    pub async fn provision(
+        self: &Arc<Self>,
+        project: &ProjectRecord,
+        mut request: ProvisionRequest,
+        rollback_of: Option<DeploymentRecord>,
+    ) -> Result<RunRecord, ProvisionError> {
+        if rollback_of.is_none() {
+            self.choose_source(project, &mut request).await?;
+        }
+        let project_id = project.id.clone();
+        let history = self.store.call(move |s| s.project_runs(&project_id)).await?;
+        let mut successes: Vec<&RunRecord> =
+            history.iter().filter(|r| r.status == RunStatus::ProvisioningComplete && r.finished_ms.is_some()).collect();
+        successes.sort_by_key(|r| std::cmp::Reverse(r.created_ms));
+        let estimate = estimate_from_history(successes.iter().filter_map(|r| r.finished_ms.map(|f| f - r.created_ms)).collect());
+
+        let now = crate::ids::now_ms();
+        let deployment = match &rollback_of {
+            Some(existing) => existing.clone(),
+            None => DeploymentRecord {
+                v: 1,
+                id: crate::ids::new_id("dpl_"),
+                project_id: project.id.clone(),
+                provisioning_id: String::new(),
+                created_ms: now,
+                finished_ms: None,
+                state: DeploymentState::Building,
+                mode: None,
+                output_dir: None,
+                start_command: None,
+                health_check_path: request.health_check_path.clone(),
+                source_sha256: None,
+                git_url: request.git_url.clone(),
+                port: None,
+            },
+        };
+        let run = RunRecord {
+            v: 1,
+            id: crate::ids::new_id("pvn_"),
+            project_id: project.id.clone(),
+            deployment_id: deployment.id.clone(),
+            request,
+            status: RunStatus::ProvisioningInProgress,
+            steps: STEPS
+                .iter()
+                .map(|(name, _)| StepRecord { name: (*name).into(), state: StepState::Pending, started_ms: None, duration_ms: None })
+                .collect(),
+            progress: 0,
+            created_ms: now,
+            finished_ms: None,
+            estimate_ms: estimate,
+            failed_step: None,
+            error: None,
+        };
+        let mut deployment = deployment;
+        if rollback_of.is_none() {
+            deployment.provisioning_id = run.id.clone();
+        }
+        let (run_copy, deployment_copy) = (run.clone(), deployment.clone());
+        self.store.call(move |s| s.put_run_and_deployment(&run_copy, &deployment_copy)).await?;
+
+        let active = Arc::new(ActiveRun {
+            record: Mutex::new(run.clone()),
+            cancel: self.shutdown.child_token(),
+            reason: Mutex::new(None),
+            shown_progress: AtomicU32::new(0),
+        });
+        self.runs.lock().expect("runs poisoned").insert(run.id.clone(), active.clone());
+        let older = self.by_project.lock().expect("runs poisoned").insert(project.id.clone(), run.id.clone());
+        if let Some(older) = older.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned()) {
+            *older.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
+            older.cancel.cancel();
+        }
+        tracing::info!(project = %project.slug, run = %run.id, deployment = %deployment.id, estimate_ms = estimate, "provisioning started");
+        let this = self.clone();
+        let project = project.clone();
+        self.tracker.spawn(async move { this.execute(active, project, deployment, rollback_of.is_some()).await });
+        Ok(run)
+    }
+
+    /// Fills in `source_id` or checks `git_url`, refusing a request with no source at all.
+    async fn choose_source(&self, project: &ProjectRecord, request: &mut ProvisionRequest) -> Result<(), ProvisionError> {
+        if let Some(source_id) = request.source_id.clone() {
+            let id = source_id.clone();
+            let record = self.store.call(move |s| s.source(&id)).await?;
+            match record {
+                Some(record) if record.project_id == project.id => return Ok(()),
+                _ => {
+                    return Err(ProvisionError::Invalid(
+                        "INVALID_SOURCE_ID",
+                        format!("sourceId {source_id:?} is not an upload of this project; upload with POST /api/projects/{}/source", project.slug),
+                    ))
+                }
+            }
+        }
+        if let Some(url) = &request.git_url {
+            crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| match error {
+                crate::source::SourceError::InvalidGitRef(message) => ProvisionError::Invalid("INVALID_BODY", format!("gitRef: {message}")),
+                other => ProvisionError::Invalid("INVALID_GIT_URL", other.to_string()),
+            })?;
+            return Ok(());
+        }
+        let project_id = project.id.clone();
+        match self.store.call(move |s| s.latest_source(&project_id)).await? {
+            Some(latest) => {
+                request.source_id = Some(latest.id);
+                Ok(())
+            }
+            None => Err(ProvisionError::Invalid(
+                "INVALID_SOURCE_MISSING",
+                format!(
+                    "project {} has no source: upload a .tar.gz with POST /api/projects/{}/source, or pass gitUrl",
+                    project.slug, project.slug
+                ),
+            )),
+        }
+    }
+
+    /// The status object of a run (live while in flight, else from the store).
+    pub async fn status(&self, run_id: &str) -> crate::store::Result<Option<serde_json::Value>> {
+        let active = self.runs.lock().expect("runs poisoned").get(run_id).cloned();
+        let now = crate::ids::now_ms();
+        if let Some(active) = active {
+            let record = active.record.lock().expect("run poisoned").clone();
+            return Ok(Some(self.status_of(&active, &record, now).await));
+        }
+        let id = run_id.to_owned();
+        let Some(record) = self.store.call(move |s| s.run(&id)).await? else { return Ok(None) };
+        let slug = self.slug_of(&record.project_id).await;
+        Ok(Some(status_json(&record, now, 0, &self.app_url(&slug)).0))
+    }
+
+    pub(crate) async fn status_of(&self, active: &ActiveRun, record: &RunRecord, now: u64) -> serde_json::Value {
+        let slug = self.slug_of(&record.project_id).await;
+        let floor = active.shown_progress.load(Ordering::Relaxed);
+        let (value, shown) = status_json(record, now, floor, &self.app_url(&slug));
+        active.shown_progress.fetch_max(shown, Ordering::Relaxed);
+        value
+    }
+
+    async fn slug_of(&self, project_id: &str) -> String {
+        let id = project_id.to_owned();
+        match self.store.call(move |s| s.find_project(&id)).await {
+            Ok(Some(project)) => project.slug,
+            _ => String::from("deleted-project"),
+        }
+    }
+
+    pub(crate) fn deploy_lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.deploy_locks.lock().expect("locks poisoned").entry(project_id.to_owned()).or_default().clone()
+    }
+
+    pub(crate) fn finish(&self, run_id: &str, project_id: &str) {
+        self.runs.lock().expect("runs poisoned").remove(run_id);
+        let mut by_project = self.by_project.lock().expect("runs poisoned");
+        if by_project.get(project_id).map(String::as_str) == Some(run_id) {
+            by_project.remove(project_id);
+        }
+    }
+
+    /// Cancels the project's run in flight (project deleted).
+    pub fn cancel_project(&self, project_id: &str) {
+        let run_id = self.by_project.lock().expect("runs poisoned").get(project_id).cloned();
+        if let Some(active) = run_id.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned()) {
+            *active.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
+            active.cancel.cancel();
+        }
+    }
+
+    /// Daemon stopping: every run in flight ends `INTERRUPTED`; waits for them to record it.
+    pub async fn interrupt_all(&self) {
+        let active: Vec<Arc<ActiveRun>> = self.runs.lock().expect("runs poisoned").values().cloned().collect();
+        for run in active {
+            *run.reason.lock().expect("reason poisoned") = Some(StopReason::Interrupted);
+            run.cancel.cancel();
+        }
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}

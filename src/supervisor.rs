@@ -1,0 +1,302 @@
+//! Running apps: starts a server-mode deployment's start command through the runner, waits
+//! until it accepts connections on `PORT` (and answers `healthCheckPath`), restarts it with
+//! backoff (1 s doubling to 60 s) when it exits, and stops it (SIGTERM, grace, SIGKILL).
+//! The pipeline decides *when* an app becomes live; the supervisor keeps it running.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::logs::{pump_lines, LogHub, LogStream};
+use crate::router::{Routes, Target};
+use crate::sandbox::{Runner, Running, StepKind, StepSpec};
+
+/// Everything needed to (re)start one app.
+#[derive(Debug, Clone)]
+pub struct AppSpec {
+    pub deployment_id: String,
+    pub slug: String,
+    pub uid: u32,
+    /// The built workspace (read-only for the app).
+    pub root: PathBuf,
+    /// The app's writable data dir (kept across deployments of the project).
+    pub data_dir: PathBuf,
+    pub command: String,
+    /// The environment without `PORT` (the supervisor adds it).
+    pub env: Vec<(String, String)>,
+    pub port: u16,
+    pub health_check_path: Option<String>,
+    pub memory_mb: u64,
+    pub pids: u64,
+}
+
+/// Why an app did not come up.
+#[derive(Debug, Clone)]
+pub struct StartFailure {
+    /// `START_FAILED` or `HEALTHCHECK_FAILED`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+struct App {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+pub struct Supervisor {
+    runner: Arc<dyn Runner>,
+    hub: Arc<LogHub>,
+    routes: Arc<Routes>,
+    apps: Mutex<HashMap<String, App>>,
+    pub stop_grace: Duration,
+}
+
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+impl Supervisor {
+    pub fn new(runner: Arc<dyn Runner>, hub: Arc<LogHub>, routes: Arc<Routes>) -> Arc<Supervisor> {
+        Arc::new(Supervisor { runner, hub, routes, apps: Mutex::new(HashMap::new()), stop_grace: Duration::from_secs(10) })
+    }
+
+    /// Starts the app and returns once it is healthy (its address), or why it is not.
+    /// On success the app keeps running (and restarting) until [`Supervisor::stop`].
+    pub async fn start(self: &Arc<Self>, spec: AppSpec, health_timeout: Duration) -> Result<SocketAddr, StartFailure> {
+        let cancel = CancellationToken::new();
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        let loop_cancel = cancel.clone();
+        let deployment_id = spec.deployment_id.clone();
+        let task = tokio::spawn(async move { this.app_loop(spec, health_timeout, loop_cancel, first_tx).await });
+        let previous = self.apps.lock().expect("apps poisoned").insert(deployment_id.clone(), App { cancel, task });
+        if let Some(previous) = previous {
+            previous.cancel.cancel();
+        }
+        let result = first_rx.await.unwrap_or_else(|_| Err(StartFailure { code: "START_FAILED", message: "the app supervisor stopped".into() }));
+        if result.is_err() {
+            self.apps.lock().expect("apps poisoned").remove(&deployment_id);
+        }
+        result
+    }
+
+    pub fn is_running(&self, deployment_id: &str) -> bool {
+        self.apps.lock().expect("apps poisoned").contains_key(deployment_id)
+    }
+
+    /// Stops an app (SIGTERM, grace period, SIGKILL) and waits until it is gone.
+    pub async fn stop(&self, deployment_id: &str) {
+        let app = self.apps.lock().expect("apps poisoned").remove(deployment_id);
+        if let Some(app) = app {
+            app.cancel.cancel();
+            let _ = app.task.await;
+        }
+    }
+
+    /// Stops every app (daemon shutdown).
+    pub async fn stop_all(&self) {
+        let apps: Vec<App> = self.apps.lock().expect("apps poisoned").drain().map(|(_, app)| app).collect();
+        for app in &apps {
+            app.cancel.cancel();
+        }
+        for app in apps {
+            let _ = app.task.await;
+        }
+    }
+
+    async fn app_loop(
+        self: Arc<Self>,
+        spec: AppSpec,
+        health_timeout: Duration,
+        cancel: CancellationToken,
+        first: tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>,
+    ) {
+        let mut first = Some(first);
+        let mut backoff = BACKOFF_START;
+        let dpl = spec.deployment_id.clone();
+        loop {
+            let mut running = match self.spawn(&spec) {
+                Ok(running) => running,
+                Err(error) => {
+                    let message = format!("could not start the app: {error}");
+                    self.hub.system(&dpl, &message);
+                    if let Some(first) = first.take() {
+                        let _ = first.send(Err(StartFailure { code: "START_FAILED", message }));
+                        return;
+                    }
+                    if sleep_or_cancel(backoff, &cancel).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            };
+            let address = SocketAddr::new(running.address, spec.port);
+            let started = tokio::time::Instant::now();
+            // Wait for health, the process exiting, or cancellation.
+            let healthy = tokio::select! {
+                _ = cancel.cancelled() => {
+                    let _ = running.stop(self.stop_grace).await;
+                    return;
+                }
+                exit = running.wait() => Err(exit),
+                healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, health_timeout) => Ok(healthy),
+            };
+            match healthy {
+                Ok(true) => {
+                    if let Some(first) = first.take() {
+                        self.hub.system(&dpl, &format!("app is accepting connections on port {} ({address})", spec.port));
+                        let _ = first.send(Ok(address));
+                    } else {
+                        self.hub.system(&dpl, "app restarted and is accepting connections again");
+                        self.repoint_route(&spec, address);
+                    }
+                }
+                Ok(false) => {
+                    let what = match &spec.health_check_path {
+                        Some(path) => format!("accept connections on port {} and answer {path} with 2xx/3xx", spec.port),
+                        None => format!("accept connections on port {}", spec.port),
+                    };
+                    let message = format!(
+                        "the app did not {what} within {} s; make it listen on the port in $PORT",
+                        health_timeout.as_secs()
+                    );
+                    self.hub.system(&dpl, &message);
+                    let _ = running.stop(self.stop_grace).await;
+                    if let Some(first) = first.take() {
+                        let _ = first.send(Err(StartFailure { code: "HEALTHCHECK_FAILED", message }));
+                        return;
+                    }
+                }
+                Err(exit) => {
+                    let description = match &exit {
+                        Ok(exit) => exit.describe(),
+                        Err(error) => format!("could not be waited for ({error})"),
+                    };
+                    let message = format!("the start command {description} before accepting connections on port {}", spec.port);
+                    self.hub.system(&dpl, &message);
+                    if let Some(first) = first.take() {
+                        let _ = first.send(Err(StartFailure { code: "START_FAILED", message }));
+                        return;
+                    }
+                }
+            }
+            if first.is_none() && running_healthy_until_exit(&mut running, &cancel, self.stop_grace, &self.hub, &dpl).await {
+                return;
+            }
+            // Ran for a while healthily: start the backoff again from the beginning.
+            if started.elapsed() > BACKOFF_MAX {
+                backoff = BACKOFF_START;
+            }
+            self.hub.system(&dpl, &format!("restarting the app in {} s", backoff.as_secs()));
+            if sleep_or_cancel(backoff, &cancel).await {
+                return;
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    fn spawn(&self, spec: &AppSpec) -> std::io::Result<Running> {
+        let mut env = spec.env.clone();
+        env.push(("PORT".into(), spec.port.to_string()));
+        let step = StepSpec {
+            name: format!("slipway-{}-app", spec.deployment_id),
+            kind: StepKind::App { output: spec.root.clone(), data_dir: spec.data_dir.clone() },
+            command: spec.command.clone(),
+            env,
+            project_uid: spec.uid,
+            memory_mb: spec.memory_mb,
+            pids: spec.pids,
+            cpus: 1.0,
+            stop_grace: self.stop_grace,
+        };
+        let mut running = self.runner.spawn(step)?;
+        if let Some(stdout) = running.stdout.take() {
+            tokio::spawn(pump_lines(stdout, self.hub.clone(), spec.deployment_id.clone(), LogStream::Stdout));
+        }
+        if let Some(stderr) = running.stderr.take() {
+            tokio::spawn(pump_lines(stderr, self.hub.clone(), spec.deployment_id.clone(), LogStream::Stderr));
+        }
+        Ok(running)
+    }
+
+    /// After a restart the app may have a new address: move the route if it still points here.
+    fn repoint_route(&self, spec: &AppSpec, address: SocketAddr) {
+        let slug = spec.slug.clone();
+        let dpl = spec.deployment_id.clone();
+        self.routes.update(|table| {
+            if let Some(Some(Target::Proxy { deployment_id, upstream })) = table.apps.get_mut(&slug) {
+                if *deployment_id == dpl {
+                    *upstream = address;
+                }
+            }
+        });
+    }
+}
+
+/// Waits for the running process to exit (true when canceled and stopped instead).
+async fn running_healthy_until_exit(
+    running: &mut Running,
+    cancel: &CancellationToken,
+    grace: Duration,
+    hub: &LogHub,
+    dpl: &str,
+) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => {
+            let _ = running.stop(grace).await;
+            true
+        }
+        exit = running.wait() => {
+            let description = match exit {
+                Ok(exit) => exit.describe(),
+                Err(error) => format!("could not be waited for ({error})"),
+            };
+            hub.system(dpl, &format!("the app {description}"));
+            false
+        }
+    }
+}
+
+async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(duration) => false,
+    }
+}
+
+/// Polls until `address` accepts a connection (and answers `path` with 2xx/3xx) or `timeout`.
+pub async fn wait_healthy(address: SocketAddr, path: Option<&str>, slug: &str, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(20);
+    while tokio::time::Instant::now() < deadline {
+        if probe(address, path, slug).await {
+            return true;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(250));
+    }
+    false
+}
+
+async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
+    let connect = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(address)).await;
+    let Ok(Ok(mut stream)) = connect else { return false };
+    let Some(path) = path else { return true };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {slug}\r\nUser-Agent: slipway-health\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    match tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut head)).await {
+        Ok(Ok(_)) => {
+            let status = std::str::from_utf8(&head[9..12]).ok().and_then(|s| s.parse::<u16>().ok()).unwrap_or(0);
+            (200..400).contains(&status)
+        }
+        _ => false,
+    }
+}
