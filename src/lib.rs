@@ -8,4 +8,5 @@ pub mod config;
 pub mod http_util;
 pub mod router;
 pub mod sandbox;
+pub mod source;
 pub mod static_files;
