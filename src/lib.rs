@@ -1,8 +1,10 @@
 //! Slipway: a self-hosted deployment daemon.
 //!
 //! Reading order: [`config`] → [`app`] (wiring, shutdown) → [`server`] (listeners) →
-//! [`router`] (host dispatch) → [`api`] (the REST API) → [`store`] (redb) → [`pipeline`]
-//! (provisioning runs) → [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps).
+//! [`dispatch`] (host dispatch) → [`router`] (the route snapshot) → [`api`] (the REST API) →
+//! [`store`] (redb) → [`pipeline`] (provisioning runs) → [`source`] (archives, git) →
+//! [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps) → [`logs`] (the log
+//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`].
 
 pub mod admin;
 pub mod api;
@@ -14,15 +16,17 @@ pub mod dashboard;
 pub mod dispatch;
 pub mod http_util;
 pub mod ids;
+pub mod logs;
 pub mod notify;
+pub mod pipeline;
+pub mod proxy;
 pub mod ratelimit;
 pub mod router;
 pub mod sandbox;
 pub mod secrets;
 pub mod server;
+pub mod source;
 pub mod static_files;
 pub mod store;
-pub mod logs;
-pub mod pipeline;
 pub mod supervisor;
 pub mod tls;

@@ -1,0 +1,1 @@
+//! Tests of the source store, the archive rules and git cloning.
