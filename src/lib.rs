@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod http_util;
+pub mod proxy;
 pub mod router;
 pub mod sandbox;
 pub mod static_files;
