@@ -1,23 +1,261 @@
-//! Static serving of a static-mode deployment's output directory (owned by the static/proxy
-//! work; see issue 3). Loaded into memory at deploy time; the router calls `serve`.
+//! Static serving of a static-mode deployment's output directory.
+//!
+//! The pipeline calls [`StaticSite::load`] once per deployment, on a blocking thread (it reads
+//! the whole tree), and puts the result in the route table; the router calls
+//! [`StaticSite::serve`] for every request to that app.
+//!
+//! What a loaded site holds:
+//! - every servable file with its content type, strong `ETag`, `Last-Modified` and
+//!   `Cache-Control` computed once, plus its precompressed `.br` / `.gz` siblings;
+//! - the bytes themselves, in memory, for files up to [`StaticLimits::max_file_in_memory`]
+//!   while the total stays under [`StaticLimits::memory_budget`] (smallest files first). Other
+//!   files are kept as a path and streamed from disk on demand; their ETag comes from size and
+//!   mtime instead of a content hash.
+//!
+//! Architecture invariants:
+//! - Request handling never walks or stats the filesystem: a request path is looked up in a
+//!   map built at load time, so `..`, encoded separators and symlinks cannot reach anything
+//!   the load did not accept. Traversal attempts are refused with 400 all the same.
+//! - Symlinks are followed at load time only when their target lies inside the output
+//!   directory; directory symlinks are never followed (no loops).
+//! - Dot-files and dot-directories (`.env`, `.git`) are never served, except `.well-known`.
 
-use std::path::Path;
+mod load;
+mod respond;
+#[cfg(test)]
+mod tests;
 
-use http::{Request, Response};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::http_util::Body;
+use bytes::Bytes;
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+
+use crate::http_util::{empty, Body};
+
+/// Bounds applied while loading a site.
+#[derive(Clone, Debug)]
+pub struct StaticLimits {
+    /// Total bytes held in memory for one site (all representations together).
+    pub memory_budget: u64,
+    /// Files larger than this are always streamed from disk.
+    pub max_file_in_memory: u64,
+    /// A site with more servable files than this fails to load.
+    pub max_files: usize,
+    /// Directories nested deeper than this are not descended into.
+    pub max_depth: usize,
+}
+
+impl StaticLimits {
+    /// The limits [`StaticSite::load`] uses: 512 MiB in memory, 8 MiB per in-memory file,
+    /// 200,000 files, 32 levels of directories.
+    pub const STANDARD: StaticLimits = StaticLimits {
+        memory_budget: 512 * 1024 * 1024,
+        max_file_in_memory: 8 * 1024 * 1024,
+        max_files: 200_000,
+        max_depth: 32,
+    };
+}
 
 /// A deployment's output, loaded and ready to serve.
-pub struct StaticSite {}
+pub struct StaticSite {
+    routes: HashMap<Box<str>, Route>,
+    not_found: Option<Arc<StaticFile>>,
+    bytes_in_memory: u64,
+}
 
 impl StaticSite {
-    /// Loads every file under `root` (content types, ETags and precompressed variants ready).
-    pub fn load(_root: &Path) -> std::io::Result<StaticSite> {
-        Err(std::io::Error::other("static serving is not built yet"))
+    /// Loads every servable file under `root` with [`StaticLimits::STANDARD`]. Blocking: call
+    /// it from `spawn_blocking`.
+    pub fn load(root: &Path) -> std::io::Result<StaticSite> {
+        StaticSite::load_with_limits(root, &StaticLimits::STANDARD)
     }
 
-    /// Answers one request (GET/HEAD; conditional and range requests included).
-    pub fn serve<B>(&self, _request: &Request<B>) -> Response<Body> {
-        unreachable!("StaticSite cannot be constructed yet")
+    /// Loads every servable file under `root` within `limits`. Blocking.
+    pub fn load_with_limits(root: &Path, limits: &StaticLimits) -> std::io::Result<StaticSite> {
+        load::load(root, limits)
     }
+
+    /// Answers one request: GET and HEAD, conditional (`If-None-Match`, `If-Modified-Since`)
+    /// and single-range requests included. Never blocks, except for one `open` of a file
+    /// that did not fit in memory.
+    pub fn serve<B>(&self, request: &Request<B>) -> Response<Body> {
+        let method = request.method();
+        let head = method == Method::HEAD;
+        if method != Method::GET && !head {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", head);
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return response;
+        }
+        let raw_path = request.uri().path();
+        let path = match decode_path(raw_path) {
+            Ok(path) => path,
+            Err(PathRefused::Traversal) => {
+                return plain(StatusCode::BAD_REQUEST, "Bad Request", head)
+            }
+            Err(PathRefused::NotUtf8) => return self.not_found(request, head),
+        };
+        match self.routes.get(path.as_ref()) {
+            Some(Route::File(file)) => respond::file(file, request.headers(), head, StatusCode::OK),
+            Some(Route::AddSlash) => add_slash(raw_path, request.uri().query(), head),
+            None => self.not_found(request, head),
+        }
+    }
+
+    /// How many distinct paths answer (files, directory indexes and redirects).
+    pub fn route_count(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Bytes of file content held in memory.
+    pub fn bytes_in_memory(&self) -> u64 {
+        self.bytes_in_memory
+    }
+
+    fn not_found<B>(&self, request: &Request<B>, head: bool) -> Response<Body> {
+        match &self.not_found {
+            Some(page) => respond::not_found_page(page, request.headers(), head),
+            None => {
+                let mut response = crate::proxy::error_page(
+                    StatusCode::NOT_FOUND,
+                    "Not found",
+                    "There is nothing at this address.",
+                );
+                if head {
+                    *response.body_mut() = empty();
+                }
+                response
+            }
+        }
+    }
+}
+
+/// What a request path leads to.
+enum Route {
+    File(Arc<StaticFile>),
+    /// A directory with an `index.html`, asked for without its trailing slash.
+    AddSlash,
+}
+
+/// One servable file: the headers computed at load time and its representations.
+struct StaticFile {
+    content_type: HeaderValue,
+    cache_control: HeaderValue,
+    last_modified: HeaderValue,
+    /// Seconds since the epoch of the file's mtime (the precision of HTTP dates).
+    modified_seconds: u64,
+    identity: Representation,
+    gzip: Option<Representation>,
+    brotli: Option<Representation>,
+}
+
+/// One encoding of a file's content.
+#[derive(Clone)]
+struct Representation {
+    content: Content,
+    len: u64,
+    etag: HeaderValue,
+}
+
+#[derive(Clone)]
+enum Content {
+    Memory(Bytes),
+    /// A canonical path inside the output directory, opened on each request.
+    Disk(Arc<PathBuf>),
+}
+
+#[derive(Debug, PartialEq)]
+enum PathRefused {
+    /// `..` or `.` segments, NUL bytes or a path not starting with `/`.
+    Traversal,
+    NotUtf8,
+}
+
+/// Percent-decodes a request path and refuses anything that tries to leave the root.
+fn decode_path(raw: &str) -> Result<Cow<'_, str>, PathRefused> {
+    if !raw.starts_with('/') {
+        return Err(PathRefused::Traversal);
+    }
+    let decoded: Cow<'_, str> = if raw.contains('%') {
+        let bytes = percent_decode(raw.as_bytes()).ok_or(PathRefused::Traversal)?;
+        Cow::Owned(String::from_utf8(bytes).map_err(|_| PathRefused::NotUtf8)?)
+    } else {
+        Cow::Borrowed(raw)
+    };
+    let refused = decoded.contains('\0')
+        || decoded.contains('\\')
+        || decoded
+            .split('/')
+            .any(|segment| segment == ".." || segment == ".");
+    if refused {
+        return Err(PathRefused::Traversal);
+    }
+    Ok(decoded)
+}
+
+/// Decodes `%XX` escapes; `None` for a malformed escape.
+fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
+    let mut output = Vec::with_capacity(input.len());
+    let mut index = 0;
+    while index < input.len() {
+        match input[index] {
+            b'%' => {
+                let high = hex_value(*input.get(index + 1)?)?;
+                let low = hex_value(*input.get(index + 2)?)?;
+                output.push(high << 4 | low);
+                index += 3;
+            }
+            byte => {
+                output.push(byte);
+                index += 1;
+            }
+        }
+    }
+    Some(output)
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// 308 from `/dir` to `/dir/`, keeping the query. `raw_path` was validated and is a known
+/// route, so it never starts with `//` (no open redirect).
+fn add_slash(raw_path: &str, query: Option<&str>, head: bool) -> Response<Body> {
+    let location = match query {
+        Some(query) => format!("{raw_path}/?{query}"),
+        None => format!("{raw_path}/"),
+    };
+    let mut response = plain(StatusCode::PERMANENT_REDIRECT, "Permanent Redirect", head);
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(LOCATION, value);
+    }
+    response
+}
+
+/// A short text response for statuses that need no page.
+fn plain(status: StatusCode, text: &'static str, head: bool) -> Response<Body> {
+    let body = if head {
+        empty()
+    } else {
+        crate::http_util::full(Bytes::from_static(text.as_bytes()))
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }

@@ -1,0 +1,267 @@
+//! Forwarding visitors' requests to a server-mode app: one pooled HTTP/1.1 client per daemon,
+//! streamed bodies, `X-Forwarded-*`, WebSocket pass-through, and the error pages visitors see
+//! when the app cannot answer. The router calls [`Proxy::forward`] for every request whose
+//! host resolves to a live server-mode deployment.
+//!
+//! Architecture invariants:
+//! - Upstream connections are always HTTP/1.1 in origin form, whatever the visitor spoke.
+//! - `X-Forwarded-For` / `X-Real-IP` carry the peer address of the visitor's connection and
+//!   nothing the visitor sent; `Forwarded` from the visitor is dropped.
+//! - Every failure to get a response from the app becomes a 502 page here; the router never
+//!   sees an upstream error.
+//! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
+
+mod headers;
+mod page;
+#[cfg(test)]
+pub(crate) mod test_harness;
+#[cfg(test)]
+mod tests;
+mod upgrade;
+
+use std::error::Error as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper::body::{Body as _, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::http_util::{empty, from_incoming, Body};
+
+pub use page::{error_page, service_unavailable_page};
+
+/// Timeouts and pool bounds of the upstream client.
+#[derive(Clone, Debug)]
+pub struct ProxySettings {
+    /// TCP connect to the app.
+    pub connect_timeout: Duration,
+    /// From sending the request to receiving the response head.
+    pub response_timeout: Duration,
+    /// Idle pooled connections are closed after this; keep it below the apps' own keep-alive
+    /// timeout (Node closes idle sockets after 5 s) so the pool rarely holds a dead one.
+    pub pool_idle_timeout: Duration,
+    /// Idle connections kept per app.
+    pub max_idle_per_app: usize,
+}
+
+impl ProxySettings {
+    /// The settings [`Proxy::new`] uses.
+    pub const STANDARD: ProxySettings = ProxySettings {
+        connect_timeout: Duration::from_secs(3),
+        response_timeout: Duration::from_secs(60),
+        pool_idle_timeout: Duration::from_secs(4),
+        max_idle_per_app: 256,
+    };
+}
+
+/// The daemon's one reverse proxy to apps. Cheap to share behind an `Arc`.
+pub struct Proxy {
+    client: Client<HttpConnector, Body>,
+    settings: ProxySettings,
+    tunnels: TaskTracker,
+    close_tunnels: CancellationToken,
+}
+
+impl Default for Proxy {
+    fn default() -> Proxy {
+        Proxy::new()
+    }
+}
+
+impl Proxy {
+    /// A proxy with [`ProxySettings::STANDARD`].
+    pub fn new() -> Proxy {
+        Proxy::with_settings(ProxySettings::STANDARD)
+    }
+
+    pub fn with_settings(settings: ProxySettings) -> Proxy {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(settings.pool_idle_timeout)
+            .pool_max_idle_per_host(settings.max_idle_per_app)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        Proxy {
+            client,
+            settings,
+            tunnels: TaskTracker::new(),
+            close_tunnels: CancellationToken::new(),
+        }
+    }
+
+    /// Forwards one visitor request to the app at `upstream` and returns the app's response
+    /// (streamed), or a 502 page when the app cannot be reached or does not answer in time.
+    /// `client` is the visitor's peer address; `proto` is `"http"` or `"https"`, the scheme of
+    /// the visitor's connection. A WebSocket upgrade needs the visitor's HTTP/1 connection to
+    /// be served `with_upgrades()`.
+    pub async fn forward(
+        &self,
+        request: Request<Incoming>,
+        upstream: SocketAddr,
+        client: SocketAddr,
+        proto: &'static str,
+    ) -> Response<Body> {
+        let (parts, body) = request.into_parts();
+        if parts.method == Method::CONNECT {
+            return error_page(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method not allowed",
+                "CONNECT is not supported.",
+            );
+        }
+        let host = parts.headers.get(http::header::HOST).cloned().or_else(|| {
+            let authority = parts.uri.authority()?;
+            http::HeaderValue::from_str(authority.as_str()).ok()
+        });
+        let forwarded = headers::Forwarded {
+            client: client.ip(),
+            proto,
+            host,
+        };
+        let websocket =
+            parts.version == Version::HTTP_11 && headers::is_websocket_upgrade(&parts.headers);
+        let upstream_headers = headers::to_upstream(parts.headers, &forwarded, websocket);
+        let uri = match upstream_uri(upstream, parts.uri.path_and_query()) {
+            Ok(uri) => uri,
+            Err(error) => {
+                tracing::warn!(%upstream, %error, "proxy: cannot build the upstream URI");
+                return error_page(
+                    StatusCode::BAD_REQUEST,
+                    "Bad request",
+                    "The request target is not valid.",
+                );
+            }
+        };
+        let mut head = Request::new(empty());
+        *head.method_mut() = parts.method;
+        *head.uri_mut() = uri;
+        *head.version_mut() = Version::HTTP_11;
+        *head.headers_mut() = upstream_headers;
+
+        if websocket {
+            let mut extensions = parts.extensions;
+            return upgrade::forward(
+                self,
+                head,
+                extensions.remove::<hyper::upgrade::OnUpgrade>(),
+                upstream,
+            )
+            .await;
+        }
+
+        // A request without body to an idempotent method can be sent again when the pooled
+        // connection it went out on turns out to have been closed by the app.
+        let replayable = body.is_end_stream() && head.method().is_idempotent();
+        let replay = replayable.then(|| clone_head(&head));
+        if !body.is_end_stream() {
+            *head.body_mut() = from_incoming(body);
+        }
+        let first = self.send(head).await;
+        let response = match (first, replay) {
+            (Err(SendError::Closed(error)), Some(again)) => {
+                tracing::debug!(%upstream, %error, "proxy: pooled connection was closed, retrying once");
+                self.send(again).await
+            }
+            (result, _) => result,
+        };
+        match response {
+            Ok(response) => from_upstream(response),
+            Err(error) => bad_gateway(upstream, &error),
+        }
+    }
+
+    /// The WebSocket tunnels in flight; wait on it (after [`Proxy::close_tunnels`]) at shutdown.
+    pub fn tunnels(&self) -> &TaskTracker {
+        &self.tunnels
+    }
+
+    /// Ends every WebSocket tunnel; new ones are refused with 503 from then on.
+    pub fn close_tunnels(&self) {
+        self.tunnels.close();
+        self.close_tunnels.cancel();
+    }
+
+    async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
+        match tokio::time::timeout(self.settings.response_timeout, self.client.request(request))
+            .await
+        {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) if closed_before_response(&error) => Err(SendError::Closed(error)),
+            Ok(Err(error)) => Err(SendError::Failed(error)),
+            Err(_elapsed) => Err(SendError::TimedOut(self.settings.response_timeout)),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    #[error("the app closed the connection before answering: {0}")]
+    Closed(#[source] hyper_util::client::legacy::Error),
+    #[error("cannot reach the app: {0}")]
+    Failed(#[source] hyper_util::client::legacy::Error),
+    #[error("the app did not answer within {0:?}")]
+    TimedOut(Duration),
+}
+
+/// `http://<upstream><path?query>`; the client turns it into origin form on the wire.
+fn upstream_uri(
+    upstream: SocketAddr,
+    path_and_query: Option<&PathAndQuery>,
+) -> Result<Uri, http::Error> {
+    let authority = Authority::try_from(upstream.to_string())?;
+    let path_and_query = path_and_query
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    Ok(Uri::builder()
+        .scheme(Scheme::HTTP)
+        .authority(authority)
+        .path_and_query(path_and_query)
+        .build()?)
+}
+
+fn clone_head(head: &Request<Body>) -> Request<Body> {
+    let mut copy = Request::new(empty());
+    *copy.method_mut() = head.method().clone();
+    *copy.uri_mut() = head.uri().clone();
+    *copy.version_mut() = head.version();
+    *copy.headers_mut() = head.headers().clone();
+    copy
+}
+
+/// "connection closed before message completed": the app (or the kernel) closed a pooled
+/// connection just as the request went out on it.
+fn closed_before_response(error: &hyper_util::client::legacy::Error) -> bool {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(hyper_error) = cause.downcast_ref::<hyper::Error>() {
+            return hyper_error.is_incomplete_message();
+        }
+        source = cause.source();
+    }
+    false
+}
+
+fn from_upstream(response: Response<Incoming>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    headers::from_upstream(&mut parts.headers, false);
+    Response::from_parts(parts, from_incoming(body))
+}
+
+fn bad_gateway(upstream: SocketAddr, error: &SendError) -> Response<Body> {
+    tracing::warn!(%upstream, %error, "proxy: app did not answer");
+    let detail = match error {
+        SendError::TimedOut(_) => "The app did not answer in time. Please try again shortly.",
+        SendError::Closed(_) | SendError::Failed(_) => {
+            "The app is not answering. Please try again shortly."
+        }
+    };
+    error_page(StatusCode::BAD_GATEWAY, "Bad gateway", detail)
+}

@@ -1,0 +1,238 @@
+//! Header rewriting between the visitor and the app: hop-by-hop headers dropped both ways,
+//! `X-Forwarded-*` set (never trusted from the client), HTTP/2 requests made HTTP/1.1-shaped.
+//! Called by [`Proxy::forward`](super::Proxy::forward) only.
+
+use std::net::IpAddr;
+
+use http::header::{
+    HeaderName, CONNECTION, COOKIE, EXPECT, FORWARDED, HOST, PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
+use http::{HeaderMap, HeaderValue};
+
+pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub(super) const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub(super) const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// The headers that only concern one connection (RFC 9110 §7.6.1), plus the `Proxy-*` ones.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
+
+/// Who asked, as the app should see it.
+pub(super) struct Forwarded {
+    pub client: IpAddr,
+    pub proto: &'static str,
+    /// The `Host` (HTTP/1) or `:authority` (HTTP/2) the visitor used.
+    pub host: Option<HeaderValue>,
+}
+
+/// Whether an HTTP/1.1 request asks for a WebSocket upgrade.
+pub(super) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    let upgrade = headers.get(UPGRADE).is_some_and(|value| {
+        value
+            .as_bytes()
+            .split(|&byte| byte == b',')
+            .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+    });
+    upgrade && connection_tokens(headers).any(|token| token.eq_ignore_ascii_case(b"upgrade"))
+}
+
+/// Rewrites a visitor's request headers into the app's. `websocket` keeps the upgrade
+/// handshake (`Connection: upgrade`, `Upgrade`) that would otherwise be dropped.
+pub(super) fn to_upstream(
+    mut headers: HeaderMap,
+    forwarded: &Forwarded,
+    websocket: bool,
+) -> HeaderMap {
+    let upgrade = if websocket {
+        headers.get(UPGRADE).cloned()
+    } else {
+        None
+    };
+    remove_hop_by_hop(&mut headers);
+    // The front server answers `Expect: 100-continue` itself when the body is first read.
+    headers.remove(EXPECT);
+    // Only the edge knows the client; anything the client claims is dropped.
+    headers.remove(FORWARDED);
+    headers.insert(X_FORWARDED_FOR, ip_header_value(forwarded.client));
+    headers.insert(X_REAL_IP, ip_header_value(forwarded.client));
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(forwarded.proto));
+    match &forwarded.host {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST, host.clone());
+            if !headers.contains_key(HOST) {
+                headers.insert(HOST, host.clone());
+            }
+        }
+        None => {
+            headers.remove(X_FORWARDED_HOST);
+        }
+    }
+    merge_cookies(&mut headers);
+    if let Some(upgrade) = upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(UPGRADE, upgrade);
+    }
+    headers
+}
+
+/// Drops hop-by-hop headers from an app's response. A `101 Switching Protocols` keeps its
+/// `Upgrade`, with `Connection: upgrade` restored.
+pub(super) fn from_upstream(headers: &mut HeaderMap, switching_protocols: bool) {
+    let upgrade = if switching_protocols {
+        headers.get(UPGRADE).cloned()
+    } else {
+        None
+    };
+    remove_hop_by_hop(headers);
+    if let Some(upgrade) = upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(UPGRADE, upgrade);
+    }
+}
+
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = connection_tokens(headers)
+            .filter_map(|token| HeaderName::from_bytes(token).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// The comma-separated tokens of every `Connection` header.
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|token| !token.is_empty())
+}
+
+/// HTTP/2 may split `Cookie` into several fields; HTTP/1.1 wants one (RFC 9113 §8.2.3).
+fn merge_cookies(headers: &mut HeaderMap) {
+    let mut cookies = headers.get_all(COOKIE).iter();
+    let (Some(first), Some(_)) = (cookies.next(), cookies.next()) else {
+        return;
+    };
+    let mut merged = first.as_bytes().to_vec();
+    for value in headers.get_all(COOKIE).iter().skip(1) {
+        merged.extend_from_slice(b"; ");
+        merged.extend_from_slice(value.as_bytes());
+    }
+    match HeaderValue::from_bytes(&merged) {
+        Ok(value) => {
+            headers.insert(COOKIE, value);
+        }
+        Err(_) => tracing::debug!("proxy: cookies could not be merged, forwarded as they are"),
+    }
+}
+
+fn ip_header_value(ip: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&ip.to_string()).expect("an IP address is a valid header value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn request_headers_are_rewritten() {
+        let host = HeaderValue::from_static("web.example.test");
+        let forwarded = Forwarded {
+            client: "192.0.2.7".parse().unwrap(),
+            proto: "https",
+            host: Some(host),
+        };
+        let headers = to_upstream(
+            map(&[
+                ("connection", "keep-alive, x-secret"),
+                ("x-secret", "1"),
+                ("keep-alive", "timeout=5"),
+                ("te", "trailers"),
+                ("proxy-authorization", "Basic eA=="),
+                ("x-forwarded-for", "10.0.0.1"),
+                ("forwarded", "for=10.0.0.1"),
+                ("cookie", "a=1"),
+                ("cookie", "b=2"),
+                ("upgrade", "h2c"),
+                ("accept", "*/*"),
+            ]),
+            &forwarded,
+            false,
+        );
+        for dropped in [
+            "connection",
+            "x-secret",
+            "keep-alive",
+            "te",
+            "proxy-authorization",
+            "forwarded",
+            "upgrade",
+        ] {
+            assert!(
+                !headers.contains_key(dropped),
+                "{dropped} should be dropped"
+            );
+        }
+        assert_eq!(headers.get_all(X_FORWARDED_FOR).iter().count(), 1);
+        assert_eq!(headers[X_FORWARDED_FOR], "192.0.2.7");
+        assert_eq!(headers[X_FORWARDED_PROTO], "https");
+        assert_eq!(headers[X_FORWARDED_HOST], "web.example.test");
+        assert_eq!(headers[HOST], "web.example.test");
+        assert_eq!(headers[COOKIE], "a=1; b=2");
+        assert_eq!(headers["accept"], "*/*");
+    }
+
+    #[test]
+    fn websocket_upgrades_are_recognised_and_kept() {
+        let request = map(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "websocket"),
+        ]);
+        assert!(is_websocket_upgrade(&request));
+        assert!(!is_websocket_upgrade(&map(&[("upgrade", "websocket")])));
+        assert!(!is_websocket_upgrade(&map(&[
+            ("connection", "upgrade"),
+            ("upgrade", "h2c")
+        ])));
+        let forwarded = Forwarded {
+            client: "::1".parse().unwrap(),
+            proto: "http",
+            host: None,
+        };
+        let headers = to_upstream(request, &forwarded, true);
+        assert_eq!(headers[CONNECTION], "upgrade");
+        assert_eq!(headers[UPGRADE], "websocket");
+        assert_eq!(headers[X_FORWARDED_FOR], "::1");
+    }
+}

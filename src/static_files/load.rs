@@ -1,0 +1,324 @@
+//! Loading a deployment's output directory into a [`StaticSite`]: the walk (symlink and
+//! dot-file rules), the memory budget, ETags, content types and the route map. Called by
+//! [`StaticSite::load_with_limits`] only.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::HeaderValue;
+
+use super::{Content, Representation, Route, StaticFile, StaticLimits, StaticSite};
+
+pub(super) fn load(root: &Path, limits: &StaticLimits) -> io::Result<StaticSite> {
+    let root = fs::canonicalize(root)?;
+    if !fs::metadata(&root)?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    let mut found = Vec::new();
+    walk(&root, &root, "", 0, limits, &mut found)?;
+
+    // Smallest files first, so that a budget overflow pushes only the big ones to disk.
+    found.sort_by(|a, b| a.len.cmp(&b.len).then_with(|| a.key.cmp(&b.key)));
+    let mut budget = limits.memory_budget;
+    let mut loaded: HashMap<String, Loaded> = HashMap::with_capacity(found.len());
+    for file in found {
+        let in_memory = file.len <= limits.max_file_in_memory && file.len <= budget;
+        let representation = if in_memory {
+            let bytes = read_whole(&file.path, file.len)?;
+            budget -= bytes.len() as u64;
+            Representation {
+                len: bytes.len() as u64,
+                etag: content_etag(&bytes),
+                content: Content::Memory(bytes),
+            }
+        } else {
+            Representation {
+                len: file.len,
+                etag: metadata_etag(file.len, file.modified),
+                content: Content::Disk(Arc::new(file.path)),
+            }
+        };
+        loaded.insert(
+            file.key,
+            Loaded {
+                representation,
+                modified: file.modified,
+            },
+        );
+    }
+
+    let bytes_in_memory = limits.memory_budget - budget;
+    let routes = build_routes(&loaded);
+    let not_found = match routes.get("/404.html") {
+        Some(Route::File(file)) => Some(file.clone()),
+        _ => None,
+    };
+    tracing::debug!(root = %root.display(), routes = routes.len(), bytes_in_memory, "static site loaded");
+    Ok(StaticSite {
+        routes,
+        not_found,
+        bytes_in_memory,
+    })
+}
+
+/// A servable file found by the walk.
+struct Found {
+    /// The request path that names it, e.g. `/assets/app.js`.
+    key: String,
+    /// Where to read it: a path without symlinks inside the root.
+    path: PathBuf,
+    len: u64,
+    modified: SystemTime,
+}
+
+struct Loaded {
+    representation: Representation,
+    modified: SystemTime,
+}
+
+fn walk(
+    root: &Path,
+    directory: &Path,
+    prefix: &str,
+    depth: usize,
+    limits: &StaticLimits,
+    found: &mut Vec<Found>,
+) -> io::Result<()> {
+    if depth > limits.max_depth {
+        tracing::warn!(directory = %directory.display(), "static site: directory too deep, skipped");
+        return Ok(());
+    }
+    for entry in fs::read_dir(directory)? {
+        let entry = entry?;
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str() else {
+            tracing::warn!(name = ?file_name, "static site: file name is not UTF-8, skipped");
+            continue;
+        };
+        if name.starts_with('.') && !(depth == 0 && name == ".well-known") {
+            continue;
+        }
+        let key = format!("{prefix}/{name}");
+        let file_type = entry.file_type()?;
+        if file_type.is_dir() {
+            walk(root, &entry.path(), &key, depth + 1, limits, found)?;
+        } else if file_type.is_file() {
+            let metadata = entry.metadata()?;
+            found.push(Found {
+                key,
+                path: entry.path(),
+                len: metadata.len(),
+                modified: modified(&metadata),
+            });
+        } else if file_type.is_symlink() {
+            match resolve_symlink(root, &entry.path()) {
+                Some((path, metadata)) => found.push(Found {
+                    key,
+                    path,
+                    len: metadata.len(),
+                    modified: modified(&metadata),
+                }),
+                None => {
+                    tracing::warn!(path = %entry.path().display(), "static site: symlink leaves the output or is not a file, skipped")
+                }
+            }
+        }
+        if found.len() > limits.max_files {
+            return Err(io::Error::other(format!(
+                "static site has more than {} files",
+                limits.max_files
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The canonical target of a symlink when it is a regular file inside `root`.
+fn resolve_symlink(root: &Path, link: &Path) -> Option<(PathBuf, fs::Metadata)> {
+    let target = fs::canonicalize(link).ok()?;
+    if !target.starts_with(root) {
+        return None;
+    }
+    let metadata = fs::symlink_metadata(&target).ok()?;
+    metadata.is_file().then_some((target, metadata))
+}
+
+fn modified(metadata: &fs::Metadata) -> SystemTime {
+    metadata.modified().unwrap_or(UNIX_EPOCH)
+}
+
+/// Reads a whole file that the walk found, refusing to follow a symlink swapped in since.
+fn read_whole(path: &Path, expected_len: u64) -> io::Result<Bytes> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut contents = Vec::with_capacity(expected_len as usize);
+    // Bounded by the length seen in the walk, should the file grow meanwhile.
+    file.take(expected_len).read_to_end(&mut contents)?;
+    Ok(Bytes::from(contents))
+}
+
+/// Strong ETag from the content: the same bytes keep the same ETag across deployments.
+fn content_etag(contents: &[u8]) -> HeaderValue {
+    let digest = ring::digest::digest(&ring::digest::SHA256, contents);
+    let mut etag = String::with_capacity(34);
+    etag.push('"');
+    for byte in &digest.as_ref()[..16] {
+        etag.push_str(&format!("{byte:02x}"));
+    }
+    etag.push('"');
+    HeaderValue::from_str(&etag).expect("hex is a valid header value")
+}
+
+/// Strong ETag for files served from disk, which are not hashed at load time. The output
+/// directory of a deployment does not change after the build, so size + mtime identify it.
+fn metadata_etag(len: u64, modified: SystemTime) -> HeaderValue {
+    let nanos = modified
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    HeaderValue::from_str(&format!("\"{len:x}-{nanos:x}\"")).expect("hex is a valid header value")
+}
+
+/// Files by their own path, directory indexes (`/dir/`), `/dir` → `/dir/` redirects and
+/// extension-less names for `.html` files (`/about` → `about.html`), in that precedence.
+fn build_routes(loaded: &HashMap<String, Loaded>) -> HashMap<Box<str>, Route> {
+    let mut routes: HashMap<Box<str>, Route> = HashMap::with_capacity(loaded.len() * 2);
+    let mut files = Vec::with_capacity(loaded.len());
+    for (key, file) in loaded {
+        let sibling = |suffix: &str| {
+            loaded
+                .get(&format!("{key}{suffix}"))
+                .map(|found| found.representation.clone())
+        };
+        let content_type = content_type(key);
+        let static_file = Arc::new(StaticFile {
+            cache_control: cache_control(key, &content_type),
+            content_type,
+            last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(file.modified))
+                .expect("an HTTP date is a valid header value"),
+            modified_seconds: file
+                .modified
+                .duration_since(UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_secs())
+                .unwrap_or(0),
+            identity: file.representation.clone(),
+            gzip: sibling(".gz"),
+            brotli: sibling(".br"),
+        });
+        routes.insert(key.as_str().into(), Route::File(static_file.clone()));
+        files.push((key.as_str(), static_file));
+    }
+    for (key, file) in &files {
+        if let Some(directory) = key
+            .strip_suffix("index.html")
+            .filter(|directory| directory.ends_with('/'))
+        {
+            routes
+                .entry(directory.into())
+                .or_insert_with(|| Route::File(file.clone()));
+            if directory.len() > 1 {
+                routes
+                    .entry(directory.trim_end_matches('/').into())
+                    .or_insert(Route::AddSlash);
+            }
+        }
+    }
+    for (key, file) in &files {
+        if let Some(clean) = key
+            .strip_suffix(".html")
+            .filter(|clean| !clean.ends_with('/'))
+        {
+            routes
+                .entry(clean.into())
+                .or_insert_with(|| Route::File(file.clone()));
+        }
+    }
+    routes
+}
+
+/// Content type by extension, with a charset for text formats.
+fn content_type(key: &str) -> HeaderValue {
+    let mime = mime_guess::from_path(key)
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    let textual = mime.starts_with("text/")
+        || matches!(
+            mime,
+            "application/javascript"
+                | "application/json"
+                | "application/manifest+json"
+                | "application/xml"
+                | "image/svg+xml"
+        );
+    let value = if textual {
+        format!("{mime}; charset=utf-8")
+    } else {
+        mime.to_owned()
+    };
+    HeaderValue::from_str(&value).expect("MIME types are valid header values")
+}
+
+/// HTML always revalidates (a new deployment must show at once); fingerprinted assets are
+/// immutable; anything else may be cached but revalidates (a cheap 304 thanks to the ETag).
+fn cache_control(key: &str, content_type: &HeaderValue) -> HeaderValue {
+    if content_type.as_bytes().starts_with(b"text/html") {
+        return HeaderValue::from_static("no-cache");
+    }
+    if key.starts_with("/_next/static/") || is_fingerprinted(key) {
+        return HeaderValue::from_static("public, max-age=31536000, immutable");
+    }
+    HeaderValue::from_static("public, max-age=0, must-revalidate")
+}
+
+/// `app.3f9a8b2c.js`, `main-5e1f0c9d2a.css`: the last `.`/`-` part of the stem is 8 to 64
+/// word characters with both letters and digits. Misses only cost a revalidation.
+fn is_fingerprinted(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let Some((stem, _extension)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let Some(part) = stem.rsplit(['.', '-']).next() else {
+        return false;
+    };
+    (8..=64).contains(&part.len())
+        && part
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+        && part.bytes().any(|byte| byte.is_ascii_digit())
+        && part.bytes().any(|byte| byte.is_ascii_alphabetic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_recognised() {
+        assert!(is_fingerprinted("/assets/app.3f9a8b2c.js"));
+        assert!(is_fingerprinted("/main-5e1f0c9d2a.css"));
+        assert!(!is_fingerprinted("/logo.png"));
+        assert!(!is_fingerprinted("/photo-20240101.jpg"));
+        assert!(!is_fingerprinted("/bootstrap.min.css"));
+        assert!(!is_fingerprinted("/README"));
+    }
+
+    #[test]
+    fn content_types_carry_charsets() {
+        assert_eq!(content_type("/a.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type("/a.js"), "text/javascript; charset=utf-8");
+        assert_eq!(content_type("/a.svg"), "image/svg+xml; charset=utf-8");
+        assert_eq!(content_type("/a.png"), "image/png");
+        assert_eq!(content_type("/a.unknownext"), "application/octet-stream");
+    }
+}
