@@ -73,12 +73,10 @@ impl Dispatch {
                     &[("retry-after", "5")],
                 ),
                 Some(Target::Static { site, .. }) => site.serve(&request),
-                Some(Target::Proxy { .. }) => pages::page(
-                    StatusCode::BAD_GATEWAY,
-                    "Bad gateway",
-                    "The application is not answering.",
-                    &[],
-                ),
+                Some(Target::Proxy { upstream, .. }) => {
+                    let proto = if scheme == Scheme::Https { "https" } else { "http" };
+                    self.ctx.proxy.forward(request, upstream, client, proto).await
+                }
             },
             Destination::Unknown => pages::page(
                 StatusCode::NOT_FOUND,

@@ -263,7 +263,7 @@ impl Pipeline {
 
     /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
     /// the project's variables. Returns (env, number of project variables).
-    async fn environment(&self, project_id: &str) -> Result<(Vec<(String, String)>, usize), String> {
+    pub(crate) async fn environment(&self, project_id: &str) -> Result<(Vec<(String, String)>, usize), String> {
         let id = project_id.to_owned();
         let sealed = self.store.call(move |s| s.env_vars(&id)).await.map_err(|e| e.to_string())?;
         let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("LANG".to_owned(), "C.UTF-8".to_owned())];
