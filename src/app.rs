@@ -72,13 +72,18 @@ pub async fn run(
         Some(addr) => ("https", port_suffix(addr.port(), 443)),
         None => ("http", port_suffix(bound.http.port(), 80)),
     };
-    let routes = Arc::new(crate::router::Routes::new(config.control_host.clone(), config.apps_domain.clone()));
+    let routes = Arc::new(crate::router::Routes::new(
+        config.control_host.clone(),
+        config.apps_domain.clone(),
+    ));
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
     let runner = make_runner(&config)?;
-    let supervisor = crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
+    let supervisor =
+        crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
     let sources = Arc::new(
-        crate::source::SourceStore::open(config.data_dir.join("sources")).context("opening the source archive store")?,
+        crate::source::SourceStore::open(config.data_dir.join("sources"))
+            .context("opening the source archive store")?,
     );
     let tls: Option<Arc<crate::tls::TlsManager>> = None;
     let runs_shutdown = CancellationToken::new();
@@ -250,7 +255,9 @@ fn make_runner(config: &Config) -> anyhow::Result<Arc<dyn crate::sandbox::Runner
     match config.sandbox.mode {
         SandboxMode::None => Ok(Arc::new(crate::sandbox::direct::DirectRunner)),
         SandboxMode::Namespaces => {
-            tracing::warn!("the namespace sandbox is not in this build yet; running steps as plain processes");
+            tracing::warn!(
+                "the namespace sandbox is not in this build yet; running steps as plain processes"
+            );
             Ok(Arc::new(crate::sandbox::direct::DirectRunner))
         }
     }

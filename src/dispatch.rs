@@ -74,8 +74,15 @@ impl Dispatch {
                 ),
                 Some(Target::Static { site, .. }) => site.serve(&request),
                 Some(Target::Proxy { upstream, .. }) => {
-                    let proto = if scheme == Scheme::Https { "https" } else { "http" };
-                    self.ctx.proxy.forward(request, upstream, client, proto).await
+                    let proto = if scheme == Scheme::Https {
+                        "https"
+                    } else {
+                        "http"
+                    };
+                    self.ctx
+                        .proxy
+                        .forward(request, upstream, client, proto)
+                        .await
                 }
             },
             Destination::Unknown => pages::page(

@@ -36,6 +36,8 @@ impl hyper::body::Body for ChannelBody {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BodyError>>> {
-        self.0.poll_recv(cx).map(|item| item.map(|bytes| Ok(hyper::body::Frame::data(bytes))))
+        self.0
+            .poll_recv(cx)
+            .map(|item| item.map(|bytes| Ok(hyper::body::Frame::data(bytes))))
     }
 }

@@ -87,14 +87,29 @@ pub struct Subscription {
 
 impl LogHub {
     pub fn new(store: Store, retention_bytes: u64) -> Arc<LogHub> {
-        Arc::new(LogHub { store, retention_bytes, channels: Mutex::new(HashMap::new()), flush_now: tokio::sync::Notify::new() })
+        Arc::new(LogHub {
+            store,
+            retention_bytes,
+            channels: Mutex::new(HashMap::new()),
+            flush_now: tokio::sync::Notify::new(),
+        })
     }
 
-    fn channel<'a>(&self, channels: &'a mut HashMap<String, Channel>, deployment_id: &str) -> &'a mut Channel {
+    fn channel<'a>(
+        &self,
+        channels: &'a mut HashMap<String, Channel>,
+        deployment_id: &str,
+    ) -> &'a mut Channel {
         channels.entry(deployment_id.to_owned()).or_insert_with(|| {
             // A deployment seen for the first time since start continues after what is stored.
             let last = self.store.last_log_seq(deployment_id).unwrap_or(0);
-            Channel { next_seq: last + 1, flushed: last, pending: Vec::new(), sender: broadcast::channel(1024).0, ended: false }
+            Channel {
+                next_seq: last + 1,
+                flushed: last,
+                pending: Vec::new(),
+                sender: broadcast::channel(1024).0,
+                ended: false,
+            }
         })
     }
 
@@ -142,7 +157,11 @@ impl LogHub {
 
     /// Forgets a deleted deployment (its stored lines are removed by the store).
     pub fn remove(&self, deployment_id: &str) {
-        let removed = self.channels.lock().expect("log hub poisoned").remove(deployment_id);
+        let removed = self
+            .channels
+            .lock()
+            .expect("log hub poisoned")
+            .remove(deployment_id);
         if let Some(channel) = removed {
             let _ = channel.sender.send(LogEvent::End);
         }
@@ -163,7 +182,13 @@ impl LogHub {
     }
 
     /// Lines after `after` (store, then pending), at most `limit`, optionally one stream only.
-    pub fn read(&self, deployment_id: &str, after: u64, limit: usize, stream: Option<LogStream>) -> crate::store::Result<(Vec<LogLine>, bool)> {
+    pub fn read(
+        &self,
+        deployment_id: &str,
+        after: u64,
+        limit: usize,
+        stream: Option<LogStream>,
+    ) -> crate::store::Result<(Vec<LogLine>, bool)> {
         let (flushed, pending) = {
             let mut channels = self.channels.lock().expect("log hub poisoned");
             let channel = self.channel(&mut channels, deployment_id);
@@ -182,8 +207,12 @@ impl LogHub {
                 if stored.seq > flushed {
                     break;
                 }
-                let line: StoredLogLine = serde_json::from_slice(&stored.json)
-                    .map_err(|e| crate::store::StoreError::Corrupt { table: "logs", message: e.to_string() })?;
+                let line: StoredLogLine = serde_json::from_slice(&stored.json).map_err(|e| {
+                    crate::store::StoreError::Corrupt {
+                        table: "logs",
+                        message: e.to_string(),
+                    }
+                })?;
                 if stream.is_none_or(|s| s == line.stream) {
                     out.push(line.into_line(stored.seq));
                 }
@@ -224,13 +253,19 @@ impl LogHub {
         for (deployment_id, lines) in batches {
             let stored: Vec<StoredLine> = lines
                 .iter()
-                .map(|line| StoredLine { seq: line.seq, json: serde_json::to_vec(&**line).expect("log lines serialize") })
+                .map(|line| StoredLine {
+                    seq: line.seq,
+                    json: serde_json::to_vec(&**line).expect("log lines serialize"),
+                })
                 .collect();
             let last = lines.last().map(|l| l.seq).unwrap_or(0);
             let store = self.store.clone();
             let retention = self.retention_bytes;
             let id = deployment_id.clone();
-            match store.call(move |s| s.append_logs(&id, &stored, retention)).await {
+            match store
+                .call(move |s| s.append_logs(&id, &stored, retention))
+                .await
+            {
                 Ok(()) => {
                     let mut channels = self.channels.lock().expect("log hub poisoned");
                     if let Some(channel) = channels.get_mut(&deployment_id) {
@@ -238,12 +273,15 @@ impl LogHub {
                         channel.flushed = channel.flushed.max(last);
                     }
                 }
-                Err(error) => tracing::error!(%error, deployment = %deployment_id, "could not persist log lines"),
+                Err(error) => {
+                    tracing::error!(%error, deployment = %deployment_id, "could not persist log lines")
+                }
             }
         }
         // Drop channels of finished deployments that nobody follows and that are flushed.
         let mut channels = self.channels.lock().expect("log hub poisoned");
-        channels.retain(|_, c| !(c.ended && c.pending.is_empty() && c.sender.receiver_count() == 0));
+        channels
+            .retain(|_, c| !(c.ended && c.pending.is_empty() && c.sender.receiver_count() == 0));
     }
 }
 
@@ -256,20 +294,31 @@ struct StoredLogLine {
 
 impl StoredLogLine {
     fn into_line(self, seq: u64) -> LogLine {
-        LogLine { seq, timestamp: self.timestamp, stream: self.stream, message: self.message }
+        LogLine {
+            seq,
+            timestamp: self.timestamp,
+            stream: self.stream,
+            message: self.message,
+        }
     }
 }
 
 impl<'de> serde::Deserialize<'de> for LogStream {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        LogStream::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown log stream {text}")))
+        LogStream::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown log stream {text}")))
     }
 }
 
 /// Copies a child's output into the hub line by line as it is produced; a line longer than
 /// [`MAX_MESSAGE_BYTES`] is split. Returns at end of file.
-pub async fn pump_lines<R: tokio::io::AsyncRead + Unpin>(reader: R, hub: Arc<LogHub>, deployment_id: String, stream: LogStream) {
+pub async fn pump_lines<R: tokio::io::AsyncRead + Unpin>(
+    reader: R,
+    hub: Arc<LogHub>,
+    deployment_id: String,
+    stream: LogStream,
+) {
     use tokio::io::AsyncBufReadExt;
     let mut reader = tokio::io::BufReader::with_capacity(16 * 1024, reader);
     let mut line = Vec::with_capacity(256);

@@ -61,36 +61,68 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 impl Supervisor {
     pub fn new(runner: Arc<dyn Runner>, hub: Arc<LogHub>, routes: Arc<Routes>) -> Arc<Supervisor> {
-        Arc::new(Supervisor { runner, hub, routes, apps: Mutex::new(HashMap::new()), stop_grace: Duration::from_secs(10) })
+        Arc::new(Supervisor {
+            runner,
+            hub,
+            routes,
+            apps: Mutex::new(HashMap::new()),
+            stop_grace: Duration::from_secs(10),
+        })
     }
 
     /// Starts the app and returns once it is healthy (its address), or why it is not.
     /// On success the app keeps running (and restarting) until [`Supervisor::stop`].
-    pub async fn start(self: &Arc<Self>, spec: AppSpec, health_timeout: Duration) -> Result<SocketAddr, StartFailure> {
+    pub async fn start(
+        self: &Arc<Self>,
+        spec: AppSpec,
+        health_timeout: Duration,
+    ) -> Result<SocketAddr, StartFailure> {
         let cancel = CancellationToken::new();
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
         let loop_cancel = cancel.clone();
         let deployment_id = spec.deployment_id.clone();
-        let task = tokio::spawn(async move { this.app_loop(spec, health_timeout, loop_cancel, first_tx).await });
-        let previous = self.apps.lock().expect("apps poisoned").insert(deployment_id.clone(), App { cancel, task });
+        let task = tokio::spawn(async move {
+            this.app_loop(spec, health_timeout, loop_cancel, first_tx)
+                .await
+        });
+        let previous = self
+            .apps
+            .lock()
+            .expect("apps poisoned")
+            .insert(deployment_id.clone(), App { cancel, task });
         if let Some(previous) = previous {
             previous.cancel.cancel();
         }
-        let result = first_rx.await.unwrap_or_else(|_| Err(StartFailure { code: "START_FAILED", message: "the app supervisor stopped".into() }));
+        let result = first_rx.await.unwrap_or_else(|_| {
+            Err(StartFailure {
+                code: "START_FAILED",
+                message: "the app supervisor stopped".into(),
+            })
+        });
         if result.is_err() {
-            self.apps.lock().expect("apps poisoned").remove(&deployment_id);
+            self.apps
+                .lock()
+                .expect("apps poisoned")
+                .remove(&deployment_id);
         }
         result
     }
 
     pub fn is_running(&self, deployment_id: &str) -> bool {
-        self.apps.lock().expect("apps poisoned").contains_key(deployment_id)
+        self.apps
+            .lock()
+            .expect("apps poisoned")
+            .contains_key(deployment_id)
     }
 
     /// Stops an app (SIGTERM, grace period, SIGKILL) and waits until it is gone.
     pub async fn stop(&self, deployment_id: &str) {
-        let app = self.apps.lock().expect("apps poisoned").remove(deployment_id);
+        let app = self
+            .apps
+            .lock()
+            .expect("apps poisoned")
+            .remove(deployment_id);
         if let Some(app) = app {
             app.cancel.cancel();
             let _ = app.task.await;
@@ -99,7 +131,13 @@ impl Supervisor {
 
     /// Stops every app (daemon shutdown).
     pub async fn stop_all(&self) {
-        let apps: Vec<App> = self.apps.lock().expect("apps poisoned").drain().map(|(_, app)| app).collect();
+        let apps: Vec<App> = self
+            .apps
+            .lock()
+            .expect("apps poisoned")
+            .drain()
+            .map(|(_, app)| app)
+            .collect();
         for app in &apps {
             app.cancel.cancel();
         }
@@ -125,7 +163,10 @@ impl Supervisor {
                     let message = format!("could not start the app: {error}");
                     self.hub.system(&dpl, &message);
                     if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure { code: "START_FAILED", message }));
+                        let _ = first.send(Err(StartFailure {
+                            code: "START_FAILED",
+                            message,
+                        }));
                         return;
                     }
                     if sleep_or_cancel(backoff, &cancel).await {
@@ -149,16 +190,26 @@ impl Supervisor {
             match healthy {
                 Ok(true) => {
                     if let Some(first) = first.take() {
-                        self.hub.system(&dpl, &format!("app is accepting connections on port {} ({address})", spec.port));
+                        self.hub.system(
+                            &dpl,
+                            &format!(
+                                "app is accepting connections on port {} ({address})",
+                                spec.port
+                            ),
+                        );
                         let _ = first.send(Ok(address));
                     } else {
-                        self.hub.system(&dpl, "app restarted and is accepting connections again");
+                        self.hub
+                            .system(&dpl, "app restarted and is accepting connections again");
                         self.repoint_route(&spec, address);
                     }
                 }
                 Ok(false) => {
                     let what = match &spec.health_check_path {
-                        Some(path) => format!("accept connections on port {} and answer {path} with 2xx/3xx", spec.port),
+                        Some(path) => format!(
+                            "accept connections on port {} and answer {path} with 2xx/3xx",
+                            spec.port
+                        ),
                         None => format!("accept connections on port {}", spec.port),
                     };
                     let message = format!(
@@ -168,7 +219,10 @@ impl Supervisor {
                     self.hub.system(&dpl, &message);
                     let _ = running.stop(self.stop_grace).await;
                     if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure { code: "HEALTHCHECK_FAILED", message }));
+                        let _ = first.send(Err(StartFailure {
+                            code: "HEALTHCHECK_FAILED",
+                            message,
+                        }));
                         return;
                     }
                 }
@@ -177,22 +231,40 @@ impl Supervisor {
                         Ok(exit) => exit.describe(),
                         Err(error) => format!("could not be waited for ({error})"),
                     };
-                    let message = format!("the start command {description} before accepting connections on port {}", spec.port);
+                    let message = format!(
+                        "the start command {description} before accepting connections on port {}",
+                        spec.port
+                    );
                     self.hub.system(&dpl, &message);
                     if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure { code: "START_FAILED", message }));
+                        let _ = first.send(Err(StartFailure {
+                            code: "START_FAILED",
+                            message,
+                        }));
                         return;
                     }
                 }
             }
-            if first.is_none() && running_healthy_until_exit(&mut running, &cancel, self.stop_grace, &self.hub, &dpl).await {
+            if first.is_none()
+                && running_healthy_until_exit(
+                    &mut running,
+                    &cancel,
+                    self.stop_grace,
+                    &self.hub,
+                    &dpl,
+                )
+                .await
+            {
                 return;
             }
             // Ran for a while healthily: start the backoff again from the beginning.
             if started.elapsed() > BACKOFF_MAX {
                 backoff = BACKOFF_START;
             }
-            self.hub.system(&dpl, &format!("restarting the app in {} s", backoff.as_secs()));
+            self.hub.system(
+                &dpl,
+                &format!("restarting the app in {} s", backoff.as_secs()),
+            );
             if sleep_or_cancel(backoff, &cancel).await {
                 return;
             }
@@ -205,7 +277,10 @@ impl Supervisor {
         env.push(("PORT".into(), spec.port.to_string()));
         let step = StepSpec {
             name: format!("slipway-{}-app", spec.deployment_id),
-            kind: StepKind::App { output: spec.root.clone(), data_dir: spec.data_dir.clone() },
+            kind: StepKind::App {
+                output: spec.root.clone(),
+                data_dir: spec.data_dir.clone(),
+            },
             command: spec.command.clone(),
             env,
             project_uid: spec.uid,
@@ -216,10 +291,20 @@ impl Supervisor {
         };
         let mut running = self.runner.spawn(step)?;
         if let Some(stdout) = running.stdout.take() {
-            tokio::spawn(pump_lines(stdout, self.hub.clone(), spec.deployment_id.clone(), LogStream::Stdout));
+            tokio::spawn(pump_lines(
+                stdout,
+                self.hub.clone(),
+                spec.deployment_id.clone(),
+                LogStream::Stdout,
+            ));
         }
         if let Some(stderr) = running.stderr.take() {
-            tokio::spawn(pump_lines(stderr, self.hub.clone(), spec.deployment_id.clone(), LogStream::Stderr));
+            tokio::spawn(pump_lines(
+                stderr,
+                self.hub.clone(),
+                spec.deployment_id.clone(),
+                LogStream::Stderr,
+            ));
         }
         Ok(running)
     }
@@ -229,7 +314,11 @@ impl Supervisor {
         let slug = spec.slug.clone();
         let dpl = spec.deployment_id.clone();
         self.routes.update(|table| {
-            if let Some(Some(Target::Proxy { deployment_id, upstream })) = table.apps.get_mut(&slug) {
+            if let Some(Some(Target::Proxy {
+                deployment_id,
+                upstream,
+            })) = table.apps.get_mut(&slug)
+            {
                 if *deployment_id == dpl {
                     *upstream = address;
                 }
@@ -270,7 +359,12 @@ async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool
 }
 
 /// Polls until `address` accepts a connection (and answers `path` with 2xx/3xx) or `timeout`.
-pub async fn wait_healthy(address: SocketAddr, path: Option<&str>, slug: &str, timeout: Duration) -> bool {
+pub async fn wait_healthy(
+    address: SocketAddr,
+    path: Option<&str>,
+    slug: &str,
+    timeout: Duration,
+) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut delay = Duration::from_millis(20);
     while tokio::time::Instant::now() < deadline {
@@ -284,8 +378,14 @@ pub async fn wait_healthy(address: SocketAddr, path: Option<&str>, slug: &str, t
 }
 
 async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
-    let connect = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(address)).await;
-    let Ok(Ok(mut stream)) = connect else { return false };
+    let connect = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await;
+    let Ok(Ok(mut stream)) = connect else {
+        return false;
+    };
     let Some(path) = path else { return true };
     let request = format!("GET {path} HTTP/1.1\r\nHost: {slug}\r\nUser-Agent: slipway-health\r\nConnection: close\r\n\r\n");
     if stream.write_all(request.as_bytes()).await.is_err() {
@@ -294,7 +394,10 @@ async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
     let mut head = [0u8; 12];
     match tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut head)).await {
         Ok(Ok(_)) => {
-            let status = std::str::from_utf8(&head[9..12]).ok().and_then(|s| s.parse::<u16>().ok()).unwrap_or(0);
+            let status = std::str::from_utf8(&head[9..12])
+                .ok()
+                .and_then(|s| s.parse::<u16>().ok())
+                .unwrap_or(0);
             (200..400).contains(&status)
         }
         _ => false,

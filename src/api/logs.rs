@@ -28,26 +28,48 @@ struct Query {
 }
 
 fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
-    let mut parsed = Query { since: 0, limit: 1000, stream: None };
+    let mut parsed = Query {
+        since: 0,
+        limit: 1000,
+        stream: None,
+    };
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "since" => {
-                parsed.since = value.parse().map_err(|_| ApiError::invalid("INVALID_QUERY", format!("since={value:?} must be a log sequence number (integer ≥ 0)")))?
+                parsed.since = value.parse().map_err(|_| {
+                    ApiError::invalid(
+                        "INVALID_QUERY",
+                        format!("since={value:?} must be a log sequence number (integer ≥ 0)"),
+                    )
+                })?
             }
             "limit" => {
                 parsed.limit = value
                     .parse()
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| ApiError::invalid("INVALID_QUERY", format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}")))?
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "INVALID_QUERY",
+                            format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}"),
+                        )
+                    })?
             }
-            "stream" => {
-                parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
-                    ApiError::invalid("INVALID_QUERY", format!("stream={value:?} must be one of system, install, build, stdout, stderr"))
-                })?)
+            "stream" => parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
+                ApiError::invalid(
+                    "INVALID_QUERY",
+                    format!(
+                        "stream={value:?} must be one of system, install, build, stdout, stderr"
+                    ),
+                )
+            })?),
+            other => {
+                return Err(ApiError::invalid(
+                    "INVALID_QUERY",
+                    format!("unknown query parameter {other:?}; use since, limit, stream"),
+                ))
             }
-            other => return Err(ApiError::invalid("INVALID_QUERY", format!("unknown query parameter {other:?}; use since, limit, stream"))),
         }
     }
     Ok(parsed)
@@ -55,10 +77,17 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
 
 async fn deployment(ctx: &Context, id: &str) -> Result<DeploymentRecord, ApiError> {
     let key = id.to_owned();
-    ctx.store.call(move |s| s.deployment(&key)).await?.ok_or_else(|| ApiError::not_found(format!("no deployment {id:?}")))
+    ctx.store
+        .call(move |s| s.deployment(&key))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no deployment {id:?}")))
 }
 
-pub async fn page(ctx: &Arc<Context>, id: &str, request: &Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn page(
+    ctx: &Arc<Context>,
+    id: &str,
+    request: &Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let query = parse_query(request.uri().query())?;
     let deployment = deployment(ctx, id).await?;
     let hub = ctx.hub.clone();
@@ -83,25 +112,55 @@ fn finished(deployment: &DeploymentRecord) -> bool {
     }
 }
 
-pub async fn stream(ctx: &Arc<Context>, id: &str, request: &Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn stream(
+    ctx: &Arc<Context>,
+    id: &str,
+    request: &Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let query = parse_query(request.uri().query())?;
-    let last_event_id = request.headers().get("last-event-id").and_then(|v| v.to_str().ok()).map(str::trim);
+    let last_event_id = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
     let since = match last_event_id {
-        Some(value) if !value.is_empty() => {
-            value.parse().map_err(|_| ApiError::invalid("INVALID_QUERY", format!("Last-Event-ID {value:?} must be a log sequence number")))?
-        }
+        Some(value) if !value.is_empty() => value.parse().map_err(|_| {
+            ApiError::invalid(
+                "INVALID_QUERY",
+                format!("Last-Event-ID {value:?} must be a log sequence number"),
+            )
+        })?,
         _ => query.since,
     };
     let deployment = deployment(ctx, id).await?;
-    let status = ctx.pipeline.status(&deployment.provisioning_id).await.ok().flatten();
+    let status = ctx
+        .pipeline
+        .status(&deployment.provisioning_id)
+        .await
+        .ok()
+        .flatten();
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     let hub = ctx.hub.clone();
     let ended = finished(&deployment);
-    tokio::spawn(follow(hub, deployment.id.clone(), since, query.stream, ended, status, sender));
+    tokio::spawn(follow(
+        hub,
+        deployment.id.clone(),
+        since,
+        query.stream,
+        ended,
+        status,
+        sender,
+    ));
     let mut response = Response::new(ChannelBody(receiver).boxed());
     let headers = response.headers_mut();
-    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
 }
@@ -128,7 +187,9 @@ async fn follow(
 ) {
     let wanted = |line: &LogLine| stream.is_none_or(|s| s == line.stream);
     let mut subscription = hub.subscribe(&deployment_id, ended_in_store);
-    let _ = sender.send(Bytes::from_static(b": connected\nretry: 2000\n\n")).await;
+    let _ = sender
+        .send(Bytes::from_static(b": connected\nretry: 2000\n\n"))
+        .await;
     if let Some(status) = &status {
         if sender.send(status_event(status)).await.is_err() {
             return;
@@ -186,11 +247,19 @@ async fn follow(
 }
 
 /// Sends every line after `*last` that the hub has now; false when the client went away.
-async fn replay(hub: &Arc<LogHub>, deployment_id: &str, last: &mut u64, sender: &mpsc::Sender<Bytes>, wanted: &impl Fn(&LogLine) -> bool) -> bool {
+async fn replay(
+    hub: &Arc<LogHub>,
+    deployment_id: &str,
+    last: &mut u64,
+    sender: &mpsc::Sender<Bytes>,
+    wanted: &impl Fn(&LogLine) -> bool,
+) -> bool {
     loop {
         let (hub2, id, after) = (hub.clone(), deployment_id.to_owned(), *last);
         let page = tokio::task::spawn_blocking(move || hub2.read(&id, after, 1000, None)).await;
-        let Ok(Ok((lines, _))) = page else { return true };
+        let Ok(Ok((lines, _))) = page else {
+            return true;
+        };
         if lines.is_empty() {
             return true;
         }

@@ -85,13 +85,41 @@ pub const ROUTES: &[(Method, &str, Route)] = &[
     (Method::POST, "/api/tokens", Route::CreateToken),
     (Method::GET, "/api/tokens", Route::ListTokens),
     (Method::DELETE, "/api/tokens/{tokenId}", Route::DeleteToken),
-    (Method::POST, "/api/projects/{projectId}/source", Route::UploadSource),
-    (Method::POST, "/api/projects/{projectId}/provision", Route::Provision),
-    (Method::GET, "/api/provisioning/{provisioningId}/status", Route::ProvisionStatus),
-    (Method::GET, "/api/projects/{projectId}/deployments", Route::Deployments),
-    (Method::POST, "/api/projects/{projectId}/rollback", Route::Rollback),
-    (Method::GET, "/api/deployments/{deploymentId}/logs", Route::Logs),
-    (Method::GET, "/api/deployments/{deploymentId}/logs/stream", Route::LogStream),
+    (
+        Method::POST,
+        "/api/projects/{projectId}/source",
+        Route::UploadSource,
+    ),
+    (
+        Method::POST,
+        "/api/projects/{projectId}/provision",
+        Route::Provision,
+    ),
+    (
+        Method::GET,
+        "/api/provisioning/{provisioningId}/status",
+        Route::ProvisionStatus,
+    ),
+    (
+        Method::GET,
+        "/api/projects/{projectId}/deployments",
+        Route::Deployments,
+    ),
+    (
+        Method::POST,
+        "/api/projects/{projectId}/rollback",
+        Route::Rollback,
+    ),
+    (
+        Method::GET,
+        "/api/deployments/{deploymentId}/logs",
+        Route::Logs,
+    ),
+    (
+        Method::GET,
+        "/api/deployments/{deploymentId}/logs/stream",
+        Route::LogStream,
+    ),
     (Method::GET, "/api/openapi.json", Route::OpenApi),
 ];
 

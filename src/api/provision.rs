@@ -30,13 +30,20 @@ const FIELDS: &[&str] = &[
 /// Longest accepted command.
 const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
-pub async fn provision(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn provision(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let body = read_json_object(request).await?;
     only_fields(&body, FIELDS)?;
     let slug = optional_string(&body, "projectSlug")?
         .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `projectSlug` is required"))?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
-    let mut parsed = ProvisionRequest { project_slug: slug.clone(), ..Default::default() };
+    let mut parsed = ProvisionRequest {
+        project_slug: slug.clone(),
+        ..Default::default()
+    };
     for (field, slot) in [
         ("installCommand", &mut parsed.install_command),
         ("buildCommand", &mut parsed.build_command),
@@ -48,24 +55,39 @@ pub async fn provision(ctx: &Arc<Context>, id_or_slug: &str, request: Request<In
         ("healthCheckPath", &mut parsed.health_check_path),
     ] {
         let value = optional_string(&body, field)?.filter(|v| !v.is_empty());
-        if value.as_ref().is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0')) {
-            return Err(ApiError::invalid("INVALID_BODY", format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL")));
+        if value
+            .as_ref()
+            .is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0'))
+        {
+            return Err(ApiError::invalid(
+                "INVALID_BODY",
+                format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL"),
+            ));
         }
         *slot = value;
     }
     if let Some(path) = &parsed.health_check_path {
         if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ApiError::invalid("INVALID_BODY", "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")"));
+            return Err(ApiError::invalid(
+                "INVALID_BODY",
+                "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")",
+            ));
         }
     }
     if let Some(dir) = &parsed.output_directory {
         let path = std::path::Path::new(dir.trim_start_matches("./"));
-        if !path.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        if !path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
             return Err(ApiError::invalid("INVALID_BODY", "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
         }
     }
     if parsed.git_ref.is_some() && parsed.git_url.is_none() {
-        return Err(ApiError::invalid("INVALID_BODY", "field `gitRef` needs `gitUrl`"));
+        return Err(ApiError::invalid(
+            "INVALID_BODY",
+            "field `gitRef` needs `gitUrl`",
+        ));
     }
     if !id_or_slug.starts_with("prj_") && id_or_slug != slug {
         return Err(ApiError::invalid(
@@ -77,10 +99,17 @@ pub async fn provision(ctx: &Arc<Context>, id_or_slug: &str, request: Request<In
     if project.slug != slug {
         return Err(ApiError::invalid(
             "INVALID_SLUG_MISMATCH",
-            format!("project {} has slug {:?}, but projectSlug is {slug:?}", project.id, project.slug),
+            format!(
+                "project {} has slug {:?}, but projectSlug is {slug:?}",
+                project.id, project.slug
+            ),
         ));
     }
-    let run = ctx.pipeline.provision(&project, parsed, None).await.map_err(provision_error)?;
+    let run = ctx
+        .pipeline
+        .provision(&project, parsed, None)
+        .await
+        .map_err(provision_error)?;
     Ok(accepted(&run))
 }
 
@@ -104,7 +133,11 @@ fn accepted(run: &RunRecord) -> Response<Body> {
     )
 }
 
-pub async fn rollback(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn rollback(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let body = read_json_object(request).await?;
     only_fields(&body, &["deploymentId"])?;
     let deployment_id = optional_string(&body, "deploymentId")?
@@ -114,24 +147,42 @@ pub async fn rollback(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Inc
     let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;
     let deployment = match deployment {
         Some(d) if d.project_id == project.id => d,
-        _ => return Err(ApiError::invalid("INVALID_DEPLOYMENT_ID", format!("{deployment_id:?} is not a deployment of {}", project.slug))),
+        _ => {
+            return Err(ApiError::invalid(
+                "INVALID_DEPLOYMENT_ID",
+                format!("{deployment_id:?} is not a deployment of {}", project.slug),
+            ))
+        }
     };
-    let built = matches!(deployment.state, DeploymentState::Live | DeploymentState::Inactive);
+    let built = matches!(
+        deployment.state,
+        DeploymentState::Live | DeploymentState::Inactive
+    );
     if !built || !ctx.pipeline.workspace(&deployment.id).is_dir() {
         return Err(ApiError::invalid(
             "INVALID_DEPLOYMENT_ID",
             format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
         ));
     }
-    let request = ProvisionRequest { project_slug: project.slug.clone(), health_check_path: deployment.health_check_path.clone(), ..Default::default() };
-    let run = ctx.pipeline.provision(&project, request, Some(deployment)).await.map_err(provision_error)?;
+    let request = ProvisionRequest {
+        project_slug: project.slug.clone(),
+        health_check_path: deployment.health_check_path.clone(),
+        ..Default::default()
+    };
+    let run = ctx
+        .pipeline
+        .provision(&project, request, Some(deployment))
+        .await
+        .map_err(provision_error)?;
     Ok(accepted(&run))
 }
 
 pub async fn status(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, ApiError> {
     match ctx.pipeline.status(run_id).await? {
         Some(status) => Ok(json_response(StatusCode::OK, &status)),
-        None => Err(ApiError::not_found(format!("no provisioning run {run_id:?}"))),
+        None => Err(ApiError::not_found(format!(
+            "no provisioning run {run_id:?}"
+        ))),
     }
 }
 
@@ -154,5 +205,8 @@ pub async fn deployments(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Respons
             })
         })
         .collect();
-    Ok(json_response(StatusCode::OK, &json!({"projectId": project.id, "deployments": list})))
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"projectId": project.id, "deployments": list}),
+    ))
 }

@@ -14,9 +14,18 @@ use crate::http_util::Body;
 use crate::source::SourceError;
 use crate::store::records::SourceRecord;
 
-const ACCEPTED_TYPES: &[&str] = &["application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/octet-stream"];
+const ACCEPTED_TYPES: &[&str] = &[
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-tar+gzip",
+    "application/octet-stream",
+];
 
-pub async fn upload(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn upload(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let content_type = request
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -44,8 +53,12 @@ pub async fn upload(ctx: &Arc<Context>, id_or_slug: &str, request: Request<Incom
         .await
         .map_err(ApiError::internal)?
         .map_err(|error| match error {
-            SourceError::InvalidArchive(message) => ApiError::invalid("INVALID_SOURCE_ARCHIVE", message),
-            SourceError::TooLarge { .. } => ApiError::new(super::ErrorKind::PayloadTooLarge, error.to_string()),
+            SourceError::InvalidArchive(message) => {
+                ApiError::invalid("INVALID_SOURCE_ARCHIVE", message)
+            }
+            SourceError::TooLarge { .. } => {
+                ApiError::new(super::ErrorKind::PayloadTooLarge, error.to_string())
+            }
             other => ApiError::internal(other),
         })?;
     let project = find_or_create(ctx, id_or_slug).await?;

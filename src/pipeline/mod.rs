@@ -26,7 +26,8 @@ use crate::sandbox::Runner;
 use crate::secrets::SecretBox;
 use crate::source::SourceStore;
 use crate::store::records::{
-    DeploymentRecord, DeploymentState, ProjectRecord, ProvisionRequest, RunRecord, RunStatus, StepRecord, StepState,
+    DeploymentRecord, DeploymentState, ProjectRecord, ProvisionRequest, RunRecord, RunStatus,
+    StepRecord, StepState,
 };
 use crate::store::Store;
 use crate::supervisor::Supervisor;
@@ -108,7 +109,10 @@ pub struct PipelineParts {
 
 impl Pipeline {
     pub fn new(parts: PipelineParts) -> Arc<Pipeline> {
-        let url_prefix = (format!("{}://", parts.scheme), format!(".{}{}", parts.config.apps_domain, parts.port_suffix));
+        let url_prefix = (
+            format!("{}://", parts.scheme),
+            format!(".{}{}", parts.config.apps_domain, parts.port_suffix),
+        );
         Arc::new(Pipeline {
             config: parts.config,
             store: parts.store,
@@ -158,11 +162,21 @@ impl Pipeline {
             self.choose_source(project, &mut request).await?;
         }
         let project_id = project.id.clone();
-        let history = self.store.call(move |s| s.project_runs(&project_id)).await?;
-        let mut successes: Vec<&RunRecord> =
-            history.iter().filter(|r| r.status == RunStatus::ProvisioningComplete && r.finished_ms.is_some()).collect();
+        let history = self
+            .store
+            .call(move |s| s.project_runs(&project_id))
+            .await?;
+        let mut successes: Vec<&RunRecord> = history
+            .iter()
+            .filter(|r| r.status == RunStatus::ProvisioningComplete && r.finished_ms.is_some())
+            .collect();
         successes.sort_by_key(|r| std::cmp::Reverse(r.created_ms));
-        let estimate = estimate_from_history(successes.iter().filter_map(|r| r.finished_ms.map(|f| f - r.created_ms)).collect());
+        let estimate = estimate_from_history(
+            successes
+                .iter()
+                .filter_map(|r| r.finished_ms.map(|f| f - r.created_ms))
+                .collect(),
+        );
 
         let now = crate::ids::now_ms();
         let deployment = match &rollback_of {
@@ -193,7 +207,12 @@ impl Pipeline {
             status: RunStatus::ProvisioningInProgress,
             steps: STEPS
                 .iter()
-                .map(|(name, _)| StepRecord { name: (*name).into(), state: StepState::Pending, started_ms: None, duration_ms: None })
+                .map(|(name, _)| StepRecord {
+                    name: (*name).into(),
+                    state: StepState::Pending,
+                    started_ms: None,
+                    duration_ms: None,
+                })
                 .collect(),
             progress: 0,
             created_ms: now,
@@ -207,7 +226,9 @@ impl Pipeline {
             deployment.provisioning_id = run.id.clone();
         }
         let (run_copy, deployment_copy) = (run.clone(), deployment.clone());
-        self.store.call(move |s| s.put_run_and_deployment(&run_copy, &deployment_copy)).await?;
+        self.store
+            .call(move |s| s.put_run_and_deployment(&run_copy, &deployment_copy))
+            .await?;
 
         let active = Arc::new(ActiveRun {
             record: Mutex::new(run.clone()),
@@ -215,21 +236,37 @@ impl Pipeline {
             reason: Mutex::new(None),
             shown_progress: AtomicU32::new(0),
         });
-        self.runs.lock().expect("runs poisoned").insert(run.id.clone(), active.clone());
-        let older = self.by_project.lock().expect("runs poisoned").insert(project.id.clone(), run.id.clone());
-        if let Some(older) = older.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned()) {
+        self.runs
+            .lock()
+            .expect("runs poisoned")
+            .insert(run.id.clone(), active.clone());
+        let older = self
+            .by_project
+            .lock()
+            .expect("runs poisoned")
+            .insert(project.id.clone(), run.id.clone());
+        if let Some(older) =
+            older.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned())
+        {
             *older.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
             older.cancel.cancel();
         }
         tracing::info!(project = %project.slug, run = %run.id, deployment = %deployment.id, estimate_ms = estimate, "provisioning started");
         let this = self.clone();
         let project = project.clone();
-        self.tracker.spawn(async move { this.execute(active, project, deployment, rollback_of.is_some()).await });
+        self.tracker.spawn(async move {
+            this.execute(active, project, deployment, rollback_of.is_some())
+                .await
+        });
         Ok(run)
     }
 
     /// Fills in `source_id` or checks `git_url`, refusing a request with no source at all.
-    async fn choose_source(&self, project: &ProjectRecord, request: &mut ProvisionRequest) -> Result<(), ProvisionError> {
+    async fn choose_source(
+        &self,
+        project: &ProjectRecord,
+        request: &mut ProvisionRequest,
+    ) -> Result<(), ProvisionError> {
         if let Some(source_id) = request.source_id.clone() {
             let id = source_id.clone();
             let record = self.store.call(move |s| s.source(&id)).await?;
@@ -244,9 +281,13 @@ impl Pipeline {
             }
         }
         if let Some(url) = &request.git_url {
-            crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| match error {
-                crate::source::SourceError::InvalidGitRef(message) => ProvisionError::Invalid("INVALID_BODY", format!("gitRef: {message}")),
-                other => ProvisionError::Invalid("INVALID_GIT_URL", other.to_string()),
+            crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| {
+                match error {
+                    crate::source::SourceError::InvalidGitRef(message) => {
+                        ProvisionError::Invalid("INVALID_BODY", format!("gitRef: {message}"))
+                    }
+                    other => ProvisionError::Invalid("INVALID_GIT_URL", other.to_string()),
+                }
             })?;
             return Ok(());
         }
@@ -268,19 +309,31 @@ impl Pipeline {
 
     /// The status object of a run (live while in flight, else from the store).
     pub async fn status(&self, run_id: &str) -> crate::store::Result<Option<serde_json::Value>> {
-        let active = self.runs.lock().expect("runs poisoned").get(run_id).cloned();
+        let active = self
+            .runs
+            .lock()
+            .expect("runs poisoned")
+            .get(run_id)
+            .cloned();
         let now = crate::ids::now_ms();
         if let Some(active) = active {
             let record = active.record.lock().expect("run poisoned").clone();
             return Ok(Some(self.status_of(&active, &record, now).await));
         }
         let id = run_id.to_owned();
-        let Some(record) = self.store.call(move |s| s.run(&id)).await? else { return Ok(None) };
+        let Some(record) = self.store.call(move |s| s.run(&id)).await? else {
+            return Ok(None);
+        };
         let slug = self.slug_of(&record.project_id).await;
         Ok(Some(status_json(&record, now, 0, &self.app_url(&slug)).0))
     }
 
-    pub(crate) async fn status_of(&self, active: &ActiveRun, record: &RunRecord, now: u64) -> serde_json::Value {
+    pub(crate) async fn status_of(
+        &self,
+        active: &ActiveRun,
+        record: &RunRecord,
+        now: u64,
+    ) -> serde_json::Value {
         let slug = self.slug_of(&record.project_id).await;
         let floor = active.shown_progress.load(Ordering::Relaxed);
         let (value, shown) = status_json(record, now, floor, &self.app_url(&slug));
@@ -297,7 +350,12 @@ impl Pipeline {
     }
 
     pub(crate) fn deploy_lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.deploy_locks.lock().expect("locks poisoned").entry(project_id.to_owned()).or_default().clone()
+        self.deploy_locks
+            .lock()
+            .expect("locks poisoned")
+            .entry(project_id.to_owned())
+            .or_default()
+            .clone()
     }
 
     pub(crate) fn finish(&self, run_id: &str, project_id: &str) {
@@ -310,8 +368,15 @@ impl Pipeline {
 
     /// Cancels the project's run in flight (project deleted).
     pub fn cancel_project(&self, project_id: &str) {
-        let run_id = self.by_project.lock().expect("runs poisoned").get(project_id).cloned();
-        if let Some(active) = run_id.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned()) {
+        let run_id = self
+            .by_project
+            .lock()
+            .expect("runs poisoned")
+            .get(project_id)
+            .cloned();
+        if let Some(active) =
+            run_id.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned())
+        {
             *active.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
             active.cancel.cancel();
         }
@@ -319,7 +384,13 @@ impl Pipeline {
 
     /// Daemon stopping: every run in flight ends `INTERRUPTED`; waits for them to record it.
     pub async fn interrupt_all(&self) {
-        let active: Vec<Arc<ActiveRun>> = self.runs.lock().expect("runs poisoned").values().cloned().collect();
+        let active: Vec<Arc<ActiveRun>> = self
+            .runs
+            .lock()
+            .expect("runs poisoned")
+            .values()
+            .cloned()
+            .collect();
         for run in active {
             *run.reason.lock().expect("reason poisoned") = Some(StopReason::Interrupted);
             run.cancel.cancel();

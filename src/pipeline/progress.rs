@@ -38,7 +38,11 @@ pub fn estimate_from_history(mut recent_successes_ms: Vec<u64>) -> u64 {
 pub fn progress(steps: &[StepRecord], estimate_ms: u64, now_ms: u64) -> u32 {
     let mut done = 0f64;
     for step in steps {
-        let weight = STEPS.iter().find(|(name, _)| *name == step.name).map(|(_, w)| *w).unwrap_or(0) as f64;
+        let weight = STEPS
+            .iter()
+            .find(|(name, _)| *name == step.name)
+            .map(|(_, w)| *w)
+            .unwrap_or(0) as f64;
         match step.state {
             StepState::Succeeded | StepState::Skipped | StepState::Failed => done += weight,
             StepState::Running => {
@@ -69,7 +73,12 @@ mod tests {
     use super::*;
 
     fn step(name: &str, state: StepState, started: Option<u64>) -> StepRecord {
-        StepRecord { name: name.into(), state, started_ms: started, duration_ms: None }
+        StepRecord {
+            name: name.into(),
+            state,
+            started_ms: started,
+            duration_ms: None,
+        }
     }
 
     #[test]
@@ -87,7 +96,10 @@ mod tests {
 
     #[test]
     fn progress_grows_and_caps() {
-        let mut steps: Vec<StepRecord> = STEPS.iter().map(|(n, _)| step(n, StepState::Pending, None)).collect();
+        let mut steps: Vec<StepRecord> = STEPS
+            .iter()
+            .map(|(n, _)| step(n, StepState::Pending, None))
+            .collect();
         assert_eq!(progress(&steps, 100_000, 0), 0);
         for s in steps.iter_mut().take(4) {
             s.state = StepState::Succeeded;
@@ -96,7 +108,10 @@ mod tests {
         let early = progress(&steps, 100_000, 1_000);
         let later = progress(&steps, 100_000, 30_000);
         let stuck = progress(&steps, 100_000, 10_000_000);
-        assert!(10 <= early && early < later && later <= stuck, "{early} {later} {stuck}");
+        assert!(
+            10 <= early && early < later && later <= stuck,
+            "{early} {later} {stuck}"
+        );
         assert_eq!(stuck, 10 + 31);
         for s in steps.iter_mut() {
             s.state = StepState::Succeeded;

@@ -13,10 +13,21 @@ use crate::store::records::{DeploymentMode, DeploymentState, RunError, RunStatus
 impl Pipeline {
     pub async fn restore(self: &Arc<Self>) -> crate::store::Result<()> {
         let runs = self.store.call(|s| s.all_runs()).await?;
-        for mut run in runs.into_iter().filter(|r| r.status == RunStatus::ProvisioningInProgress) {
+        for mut run in runs
+            .into_iter()
+            .filter(|r| r.status == RunStatus::ProvisioningInProgress)
+        {
             let now = crate::ids::now_ms();
-            let failed_step = run.steps.iter().find(|s| s.state == StepState::Running).map(|s| s.name.clone());
-            for step in run.steps.iter_mut().filter(|s| s.state == StepState::Running) {
+            let failed_step = run
+                .steps
+                .iter()
+                .find(|s| s.state == StepState::Running)
+                .map(|s| s.name.clone());
+            for step in run
+                .steps
+                .iter_mut()
+                .filter(|s| s.state == StepState::Running)
+            {
                 step.state = StepState::Failed;
                 step.duration_ms = step.started_ms.map(|s| now.saturating_sub(s));
             }
@@ -24,7 +35,8 @@ impl Pipeline {
             run.failed_step = failed_step.or_else(|| Some("project_creation".into()));
             run.error = Some(RunError {
                 code: "INTERRUPTED".into(),
-                message: "the daemon stopped while this run was in progress; provision again".into(),
+                message: "the daemon stopped while this run was in progress; provision again"
+                    .into(),
             });
             run.finished_ms = Some(now);
             let id = run.deployment_id.clone();
@@ -34,10 +46,15 @@ impl Pipeline {
                     deployment.state = DeploymentState::Failed;
                     deployment.finished_ms = Some(now);
                 }
-                self.hub.system(&deployment.id, "provisioning interrupted: the daemon stopped while this run was in progress");
+                self.hub.system(
+                    &deployment.id,
+                    "provisioning interrupted: the daemon stopped while this run was in progress",
+                );
                 self.hub.end(&deployment.id);
                 let r = run.clone();
-                self.store.call(move |s| s.record_unsuccessful(&r, &deployment, true)).await?;
+                self.store
+                    .call(move |s| s.record_unsuccessful(&r, &deployment, true))
+                    .await?;
             } else {
                 let r = run.clone();
                 self.store.call(move |s| s.put_run(&r)).await?;
@@ -47,9 +64,13 @@ impl Pipeline {
 
         let projects = self.store.call(|s| s.list_projects()).await?;
         for project in projects {
-            let Some(live) = project.live_deployment_id.clone() else { continue };
+            let Some(live) = project.live_deployment_id.clone() else {
+                continue;
+            };
             let id = live.clone();
-            let Some(mut deployment) = self.store.call(move |s| s.deployment(&id)).await? else { continue };
+            let Some(mut deployment) = self.store.call(move |s| s.deployment(&id)).await? else {
+                continue;
+            };
             let target = match deployment.mode {
                 Some(DeploymentMode::Server) => {
                     let env = match self.environment(&project.id).await {
@@ -59,7 +80,10 @@ impl Pipeline {
                             continue;
                         }
                     };
-                    let port = match deployment.port.filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()) {
+                    let port = match deployment
+                        .port
+                        .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+                    {
                         Some(port) => port,
                         None => match free_port() {
                             Ok(port) => port,
@@ -67,10 +91,21 @@ impl Pipeline {
                         },
                     };
                     deployment.port = Some(port);
-                    self.hub.system(&deployment.id, "daemon restarted: starting the app again");
+                    self.hub
+                        .system(&deployment.id, "daemon restarted: starting the app again");
                     let spec = self.app_spec(&project, &deployment, env, port);
-                    match self.supervisor.start(spec, Duration::from_secs(self.config.limits.health_timeout_s)).await {
-                        Ok(address) => Some(Target::Proxy { upstream: address, deployment_id: deployment.id.clone() }),
+                    match self
+                        .supervisor
+                        .start(
+                            spec,
+                            Duration::from_secs(self.config.limits.health_timeout_s),
+                        )
+                        .await
+                    {
+                        Ok(address) => Some(Target::Proxy {
+                            upstream: address,
+                            deployment_id: deployment.id.clone(),
+                        }),
                         Err(failure) => {
                             tracing::error!(project = %project.slug, code = failure.code, message = %failure.message, "live app did not come back");
                             None
@@ -78,9 +113,18 @@ impl Pipeline {
                     }
                 }
                 _ => {
-                    let root = self.workspace(&deployment.id).join(deployment.output_dir.clone().unwrap_or_default());
-                    match tokio::task::spawn_blocking(move || crate::static_files::StaticSite::load(&root)).await {
-                        Ok(Ok(site)) => Some(Target::Static { site: Arc::new(site), deployment_id: deployment.id.clone() }),
+                    let root = self
+                        .workspace(&deployment.id)
+                        .join(deployment.output_dir.clone().unwrap_or_default());
+                    match tokio::task::spawn_blocking(move || {
+                        crate::static_files::StaticSite::load(&root)
+                    })
+                    .await
+                    {
+                        Ok(Ok(site)) => Some(Target::Static {
+                            site: Arc::new(site),
+                            deployment_id: deployment.id.clone(),
+                        }),
                         _ => {
                             tracing::error!(project = %project.slug, "the live static output is gone; serving 503");
                             None

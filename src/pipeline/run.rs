@@ -15,7 +15,8 @@ use crate::logs::{pump_lines, LogStream};
 use crate::router::Target;
 use crate::sandbox::{StepKind, StepSpec};
 use crate::store::records::{
-    DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus, StepState,
+    DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
+    StepState,
 };
 use crate::supervisor::AppSpec;
 
@@ -29,14 +30,22 @@ pub(crate) struct Failure {
 
 impl Failure {
     fn new(step: &'static str, code: &'static str, message: impl Into<String>) -> Failure {
-        Failure { step, code, message: message.into() }
+        Failure {
+            step,
+            code,
+            message: message.into(),
+        }
     }
 }
 
 /// What the deploy step prepared, activated after ssl_verification.
 enum Prepared {
-    Static { site: Arc<crate::static_files::StaticSite> },
-    Server { address: std::net::SocketAddr },
+    Static {
+        site: Arc<crate::static_files::StaticSite>,
+    },
+    Server {
+        address: std::net::SocketAddr,
+    },
 }
 
 /// How long a replaced app keeps serving in-flight requests before it is stopped.
@@ -45,15 +54,27 @@ pub(crate) const DRAIN_SECONDS: u64 = 10;
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl Pipeline {
-    pub(crate) async fn execute(self: Arc<Self>, active: Arc<ActiveRun>, project: ProjectRecord, mut deployment: DeploymentRecord, rollback: bool) {
+    pub(crate) async fn execute(
+        self: Arc<Self>,
+        active: Arc<ActiveRun>,
+        project: ProjectRecord,
+        mut deployment: DeploymentRecord,
+        rollback: bool,
+    ) {
         let (run_id, dpl) = {
             let record = active.record.lock().expect("run poisoned");
             (record.id.clone(), record.deployment_id.clone())
         };
         let what = if rollback { "rollback" } else { "provisioning" };
-        self.hub.system(&dpl, &format!("{what} of {} started (run {run_id})", project.slug));
+        self.hub.system(
+            &dpl,
+            &format!("{what} of {} started (run {run_id})", project.slug),
+        );
         let started = Instant::now();
-        let result = self.clone().steps(&active, &project, &mut deployment, rollback).await;
+        let result = self
+            .clone()
+            .steps(&active, &project, &mut deployment, rollback)
+            .await;
         let now = crate::ids::now_ms();
         let mut record = active.record.lock().expect("run poisoned").clone();
         record.finished_ms = Some(now);
@@ -63,29 +84,65 @@ impl Pipeline {
                 record.progress = 100;
                 deployment.state = DeploymentState::Live;
                 deployment.finished_ms.get_or_insert(now);
-                match self.activate(&project, &record, &deployment, prepared).await {
+                match self
+                    .activate(&project, &record, &deployment, prepared)
+                    .await
+                {
                     Ok(()) => {
-                        self.hub.system(&dpl, &format!("live at {} after {} ms", self.app_url(&project.slug), started.elapsed().as_millis()));
+                        self.hub.system(
+                            &dpl,
+                            &format!(
+                                "live at {} after {} ms",
+                                self.app_url(&project.slug),
+                                started.elapsed().as_millis()
+                            ),
+                        );
                     }
                     Err(failure) => {
                         self.hub.system(&dpl, &failure.message);
                         record.status = RunStatus::ProvisioningFailed;
-                        record.error = Some(RunError { code: failure.code.into(), message: failure.message });
+                        record.error = Some(RunError {
+                            code: failure.code.into(),
+                            message: failure.message,
+                        });
                     }
                 }
             }
             Err(failure) => {
                 let canceled = failure.code == "CANCELED";
-                record.status = if canceled { RunStatus::ProvisioningCanceled } else { RunStatus::ProvisioningFailed };
+                record.status = if canceled {
+                    RunStatus::ProvisioningCanceled
+                } else {
+                    RunStatus::ProvisioningFailed
+                };
                 record.failed_step = (!canceled).then(|| failure.step.to_owned());
-                self.hub.system(&dpl, &format!("{what} {}: {} ({})", if canceled { "canceled" } else { "failed" }, failure.message, failure.code));
-                record.error = Some(RunError { code: failure.code.into(), message: failure.message });
+                self.hub.system(
+                    &dpl,
+                    &format!(
+                        "{what} {}: {} ({})",
+                        if canceled { "canceled" } else { "failed" },
+                        failure.message,
+                        failure.code
+                    ),
+                );
+                record.error = Some(RunError {
+                    code: failure.code.into(),
+                    message: failure.message,
+                });
                 if !rollback {
-                    deployment.state = if canceled { DeploymentState::Canceled } else { DeploymentState::Failed };
+                    deployment.state = if canceled {
+                        DeploymentState::Canceled
+                    } else {
+                        DeploymentState::Failed
+                    };
                     deployment.finished_ms = Some(now);
                 }
                 let (r, d) = (record.clone(), deployment.clone());
-                if let Err(error) = self.store.call(move |s| s.record_unsuccessful(&r, &d, !canceled)).await {
+                if let Err(error) = self
+                    .store
+                    .call(move |s| s.record_unsuccessful(&r, &d, !canceled))
+                    .await
+                {
                     tracing::error!(%error, run = %record.id, "could not record the run's end");
                 }
                 if !rollback {
@@ -105,12 +162,19 @@ impl Pipeline {
         self.finish(&record.id, &project.id);
     }
 
-    async fn steps(self: Arc<Self>, active: &Arc<ActiveRun>, project: &ProjectRecord, deployment: &mut DeploymentRecord, rollback: bool) -> Result<Prepared, Failure> {
+    async fn steps(
+        self: Arc<Self>,
+        active: &Arc<ActiveRun>,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        rollback: bool,
+    ) -> Result<Prepared, Failure> {
         let dpl = deployment.id.clone();
         let request = active.record.lock().expect("run poisoned").request.clone();
         let hostname = format!("{}.{}", project.slug, self.config.apps_domain);
 
-        self.step(active, "project_creation", async { Ok(true) }).await?;
+        self.step(active, "project_creation", async { Ok(true) })
+            .await?;
 
         self.step(active, "domain_binding", async {
             let slug = project.slug.clone();
@@ -118,19 +182,28 @@ impl Pipeline {
                 table.apps.entry(slug).or_insert(None);
             });
             if let Some(tls) = &self.tls {
-                tls.ensure_certificate(&hostname)
-                    .await
-                    .map_err(|e| Failure::new("domain_binding", "CERTIFICATE_FAILED", format!("certificate for {hostname}: {e}")))?;
+                tls.ensure_certificate(&hostname).await.map_err(|e| {
+                    Failure::new(
+                        "domain_binding",
+                        "CERTIFICATE_FAILED",
+                        format!("certificate for {hostname}: {e}"),
+                    )
+                })?;
             }
-            self.hub.system(&dpl, &format!("bound {}", self.app_url(&project.slug)));
+            self.hub
+                .system(&dpl, &format!("bound {}", self.app_url(&project.slug)));
             Ok(true)
         })
         .await?;
 
         let env = self
             .step(active, "environment_setup", async {
-                let env = self.environment(&project.id).await.map_err(|m| Failure::new("environment_setup", "INTERNAL_ERROR", m))?;
-                self.hub.system(&dpl, &format!("environment: {} project variable(s)", env.1));
+                let env = self
+                    .environment(&project.id)
+                    .await
+                    .map_err(|m| Failure::new("environment_setup", "INTERNAL_ERROR", m))?;
+                self.hub
+                    .system(&dpl, &format!("environment: {} project variable(s)", env.1));
                 Ok(env.0)
             })
             .await?;
@@ -143,12 +216,24 @@ impl Pipeline {
             }
         } else {
             self.step(active, "source", async {
-                self.fetch_source(project, &request, &workspace, &env, deadline, deployment).await.map(|_| true)
+                self.fetch_source(project, &request, &workspace, &env, deadline, deployment)
+                    .await
+                    .map(|_| true)
             })
             .await?;
             for (name, command, stream, code) in [
-                ("install", request.install_command.as_deref(), LogStream::Install, "INSTALL_FAILED"),
-                ("build", request.build_command.as_deref(), LogStream::Build, "BUILD_FAILED"),
+                (
+                    "install",
+                    request.install_command.as_deref(),
+                    LogStream::Install,
+                    "INSTALL_FAILED",
+                ),
+                (
+                    "build",
+                    request.build_command.as_deref(),
+                    LogStream::Build,
+                    "BUILD_FAILED",
+                ),
             ] {
                 let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
                     self.skip(active, name).await;
@@ -156,7 +241,11 @@ impl Pipeline {
                 };
                 self.step(active, name, async {
                     self.hub.system(&dpl, &format!("{name}: $ {command}"));
-                    self.run_command(project, &dpl, name, code, stream, command, &workspace, &env, deadline).await.map(|_| true)
+                    self.run_command(
+                        project, &dpl, name, code, stream, command, &workspace, &env, deadline,
+                    )
+                    .await
+                    .map(|_| true)
                 })
                 .await?;
             }
@@ -165,12 +254,22 @@ impl Pipeline {
         let prepared = self
             .step(active, "deploy", async {
                 if !rollback {
-                    let start = request.start_command.clone().filter(|c| !c.trim().is_empty());
-                    deployment.mode = Some(if start.is_some() { DeploymentMode::Server } else { DeploymentMode::Static });
+                    let start = request
+                        .start_command
+                        .clone()
+                        .filter(|c| !c.trim().is_empty());
+                    deployment.mode = Some(if start.is_some() {
+                        DeploymentMode::Server
+                    } else {
+                        DeploymentMode::Static
+                    });
                     deployment.start_command = start;
                     deployment.health_check_path = request.health_check_path.clone();
                     if deployment.mode == Some(DeploymentMode::Static) {
-                        deployment.output_dir = Some(choose_output_dir(&workspace, request.output_directory.as_deref())?);
+                        deployment.output_dir = Some(choose_output_dir(
+                            &workspace,
+                            request.output_directory.as_deref(),
+                        )?);
                     }
                 }
                 self.prepare(project, deployment, &env).await
@@ -179,11 +278,20 @@ impl Pipeline {
 
         let verified = self
             .step(active, "ssl_verification", async {
-                let (Some(tls), Some(addr)) = (&self.tls, self.https_addr) else { return Ok(false) };
-                tls.verify(&hostname, addr)
-                    .await
-                    .map_err(|e| Failure::new("ssl_verification", "CERTIFICATE_FAILED", format!("{hostname}: {e}")))?;
-                self.hub.system(&dpl, &format!("verified the certificate served for {hostname}"));
+                let (Some(tls), Some(addr)) = (&self.tls, self.https_addr) else {
+                    return Ok(false);
+                };
+                tls.verify(&hostname, addr).await.map_err(|e| {
+                    Failure::new(
+                        "ssl_verification",
+                        "CERTIFICATE_FAILED",
+                        format!("{hostname}: {e}"),
+                    )
+                })?;
+                self.hub.system(
+                    &dpl,
+                    &format!("verified the certificate served for {hostname}"),
+                );
                 Ok(true)
             })
             .await;
@@ -204,12 +312,18 @@ impl Pipeline {
 
     /// Runs one step: marks it running, races it against cancellation, records the result.
     /// The future answers `true` for done, `false` for skipped.
-    async fn step<T>(&self, active: &Arc<ActiveRun>, name: &'static str, work: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure>
+    async fn step<T>(
+        &self,
+        active: &Arc<ActiveRun>,
+        name: &'static str,
+        work: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure>
     where
         T: StepValue,
     {
         let started_ms = crate::ids::now_ms();
-        self.set_step(active, name, StepState::Running, Some(started_ms), None).await;
+        self.set_step(active, name, StepState::Running, Some(started_ms), None)
+            .await;
         let started = Instant::now();
         let result = tokio::select! {
             result = work => result,
@@ -217,28 +331,60 @@ impl Pipeline {
         };
         let duration = Some(started.elapsed().as_millis() as u64);
         match &result {
-            Ok(value) if !value.skipped() => self.set_step(active, name, StepState::Succeeded, None, duration).await,
-            Ok(_) => self.set_step(active, name, StepState::Skipped, None, duration).await,
-            Err(failure) if failure.code == "CANCELED" => self.set_step(active, name, StepState::Skipped, None, duration).await,
-            Err(_) => self.set_step(active, name, StepState::Failed, None, duration).await,
+            Ok(value) if !value.skipped() => {
+                self.set_step(active, name, StepState::Succeeded, None, duration)
+                    .await
+            }
+            Ok(_) => {
+                self.set_step(active, name, StepState::Skipped, None, duration)
+                    .await
+            }
+            Err(failure) if failure.code == "CANCELED" => {
+                self.set_step(active, name, StepState::Skipped, None, duration)
+                    .await
+            }
+            Err(_) => {
+                self.set_step(active, name, StepState::Failed, None, duration)
+                    .await
+            }
         }
         result
     }
 
     async fn skip(&self, active: &Arc<ActiveRun>, name: &'static str) {
-        self.set_step(active, name, StepState::Skipped, Some(crate::ids::now_ms()), Some(0)).await;
+        self.set_step(
+            active,
+            name,
+            StepState::Skipped,
+            Some(crate::ids::now_ms()),
+            Some(0),
+        )
+        .await;
     }
 
     fn stop_failure(&self, active: &ActiveRun, step: &'static str) -> Failure {
         match *active.reason.lock().expect("reason poisoned") {
-            Some(StopReason::Superseded) => Failure::new(step, "CANCELED", "superseded by a newer provisioning run of this project"),
-            Some(StopReason::Interrupted) | None => {
-                Failure::new(step, "INTERRUPTED", "the daemon stopped while this run was in progress; provision again")
-            }
+            Some(StopReason::Superseded) => Failure::new(
+                step,
+                "CANCELED",
+                "superseded by a newer provisioning run of this project",
+            ),
+            Some(StopReason::Interrupted) | None => Failure::new(
+                step,
+                "INTERRUPTED",
+                "the daemon stopped while this run was in progress; provision again",
+            ),
         }
     }
 
-    async fn set_step(&self, active: &Arc<ActiveRun>, name: &str, state: StepState, started_ms: Option<u64>, duration_ms: Option<u64>) {
+    async fn set_step(
+        &self,
+        active: &Arc<ActiveRun>,
+        name: &str,
+        state: StepState,
+        started_ms: Option<u64>,
+        duration_ms: Option<u64>,
+    ) {
         let record = {
             let mut record = active.record.lock().expect("run poisoned");
             if let Some(step) = record.steps.iter_mut().find(|s| s.name == name) {
@@ -254,7 +400,9 @@ impl Pipeline {
         };
         let status = self.status_of(active, &record, crate::ids::now_ms()).await;
         let mut stored = record.clone();
-        stored.progress = active.shown_progress.load(std::sync::atomic::Ordering::Relaxed);
+        stored.progress = active
+            .shown_progress
+            .load(std::sync::atomic::Ordering::Relaxed);
         if let Err(error) = self.store.call(move |s| s.put_run(&stored)).await {
             tracing::error!(%error, "could not record step progress");
         }
@@ -263,10 +411,20 @@ impl Pipeline {
 
     /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
     /// the project's variables. Returns (env, number of project variables).
-    pub(crate) async fn environment(&self, project_id: &str) -> Result<(Vec<(String, String)>, usize), String> {
+    pub(crate) async fn environment(
+        &self,
+        project_id: &str,
+    ) -> Result<(Vec<(String, String)>, usize), String> {
         let id = project_id.to_owned();
-        let sealed = self.store.call(move |s| s.env_vars(&id)).await.map_err(|e| e.to_string())?;
-        let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("LANG".to_owned(), "C.UTF-8".to_owned())];
+        let sealed = self
+            .store
+            .call(move |s| s.env_vars(&id))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut env = vec![
+            ("PATH".to_owned(), PATH.to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
         for name in &self.config.sandbox.pass_env {
             if let Ok(value) = std::env::var(name) {
                 env.push((name.clone(), value));
@@ -312,8 +470,18 @@ impl Pipeline {
                 .await
                 .map_err(|e| fail(e.to_string()))?
                 .ok_or_else(|| fail(format!("source {source_id} no longer exists")))?;
-            self.hub.system(&dpl, &format!("source: unpacking {} ({} files, {} bytes)", record.id, record.file_count, record.size_bytes));
-            let (sources, sha, dest) = (self.sources.clone(), record.sha256.clone(), workspace.to_owned());
+            self.hub.system(
+                &dpl,
+                &format!(
+                    "source: unpacking {} ({} files, {} bytes)",
+                    record.id, record.file_count, record.size_bytes
+                ),
+            );
+            let (sources, sha, dest) = (
+                self.sources.clone(),
+                record.sha256.clone(),
+                workspace.to_owned(),
+            );
             let limits = super::source_limits(&self.config.limits);
             tokio::task::spawn_blocking(move || sources.unpack(&sha, &dest, &limits))
                 .await
@@ -323,10 +491,25 @@ impl Pipeline {
             deployment.source_sha256 = Some(record.sha256);
             return Ok(());
         }
-        let url = request.git_url.as_deref().ok_or_else(|| fail("no source".into()))?;
-        let command = crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|e| fail(e.to_string()))?;
+        let url = request
+            .git_url
+            .as_deref()
+            .ok_or_else(|| fail("no source".into()))?;
+        let command = crate::source::git_clone_command(url, request.git_ref.as_deref())
+            .map_err(|e| fail(e.to_string()))?;
         self.hub.system(&dpl, &format!("source: cloning {url}"));
-        self.run_command(project, &dpl, "source", "SOURCE_FAILED", LogStream::System, &command, workspace, env, deadline).await
+        self.run_command(
+            project,
+            &dpl,
+            "source",
+            "SOURCE_FAILED",
+            LogStream::System,
+            &command,
+            workspace,
+            env,
+            deadline,
+        )
+        .await
     }
 
     /// In namespaces mode the project's code runs as its own uid: hand it the workspace.
@@ -354,7 +537,9 @@ impl Pipeline {
     ) -> Result<(), Failure> {
         let spec = StepSpec {
             name: format!("slipway-{dpl}-{step}"),
-            kind: StepKind::Build { workspace: workspace.to_owned() },
+            kind: StepKind::Build {
+                workspace: workspace.to_owned(),
+            },
             command: command.to_owned(),
             env: env.to_vec(),
             project_uid: project.uid,
@@ -367,13 +552,29 @@ impl Pipeline {
         let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))
             .await
             .expect("blocking task")
-            .map_err(|e| Failure::new(step, code, format!("could not start the {step} command: {e}")))?;
+            .map_err(|e| {
+                Failure::new(
+                    step,
+                    code,
+                    format!("could not start the {step} command: {e}"),
+                )
+            })?;
         let mut pumps = Vec::new();
         if let Some(stdout) = running.stdout.take() {
-            pumps.push(tokio::spawn(pump_lines(stdout, self.hub.clone(), dpl.to_owned(), stream)));
+            pumps.push(tokio::spawn(pump_lines(
+                stdout,
+                self.hub.clone(),
+                dpl.to_owned(),
+                stream,
+            )));
         }
         if let Some(stderr) = running.stderr.take() {
-            pumps.push(tokio::spawn(pump_lines(stderr, self.hub.clone(), dpl.to_owned(), stream)));
+            pumps.push(tokio::spawn(pump_lines(
+                stderr,
+                self.hub.clone(),
+                dpl.to_owned(),
+                stream,
+            )));
         }
         let exit = tokio::select! {
             exit = running.wait() => exit,
@@ -391,39 +592,79 @@ impl Pipeline {
         }
         match exit {
             Ok(exit) if exit.success() => Ok(()),
-            Ok(exit) => Err(Failure::new(step, code, format!("the {step} command {}", exit.describe()))),
-            Err(error) => Err(Failure::new(step, code, format!("the {step} command could not be waited for: {error}"))),
+            Ok(exit) => Err(Failure::new(
+                step,
+                code,
+                format!("the {step} command {}", exit.describe()),
+            )),
+            Err(error) => Err(Failure::new(
+                step,
+                code,
+                format!("the {step} command could not be waited for: {error}"),
+            )),
         }
     }
 
     /// The deploy step: load the static output, or start the app and wait until it is healthy.
-    async fn prepare(&self, project: &ProjectRecord, deployment: &mut DeploymentRecord, env: &[(String, String)]) -> Result<Prepared, Failure> {
+    async fn prepare(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        env: &[(String, String)],
+    ) -> Result<Prepared, Failure> {
         let workspace = self.workspace(&deployment.id);
         match deployment.mode {
             Some(DeploymentMode::Static) | None => {
                 let output = deployment.output_dir.clone().unwrap_or_default();
                 let root = workspace.join(&output);
-                self.hub.system(&deployment.id, &format!("deploy: serving static files from {}", if output.is_empty() { "." } else { &output }));
-                let site = tokio::task::spawn_blocking(move || crate::static_files::StaticSite::load(&root))
-                    .await
-                    .expect("blocking task")
-                    .map_err(|e| Failure::new("deploy", "START_FAILED", format!("cannot load the static output: {e}")))?;
-                Ok(Prepared::Static { site: Arc::new(site) })
+                self.hub.system(
+                    &deployment.id,
+                    &format!(
+                        "deploy: serving static files from {}",
+                        if output.is_empty() { "." } else { &output }
+                    ),
+                );
+                let site = tokio::task::spawn_blocking(move || {
+                    crate::static_files::StaticSite::load(&root)
+                })
+                .await
+                .expect("blocking task")
+                .map_err(|e| {
+                    Failure::new(
+                        "deploy",
+                        "START_FAILED",
+                        format!("cannot load the static output: {e}"),
+                    )
+                })?;
+                Ok(Prepared::Static {
+                    site: Arc::new(site),
+                })
             }
             Some(DeploymentMode::Server) => {
                 if self.supervisor.is_running(&deployment.id) {
                     // A rollback to the deployment that is still running (e.g. being drained).
                     self.supervisor.stop(&deployment.id).await;
                 }
-                let port = deployment.port.filter(|p| port_is_free(*p)).map_or_else(free_port, Ok)
-                    .map_err(|e| Failure::new("deploy", "START_FAILED", format!("no free port: {e}")))?;
+                let port = deployment
+                    .port
+                    .filter(|p| port_is_free(*p))
+                    .map_or_else(free_port, Ok)
+                    .map_err(|e| {
+                        Failure::new("deploy", "START_FAILED", format!("no free port: {e}"))
+                    })?;
                 deployment.port = Some(port);
                 let command = deployment.start_command.clone().unwrap_or_default();
-                self.hub.system(&deployment.id, &format!("deploy: $ {command} (PORT={port})"));
+                self.hub.system(
+                    &deployment.id,
+                    &format!("deploy: $ {command} (PORT={port})"),
+                );
                 let spec = self.app_spec(project, deployment, env.to_vec(), port);
                 let address = self
                     .supervisor
-                    .start(spec, Duration::from_secs(self.config.limits.health_timeout_s))
+                    .start(
+                        spec,
+                        Duration::from_secs(self.config.limits.health_timeout_s),
+                    )
                     .await
                     .map_err(|f| Failure::new("deploy", f.code, f.message))?;
                 Ok(Prepared::Server { address })
@@ -431,7 +672,13 @@ impl Pipeline {
         }
     }
 
-    pub(crate) fn app_spec(&self, project: &ProjectRecord, deployment: &DeploymentRecord, env: Vec<(String, String)>, port: u16) -> AppSpec {
+    pub(crate) fn app_spec(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+        env: Vec<(String, String)>,
+        port: u16,
+    ) -> AppSpec {
         AppSpec {
             deployment_id: deployment.id.clone(),
             slug: project.slug.clone(),
@@ -448,7 +695,13 @@ impl Pipeline {
     }
 
     /// The atomic switch: record, route, then drain and stop the previous deployment.
-    async fn activate(&self, project: &ProjectRecord, run: &crate::store::records::RunRecord, deployment: &DeploymentRecord, prepared: Prepared) -> Result<(), Failure> {
+    async fn activate(
+        &self,
+        project: &ProjectRecord,
+        run: &crate::store::records::RunRecord,
+        deployment: &DeploymentRecord,
+        prepared: Prepared,
+    ) -> Result<(), Failure> {
         let lock = self.deploy_lock(&project.id);
         let _guard = lock.lock().await;
         let (r, d) = (run.clone(), deployment.clone());
@@ -456,17 +709,30 @@ impl Pipeline {
             .store
             .call(move |s| s.activate(&r, &d))
             .await
-            .map_err(|e| Failure::new("deploy", "INTERNAL_ERROR", format!("could not record the deployment: {e}")))?;
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    "INTERNAL_ERROR",
+                    format!("could not record the deployment: {e}"),
+                )
+            })?;
         let target = match prepared {
-            Prepared::Static { site } => Target::Static { site, deployment_id: deployment.id.clone() },
-            Prepared::Server { address } => Target::Proxy { upstream: address, deployment_id: deployment.id.clone() },
+            Prepared::Static { site } => Target::Static {
+                site,
+                deployment_id: deployment.id.clone(),
+            },
+            Prepared::Server { address } => Target::Proxy {
+                upstream: address,
+                deployment_id: deployment.id.clone(),
+            },
         };
         let slug = project.slug.clone();
         self.routes.update(|table| {
             table.apps.insert(slug, Some(target));
         });
         if let Some(previous) = previous {
-            self.hub.system(&previous, &format!("replaced by {}", deployment.id));
+            self.hub
+                .system(&previous, &format!("replaced by {}", deployment.id));
             self.hub.end(&previous);
             let supervisor = self.supervisor.clone();
             let drain = DRAIN_SECONDS;
@@ -483,10 +749,21 @@ impl Pipeline {
     /// Keeps logs of the last 10 deployments and workspaces of the last 5 (rollback targets).
     async fn retain_recent(&self, project: &ProjectRecord) {
         let id = project.id.clone();
-        let Ok(deployments) = self.store.call(move |s| s.project_deployments(&id)).await else { return };
-        let live = self.routes.snapshot().apps.get(&project.slug).cloned().flatten().map(|t| t.deployment_id().to_owned());
+        let Ok(deployments) = self.store.call(move |s| s.project_deployments(&id)).await else {
+            return;
+        };
+        let live = self
+            .routes
+            .snapshot()
+            .apps
+            .get(&project.slug)
+            .cloned()
+            .flatten()
+            .map(|t| t.deployment_id().to_owned());
         for (index, deployment) in deployments.iter().enumerate() {
-            if Some(&deployment.id) == live.as_ref() || deployment.state == DeploymentState::Building {
+            if Some(&deployment.id) == live.as_ref()
+                || deployment.state == DeploymentState::Building
+            {
                 continue;
             }
             if index >= 5 || deployment.state != DeploymentState::Inactive {
@@ -518,15 +795,28 @@ impl StepValue for Prepared {}
 
 /// The contract's rule: `outputDirectory`, else the first of dist, build, out, public that the
 /// build produced, else the source root.
-pub(crate) fn choose_output_dir(workspace: &Path, requested: Option<&str>) -> Result<String, Failure> {
+pub(crate) fn choose_output_dir(
+    workspace: &Path,
+    requested: Option<&str>,
+) -> Result<String, Failure> {
     if let Some(requested) = requested.filter(|r| !r.trim().is_empty()) {
         let relative = Path::new(requested.trim_start_matches("./"));
-        let safe = relative.components().all(|c| matches!(c, Component::Normal(_)));
+        let safe = relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
         if !safe {
-            return Err(Failure::new("deploy", "START_FAILED", format!("outputDirectory {requested:?} must be a relative path inside the project")));
+            return Err(Failure::new(
+                "deploy",
+                "START_FAILED",
+                format!("outputDirectory {requested:?} must be a relative path inside the project"),
+            ));
         }
         if !workspace.join(relative).is_dir() {
-            return Err(Failure::new("deploy", "START_FAILED", format!("outputDirectory {requested:?} does not exist after the build")));
+            return Err(Failure::new(
+                "deploy",
+                "START_FAILED",
+                format!("outputDirectory {requested:?} does not exist after the build"),
+            ));
         }
         return Ok(relative.to_string_lossy().into_owned());
     }

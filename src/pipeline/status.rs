@@ -34,7 +34,11 @@ pub fn status_json(run: &RunRecord, now_ms: u64, floor: u32, url: &str) -> (Valu
                 .steps
                 .iter()
                 .find(|s| s.state == crate::store::records::StepState::Running)
-                .or_else(|| run.steps.iter().find(|s| s.state == crate::store::records::StepState::Pending))
+                .or_else(|| {
+                    run.steps
+                        .iter()
+                        .find(|s| s.state == crate::store::records::StepState::Pending)
+                })
                 .map(|s| s.name.as_str())
                 .unwrap_or("ssl_verification");
             let value = json!({
@@ -60,8 +64,15 @@ pub fn status_json(run: &RunRecord, now_ms: u64, floor: u32, url: &str) -> (Valu
             100,
         ),
         RunStatus::ProvisioningFailed | RunStatus::ProvisioningCanceled => {
-            let status = if run.status == RunStatus::ProvisioningFailed { "provisioning_failed" } else { "provisioning_canceled" };
-            let error = run.error.as_ref().map(|e| json!({"code": e.code, "message": e.message}));
+            let status = if run.status == RunStatus::ProvisioningFailed {
+                "provisioning_failed"
+            } else {
+                "provisioning_canceled"
+            };
+            let error = run
+                .error
+                .as_ref()
+                .map(|e| json!({"code": e.code, "message": e.message}));
             (
                 json!({
                     "status": status,

@@ -155,19 +155,30 @@ pub(super) fn remove_project_sources(
 impl Store {
     /// Makes `deployment` the project's live one and records the finished run, in one commit.
     /// Returns the previously live deployment's id (now `Inactive`), if any.
-    pub fn activate(&self, run: &RunRecord, deployment: &DeploymentRecord) -> Result<Option<String>> {
+    pub fn activate(
+        &self,
+        run: &RunRecord,
+        deployment: &DeploymentRecord,
+    ) -> Result<Option<String>> {
         use super::records::{DeploymentState, ProjectRecord, ProjectState};
         let txn = self.write()?;
         let previous = {
             let mut projects = txn.open_table(tables::PROJECTS)?;
-            let project: Option<ProjectRecord> = get_record(&projects, "projects", &deployment.project_id)?;
-            let Some(mut project) = project else { return Ok(None) };
-            let previous = project.live_deployment_id.replace(deployment.id.clone()).filter(|p| *p != deployment.id);
+            let project: Option<ProjectRecord> =
+                get_record(&projects, "projects", &deployment.project_id)?;
+            let Some(mut project) = project else {
+                return Ok(None);
+            };
+            let previous = project
+                .live_deployment_id
+                .replace(deployment.id.clone())
+                .filter(|p| *p != deployment.id);
             project.state = ProjectState::Live;
             put_record(&mut projects, &project.id, &project)?;
             let mut deployments = txn.open_table(tables::DEPLOYMENTS)?;
             if let Some(previous_id) = &previous {
-                let old: Option<DeploymentRecord> = get_record(&deployments, "deployments", previous_id)?;
+                let old: Option<DeploymentRecord> =
+                    get_record(&deployments, "deployments", previous_id)?;
                 if let Some(mut old) = old {
                     old.state = DeploymentState::Inactive;
                     put_record(&mut deployments, previous_id, &old)?;
@@ -182,19 +193,29 @@ impl Store {
     }
 
     /// Records a failed or canceled run; a project that never went live becomes `failed`.
-    pub fn record_unsuccessful(&self, run: &RunRecord, deployment: &DeploymentRecord, failed: bool) -> Result<()> {
+    pub fn record_unsuccessful(
+        &self,
+        run: &RunRecord,
+        deployment: &DeploymentRecord,
+        failed: bool,
+    ) -> Result<()> {
         use super::records::{ProjectRecord, ProjectState};
         let txn = self.write()?;
         {
             let mut projects = txn.open_table(tables::PROJECTS)?;
-            let project: Option<ProjectRecord> = get_record(&projects, "projects", &deployment.project_id)?;
+            let project: Option<ProjectRecord> =
+                get_record(&projects, "projects", &deployment.project_id)?;
             if let Some(mut project) = project {
                 if failed && project.live_deployment_id.is_none() {
                     project.state = ProjectState::Failed;
                     put_record(&mut projects, &project.id, &project)?;
                 }
             }
-            put_record(&mut txn.open_table(tables::DEPLOYMENTS)?, &deployment.id, deployment)?;
+            put_record(
+                &mut txn.open_table(tables::DEPLOYMENTS)?,
+                &deployment.id,
+                deployment,
+            )?;
             put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
         }
         txn.commit()?;

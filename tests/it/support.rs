@@ -24,7 +24,11 @@ pub struct DaemonOptions {
 
 impl Default for DaemonOptions {
     fn default() -> Self {
-        DaemonOptions { tls_mode: "off", sandbox_mode: "none", extra_toml: String::new() }
+        DaemonOptions {
+            tls_mode: "off",
+            sandbox_mode: "none",
+            extra_toml: String::new(),
+        }
     }
 }
 
@@ -116,7 +120,10 @@ impl TestDaemon {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let line = match rx.recv_timeout(remaining) {
                 Ok(line) => line,
-                Err(_) => panic!("daemon did not become ready; log:\n{}", self.log.lock().unwrap()),
+                Err(_) => panic!(
+                    "daemon did not become ready; log:\n{}",
+                    self.log.lock().unwrap()
+                ),
             };
             if let Some(addr) = line.strip_prefix("listening http ") {
                 http = Some(addr.parse().unwrap());
@@ -128,14 +135,20 @@ impl TestDaemon {
         }
         self.http = http.expect("http address printed");
         self.https = https;
-        self.token = std::fs::read_to_string(self.data_dir().join("initial-admin-token")).unwrap().trim().to_owned();
+        self.token = std::fs::read_to_string(self.data_dir().join("initial-admin-token"))
+            .unwrap()
+            .trim()
+            .to_owned();
         self.child = Some(child);
     }
 
     /// SIGTERM and wait; returns the exit status code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -159,7 +172,12 @@ impl TestDaemon {
     }
 
     /// An authenticated API request to the control host.
-    pub async fn api(&self, method: &str, path: &str, body: Option<serde_json::Value>) -> TestResponse {
+    pub async fn api(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> TestResponse {
         let mut headers = vec![("authorization", format!("Bearer {}", self.token))];
         let bytes = match body {
             Some(value) => {
@@ -168,11 +186,19 @@ impl TestDaemon {
             }
             None => Vec::new(),
         };
-        self.request(method, "slipway.localhost", path, &headers, bytes).await
+        self.request(method, "slipway.localhost", path, &headers, bytes)
+            .await
     }
 
     /// A raw request over plain HTTP to the daemon's http listener with the given Host.
-    pub async fn request(&self, method: &str, host: &str, path: &str, headers: &[(&str, String)], body: Vec<u8>) -> TestResponse {
+    pub async fn request(
+        &self,
+        method: &str,
+        host: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> TestResponse {
         http_request(self.http, method, host, path, headers, body).await
     }
 }
@@ -180,7 +206,10 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -202,7 +231,8 @@ pub struct TestResponse {
 
 impl TestResponse {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
     pub fn text(&self) -> String {
@@ -219,19 +249,46 @@ impl TestResponse {
         assert_eq!(self.status, status, "status; body: {}", self.text());
         let body = self.json();
         assert_eq!(body["error"]["code"], code, "code; body: {body}");
-        assert_eq!(body["error"]["status"], status, "envelope status; body: {body}");
-        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "message; body: {body}");
-        assert_eq!(body.as_object().unwrap().len(), 1, "only `error` at the top: {body}");
-        assert!(self.header("x-request-id").is_some(), "X-Request-Id on every response");
+        assert_eq!(
+            body["error"]["status"], status,
+            "envelope status; body: {body}"
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "message; body: {body}"
+        );
+        assert_eq!(
+            body.as_object().unwrap().len(),
+            1,
+            "only `error` at the top: {body}"
+        );
+        assert!(
+            self.header("x-request-id").is_some(),
+            "X-Request-Id on every response"
+        );
     }
 }
 
 /// One HTTP/1.1 request on a fresh connection.
-pub async fn http_request(addr: SocketAddr, method: &str, host: &str, path: &str, headers: &[(&str, String)], body: Vec<u8>) -> TestResponse {
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> TestResponse {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
     tokio::spawn(connection);
-    let mut builder = http::Request::builder().method(method).uri(path).header("host", host);
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", host);
     for (name, value) in headers {
         builder = builder.header(*name, value);
     }
@@ -246,8 +303,17 @@ pub async fn http_request(addr: SocketAddr, method: &str, host: &str, path: &str
         .iter()
         .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
         .collect();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    TestResponse { status, headers, body }
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    TestResponse {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// Reads every file under `dir` and returns whether any contains `needle`.
@@ -285,10 +351,156 @@ pub async fn raw_exchange(addr: SocketAddr, request: &str) -> String {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
             Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
         }
-        if out.windows(4).any(|w| w == b"\r\n\r\n") && String::from_utf8_lossy(&out).contains("}}") {
+        if out.windows(4).any(|w| w == b"\r\n\r\n") && String::from_utf8_lossy(&out).contains("}}")
+        {
             break;
         }
     }
     writer.abort();
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A gzip'd tar of `(path, contents, mode)` entries.
+pub fn targz(files: &[(&str, &str, u32)]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(encoder);
+    for (path, contents, mode) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(*mode);
+        header.set_mtime(1_700_000_000);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder
+            .append_data(&mut header, path, contents.as_bytes())
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap()
+}
+
+impl TestDaemon {
+    pub async fn upload(&self, slug: &str, archive: Vec<u8>) -> TestResponse {
+        let headers = [
+            ("authorization", format!("Bearer {}", self.token)),
+            ("content-type", "application/gzip".into()),
+        ];
+        self.request(
+            "POST",
+            "slipway.localhost",
+            &format!("/api/projects/{slug}/source"),
+            &headers,
+            archive,
+        )
+        .await
+    }
+
+    /// POST …/provision; panics unless 202. Returns the response body.
+    pub async fn provision(&self, slug: &str, mut body: serde_json::Value) -> serde_json::Value {
+        body["projectSlug"] = serde_json::Value::String(slug.to_owned());
+        let response = self
+            .api(
+                "POST",
+                &format!("/api/projects/{slug}/provision"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(response.status, 202, "provision: {}", response.text());
+        response.json()
+    }
+
+    /// Polls the status until the run is no longer in progress (at most `timeout`).
+    pub async fn wait_run(&self, provisioning_id: &str, timeout: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        let mut last_progress = 0;
+        loop {
+            let status = self
+                .api(
+                    "GET",
+                    &format!("/api/provisioning/{provisioning_id}/status"),
+                    None,
+                )
+                .await;
+            assert_eq!(status.status, 200, "{}", status.text());
+            let status = status.json();
+            if status["status"] != "provisioning_in_progress" {
+                return status;
+            }
+            let progress = status["progressPercentage"].as_u64().unwrap();
+            assert!(
+                progress >= last_progress && progress <= 99,
+                "progress went from {last_progress} to {progress}"
+            );
+            last_progress = progress;
+            assert!(
+                Instant::now() < deadline,
+                "run {provisioning_id} still in progress: {status}\nlog:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Upload + provision + wait; asserts completion and returns the final status.
+    pub async fn deploy(
+        &self,
+        slug: &str,
+        files: &[(&str, &str, u32)],
+        body: serde_json::Value,
+    ) -> serde_json::Value {
+        let upload = self.upload(slug, targz(files)).await;
+        assert_eq!(upload.status, 201, "upload: {}", upload.text());
+        let started = self.provision(slug, body).await;
+        let status = self
+            .wait_run(
+                started["provisioningId"].as_str().unwrap(),
+                Duration::from_secs(120),
+            )
+            .await;
+        assert_eq!(
+            status["status"],
+            "provisioning_complete",
+            "{status}\nlogs: {}",
+            self.logs_text(started["deploymentId"].as_str().unwrap())
+                .await
+        );
+        status
+    }
+
+    /// All log messages of a deployment, one per line.
+    pub async fn logs_text(&self, deployment_id: &str) -> String {
+        let logs = self
+            .api(
+                "GET",
+                &format!("/api/deployments/{deployment_id}/logs?limit=5000"),
+                None,
+            )
+            .await
+            .json();
+        logs["logs"]
+            .as_array()
+            .map(|lines| {
+                lines
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "[{}] {}",
+                            l["stream"].as_str().unwrap_or(""),
+                            l["message"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+
+    /// GET on an app host through the daemon's router.
+    pub async fn app_get(
+        &self,
+        slug: &str,
+        path: &str,
+        headers: &[(&str, String)],
+    ) -> TestResponse {
+        self.request("GET", &format!("{slug}.localhost"), path, headers, vec![])
+            .await
+    }
 }
