@@ -626,7 +626,7 @@ fn extraction_never_follows_a_planted_symlink() {
         let limits = SourceLimits::default();
         expect_invalid(extract::extract(&archive, &fixture.dest(), &limits), needle);
         fixture.assert_untouched();
-        expect_invalid(fixture.store.ingest(&archive, &limits), "'esc'");
+        expect_invalid(fixture.store.ingest(&archive, &limits), "'esc");
     }
 }
 
