@@ -43,6 +43,19 @@ fn paths_leaving_the_tree_are_refused() {
                 .gz(),
             "entry '../pax-evil' leaves".into(),
         ),
+        (
+            TarBuilder::new()
+                .long_name(&format!("{}f", "a/".repeat(128)))
+                .file("short", b"x", 0o644)
+                .gz(),
+            "has a path more than 128 directories deep".into(),
+        ),
+        (
+            TarBuilder::new()
+                .file("bad\nname/../../x", b"x", 0o644)
+                .gz(),
+            "entry 'bad\\nname/../../x' leaves the source tree".into(),
+        ),
     ];
     for (archive, needle) in cases {
         assert_refused(&fixture, &archive, &needle);
