@@ -25,6 +25,8 @@ const HEADER_ALLOWANCE: u64 = 4 * 1024;
 /// Linux's limits on a path and on one name in it.
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
+/// The most components a member path may have; this bounds the directory walk per member.
+const MAX_DEPTH: usize = 128;
 
 /// The tar reader's input: the decompressed stream under the meter.
 pub(super) type Stream<'a> = Metered<MultiGzDecoder<&'a [u8]>>;
@@ -254,12 +256,17 @@ pub(super) fn normalize(raw: &[u8]) -> Result<Vec<u8>, &'static str> {
         return Err("has a path longer than 4096 bytes");
     }
     let mut normalized = Vec::with_capacity(raw.len());
+    let mut depth = 0;
     for component in raw.split(|byte| *byte == b'/') {
         match component {
             b"" | b"." => continue,
             b".." => return Err("leaves the source tree"),
             _ if component.len() > NAME_MAX => return Err("has a name longer than 255 bytes"),
             _ => {}
+        }
+        depth += 1;
+        if depth > MAX_DEPTH {
+            return Err("has a path more than 128 directories deep");
         }
         if !normalized.is_empty() {
             normalized.push(b'/');
@@ -291,10 +298,14 @@ pub(super) fn symlink_stays_inside(link_path: &[u8], target: &[u8]) -> bool {
 
 /// A member path or link target as text for messages (lossy, control characters escaped).
 pub(super) fn display(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .chars()
-        .flat_map(char::escape_default)
-        .collect::<String>()
+    let mut text = String::with_capacity(bytes.len());
+    for character in String::from_utf8_lossy(bytes).chars() {
+        match character.is_control() {
+            true => text.extend(character.escape_default()),
+            false => text.push(character),
+        }
+    }
+    text
 }
 
 pub(super) fn invalid(message: String) -> SourceError {

@@ -138,3 +138,302 @@ fn is_commit_id(git_ref: &str) -> bool {
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Validation tables, and real clones from a bare repository served by `git daemon
+    //! --inetd` behind a listener on 127.0.0.1 port 0 (one daemon process per connection).
+
+    use std::net::TcpListener;
+    use std::os::fd::OwnedFd;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Output, Stdio};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn urls_are_validated() {
+        let accepted = [
+            "https://github.com/acme/app.git",
+            "http://git.example.com:8080/team/app",
+            "git://example.com/app.git",
+            "ssh://git@example.com:2222/acme/app.git",
+            "git@github.com:acme/app.git",
+            "deploy.user@git.example.com:repos/app",
+        ];
+        for url in accepted {
+            git_clone_command(url, None).unwrap_or_else(|error| panic!("{url}: {error}"));
+        }
+        let refused = [
+            ("", "is empty"),
+            ("ext::sh -c touch% /tmp/pwned", "whitespace"),
+            ("ext::sh%20-c%20id", "transport helper"),
+            ("fd::7", "transport helper"),
+            ("file:///etc", "scheme 'file'"),
+            ("FILE:///etc", "scheme 'FILE'"),
+            ("/srv/git/app.git", "is not an https://"),
+            ("./app", "is not an https://"),
+            ("-uhttps://x/y", "starts with '-'"),
+            ("--upload-pack=touch /tmp/pwned", "whitespace"),
+            ("ssh://-oProxyCommand=id/x", "no usable host"),
+            ("ssh://user@-oProxyCommand=id/x", "no usable host"),
+            ("git@-oProxyCommand=id:x", "no usable user@host"),
+            ("git@host:-x", "no usable repository path"),
+            ("https://example.com", "names no repository path"),
+            ("https://example.com/a\nb", "control characters"),
+            ("https://example.com/a\u{7f}", "control characters"),
+            ("ftp://example.com/x", "scheme 'ftp'"),
+            ("host:path", "is not an https://"),
+        ];
+        for (url, needle) in refused {
+            match git_clone_command(url, None) {
+                Err(SourceError::InvalidGitUrl(message)) => {
+                    assert!(
+                        message.contains(needle),
+                        "{url:?}: {message:?} lacks {needle:?}"
+                    )
+                }
+                other => panic!("{url:?}: expected InvalidGitUrl, got {other:?}"),
+            }
+        }
+        let long = format!("https://example.com/{}", "a".repeat(MAX_URL_LEN));
+        assert!(matches!(
+            git_clone_command(&long, None),
+            Err(SourceError::InvalidGitUrl(_))
+        ));
+    }
+
+    #[test]
+    fn refs_are_validated_and_everything_is_quoted() {
+        let url = "https://example.com/it's.git";
+        for good in ["main", "release/1.2", "v1.0.0+build", "feature_x-y"] {
+            git_clone_command(url, Some(good)).unwrap_or_else(|error| panic!("{good}: {error}"));
+        }
+        for bad in [
+            "-b",
+            "a..b",
+            "a b",
+            "x;rm -rf /",
+            "$(id)",
+            "a//b",
+            "/a",
+            "a/",
+            "x.lock",
+            "`id`",
+        ] {
+            assert!(
+                matches!(
+                    git_clone_command(url, Some(bad)),
+                    Err(SourceError::InvalidGitRef(_))
+                ),
+                "{bad:?} should be refused"
+            );
+        }
+        let command = git_clone_command(url, Some("main")).unwrap();
+        assert!(command.contains("--branch 'main' -- 'https://example.com/it'\\''s.git' ."));
+        assert!(command.contains("-c protocol.ext.allow=never"));
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let command = git_clone_command(url, Some(commit)).unwrap();
+        assert!(command.contains(&format!(
+            "fetch --quiet --depth 1 -- 'https://example.com/it'\\''s.git' '{commit}'"
+        )));
+        assert_eq!(
+            git_clone_command(url, Some("")).unwrap(),
+            git_clone_command(url, None).unwrap()
+        );
+    }
+
+    /// Serves the repositories under `base` on git://127.0.0.1:port/ until dropped.
+    struct GitServer {
+        port: u16,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    impl GitServer {
+        fn start(base: &Path) -> GitServer {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let stop = Arc::new(AtomicBool::new(false));
+            let base = base.to_path_buf();
+            let stop_flag = Arc::clone(&stop);
+            let thread = std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let mut children: Vec<Child> = Vec::new();
+                while !stop_flag.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            stream.set_nonblocking(false).unwrap();
+                            let input = OwnedFd::from(stream.try_clone().unwrap());
+                            let output = OwnedFd::from(stream);
+                            let child = Command::new("git")
+                                .args(["daemon", "--inetd", "--export-all", "--informative-errors"])
+                                .arg(format!("--base-path={}", base.display()))
+                                .stdin(Stdio::from(input))
+                                .stdout(Stdio::from(output))
+                                .stderr(Stdio::null())
+                                .spawn()
+                                .unwrap();
+                            children.push(child);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                    children.retain_mut(|child| !matches!(child.try_wait(), Ok(Some(_))));
+                }
+                for mut child in children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            });
+            GitServer {
+                port,
+                stop,
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for GitServer {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// Runs `git` with a private HOME and no system config; panics on failure.
+    fn git(home: &Path, dir: &Path, args: &[&str]) -> String {
+        let output = run(home, dir, Command::new("git").args(args));
+        assert!(
+            output.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Runs a command with a 60-second limit.
+    fn run(home: &Path, dir: &Path, command: &mut Command) -> Output {
+        let child = command
+            .current_dir(dir)
+            .env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(child.wait_with_output());
+        });
+        match receiver.recv_timeout(Duration::from_secs(60)) {
+            Ok(output) => output.unwrap(),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                panic!("command {command:?} took more than 60 s");
+            }
+        }
+    }
+
+    struct Repository {
+        _temp: tempfile::TempDir,
+        root: PathBuf,
+        first: String,
+        second: String,
+    }
+
+    /// A bare repository `app.git` on `main` with two commits, the first tagged `v1`.
+    fn repository() -> Repository {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().to_path_buf();
+        let work = root.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git(
+            &root,
+            &root,
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "app.git",
+            ],
+        );
+        git(&root, &work, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::write(work.join("version.txt"), "one\n").unwrap();
+        git(&root, &work, &["add", "version.txt"]);
+        git(&root, &work, &["commit", "--quiet", "-m", "one"]);
+        git(&root, &work, &["tag", "v1"]);
+        let first = git(&root, &work, &["rev-parse", "HEAD"]);
+        std::fs::write(work.join("version.txt"), "two\n").unwrap();
+        git(&root, &work, &["commit", "--quiet", "-am", "two"]);
+        let second = git(&root, &work, &["rev-parse", "HEAD"]);
+        let bare = root.join("app.git").display().to_string();
+        git(&root, &work, &["push", "--quiet", &bare, "main", "v1"]);
+        Repository {
+            _temp: temp,
+            root,
+            first,
+            second,
+        }
+    }
+
+    #[test]
+    fn clones_a_branch_a_tag_and_a_commit_over_git_protocol() {
+        if Command::new("git").arg("--version").output().is_err() {
+            eprintln!("SKIP: the system git is not installed");
+            return;
+        }
+        let repository = repository();
+        let server = GitServer::start(&repository.root);
+        let url = format!("git://127.0.0.1:{}/app.git", server.port);
+        let cases = [
+            (None, "two\n", &repository.second),
+            (Some("main"), "two\n", &repository.second),
+            (Some("v1"), "one\n", &repository.first),
+            (Some(repository.first.as_str()), "one\n", &repository.first),
+        ];
+        for (index, (git_ref, content, commit)) in cases.into_iter().enumerate() {
+            let dir = repository.root.join(format!("clone-{index}"));
+            std::fs::create_dir(&dir).unwrap();
+            let command = git_clone_command(&url, git_ref).unwrap();
+            let output = run(
+                &repository.root,
+                &dir,
+                Command::new("sh").arg("-c").arg(&command),
+            );
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{git_ref:?}: {command}\n{stderr}");
+            assert_eq!(
+                std::fs::read_to_string(dir.join("version.txt")).unwrap(),
+                content
+            );
+            assert_eq!(&git(&repository.root, &dir, &["rev-parse", "HEAD"]), commit);
+            let depth = git(&repository.root, &dir, &["rev-list", "--count", "HEAD"]);
+            assert_eq!(depth, "1", "{git_ref:?}: the clone is shallow");
+        }
+        let dir = repository.root.join("clone-missing");
+        std::fs::create_dir(&dir).unwrap();
+        let command = git_clone_command(&url, Some("no-such-branch")).unwrap();
+        let output = run(
+            &repository.root,
+            &dir,
+            Command::new("sh").arg("-c").arg(&command),
+        );
+        assert!(!output.status.success(), "cloning a missing branch fails");
+    }
+}

@@ -71,17 +71,19 @@ impl Tree {
                 Some(&child) => child,
                 None => self.add_child(current, component, Kind::ImpliedDirectory),
             };
-            let prefix = display(&components[..=index].join(&b'/'));
+            let prefix = || display(&components[..=index].join(&b'/'));
             match self.nodes[current].kind {
                 Kind::Directory | Kind::ImpliedDirectory => {}
                 Kind::Symlink(_) => {
                     return Err(invalid(format!(
-                        "entry '{name}' passes through symlink '{prefix}'"
+                        "entry '{name}' passes through symlink '{}'",
+                        prefix()
                     )))
                 }
                 Kind::File => {
                     return Err(invalid(format!(
-                        "entry '{name}' is beneath '{prefix}', which is not a directory"
+                        "entry '{name}' is beneath '{}', which is not a directory",
+                        prefix()
                     )))
                 }
             }
