@@ -56,14 +56,16 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                         )
                     })?
             }
-            "stream" => parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
-                ApiError::invalid(
-                    "INVALID_QUERY",
-                    format!(
+            "stream" => {
+                parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
+                    ApiError::invalid(
+                        "INVALID_QUERY",
+                        format!(
                         "stream={value:?} must be one of system, install, build, stdout, stderr"
                     ),
-                )
-            })?),
+                    )
+                })?)
+            }
             other => {
                 return Err(ApiError::invalid(
                     "INVALID_QUERY",

@@ -4,3 +4,4 @@ mod api;
 mod logs;
 mod pipeline;
 mod support;
+mod vite;
