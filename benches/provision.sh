@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Provisioning overhead: wall time from POST …/provision to `provisioning_complete` for a
+# static project with trivial commands (median of N runs), next to the same commands run by
+# plain `sh` in a fresh directory. Uses the release binary and a temp data dir; loopback only.
+#
+#   bash benches/provision.sh            # 20 runs, sandbox mode none
+#   SANDBOX=namespaces bash benches/provision.sh   # as root: the namespace sandbox
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-20}"
+SANDBOX="${SANDBOX:-none}"
+cargo build --release --quiet
+BIN="$PWD/target/release/slipway"
+WORK="$(mktemp -d)"
+trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+cat > "$WORK/slipway.toml" <<TOML
+data_dir = "$WORK/data"
+apps_domain = "localhost"
+http_listen = "127.0.0.1:0"
+https_listen = "127.0.0.1:0"
+[tls]
+mode = "off"
+[sandbox]
+mode = "$SANDBOX"
+[rate_limits]
+requests_per_minute = 100000
+posts_per_minute_per_endpoint = 100000
+TOML
+"$BIN" serve --config "$WORK/slipway.toml" > "$WORK/out" 2> "$WORK/log" &
+PID=$!
+for _ in $(seq 100); do grep -q '^ready' "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+ADDR="$(sed -n 's/^listening http //p' "$WORK/out")"
+TOKEN="$(cat "$WORK/data/initial-admin-token")"
+API="http://$ADDR/api"
+auth=(-H "Authorization: Bearer $TOKEN" -H "Host: slipway.localhost")
+
+INSTALL='true'
+BUILD='mkdir -p dist && echo "<h1>bench</h1>" > dist/index.html'
+mkdir -p "$WORK/src" && echo "bench" > "$WORK/src/README"
+tar czf "$WORK/src.tgz" -C "$WORK/src" .
+curl -sf "${auth[@]}" -H 'Content-Type: application/gzip' --data-binary @"$WORK/src.tgz" "$API/projects/bench/source" > /dev/null
+
+python3 - "$API" "$TOKEN" "$RUNS" "$INSTALL" "$BUILD" "$WORK" <<'PY'
+import json, statistics, subprocess, sys, time, urllib.request, os, shutil
+api, token, runs, install, build, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+def call(method, path, body=None):
+    req = urllib.request.Request(api + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + token, "Host": "slipway.localhost", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
+slipway = []
+for i in range(runs):
+    t0 = time.perf_counter()
+    started = call("POST", "/projects/bench/provision", {"projectSlug": "bench", "installCommand": install, "buildCommand": build})
+    while True:
+        status = call("GET", "/provisioning/%s/status" % started["provisioningId"])
+        if status["status"] != "provisioning_in_progress":
+            break
+        time.sleep(0.005)
+    assert status["status"] == "provisioning_complete", status
+    slipway.append((time.perf_counter() - t0) * 1000)
+plain = []
+for i in range(runs):
+    d = os.path.join(work, "plain%d" % i)
+    t0 = time.perf_counter()
+    os.makedirs(d)
+    subprocess.run(["tar", "xzf", os.path.join(work, "src.tgz"), "-C", d], check=True)
+    subprocess.run(["sh", "-c", install], cwd=d, check=True)
+    subprocess.run(["sh", "-c", build], cwd=d, check=True)
+    plain.append((time.perf_counter() - t0) * 1000)
+    shutil.rmtree(d)
+ms, mp = statistics.median(slipway), statistics.median(plain)
+print("provisioning, static project, trivial commands, %d runs" % runs)
+print("  slipway POST→provisioning_complete  median %.1f ms  (p90 %.1f ms)" % (ms, sorted(slipway)[int(runs * 0.9) - 1]))
+print("  plain sh (untar + install + build)  median %.1f ms" % mp)
+print("  overhead                            %.1f ms  (%.1fx)" % (ms - mp, ms / mp))
+PY
