@@ -5,7 +5,18 @@
 //! (`sandbox.mode = "none"`); the namespaced runner (issue 4) execs the single-threaded
 //! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
 
+pub mod cgroup;
 pub mod direct;
+mod exec;
+mod init;
+mod mounts;
+mod net;
+pub mod ns;
+mod seccomp;
+mod spec;
+
+pub use exec::sandbox_exec_main;
+pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
