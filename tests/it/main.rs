@@ -1,0 +1,3 @@
+//! Slipway's integration tests: one crate, a module per area.
+
+mod sandbox;
