@@ -15,6 +15,7 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// A runner of its own (table, veth prefix, cgroups, /24), or `None` with a printed reason.
 pub struct TestRunner {
     pub runner: NamespaceRunner,
+    config: SandboxConfig,
     /// A uid no other test uses: every process of this test runs as it on the host.
     pub project_uid: u32,
     instance: String,
@@ -37,12 +38,25 @@ impl TestRunner {
         };
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         match NamespaceRunner::start_instance(&instance, &config, exe) {
-            Ok(runner) => Some(TestRunner { runner, project_uid: 230_000 + (pid % 1000) * 50 + n, instance }),
+            Ok(runner) => Some(TestRunner { runner, config, project_uid: 230_000 + (pid % 1000) * 50 + n, instance }),
             Err(error) => {
                 eprintln!("SKIP {test}: the namespaced sandbox is unavailable here: {error}");
                 None
             }
         }
+    }
+
+    /// Simulates a daemon crash and restart: the old runner is dropped without shutdown and
+    /// a new one starts with the same names.
+    pub fn restart(self) -> TestRunner {
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
+        drop(self.runner);
+        let runner = NamespaceRunner::start_instance(&self.instance, &self.config, exe).unwrap();
+        TestRunner { runner, ..self }
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     pub fn spec(&self, kind: StepKind, command: &str) -> StepSpec {
@@ -175,4 +189,20 @@ pub async fn finish_step(mut running: Running, timeout: Duration) -> Finished {
 pub async fn run(runner: &TestRunner, spec: StepSpec, timeout: Duration) -> Finished {
     let running = runner.runner.spawn(spec).unwrap();
     finish_step(running, timeout).await
+}
+
+/// Line-by-line reading of a step's output, each line with a deadline.
+pub struct Lines {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Lines {
+    pub fn new(stdout: tokio::process::ChildStdout) -> Lines {
+        use tokio::io::AsyncBufReadExt;
+        Lines { lines: tokio::io::BufReader::new(stdout).lines() }
+    }
+
+    pub async fn next(&mut self, within: Duration) -> Option<String> {
+        tokio::time::timeout(within, self.lines.next_line()).await.ok()?.ok()?
+    }
 }
