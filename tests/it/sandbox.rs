@@ -1,6 +1,7 @@
 //! The namespaced sandbox, driven through the `Runner` trait: each attack is a real command
 //! run as a build or an app step. Tests skip with a printed reason without root.
 
+mod network;
 mod support;
 
 use std::time::Duration;
