@@ -243,7 +243,8 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         StepKind::Build { workspace } => FilesystemView::Build { workspace: workspace.clone() },
         StepKind::App { output, data_dir } => {
             std::fs::create_dir_all(data_dir)?;
-            std::os::unix::fs::chown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
+            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
+            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
             FilesystemView::App { output: output.clone(), data_dir: data_dir.clone() }
         }
     };
@@ -405,7 +406,8 @@ impl Drop for NamespaceProcess {
 }
 
 /// Gives a directory tree to a project's uid (files unpacked by the daemon as root must be
-/// writable by the build). Symlinks are changed themselves, never followed.
+/// writable by the build). Symlinks are changed themselves, never followed. Call it only while
+/// no step of the project runs: a running build could swap directories for symlinks.
 pub fn hand_over(path: &Path, project_uid: u32) -> io::Result<()> {
     std::os::unix::fs::lchown(path, Some(project_uid), Some(project_uid))?;
     if std::fs::symlink_metadata(path)?.is_dir() {

@@ -209,3 +209,62 @@ async fn a_restarted_runner_sweeps_what_a_crashed_one_left() {
     }
     runner.finish();
 }
+
+#[tokio::test]
+async fn the_helpers_death_kills_the_sandbox() {
+    let Some(runner) = TestRunner::start("helper death") else { return };
+    let workspace = runner.workspace();
+    let spec = runner.spec(StepKind::Build { workspace: workspace.path().to_owned() }, "setsid sleep 300 & sleep 300");
+    let mut running = runner.runner.spawn(spec).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while support::processes_of(runner.project_uid).len() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // kill() sends SIGKILL to the helper only; the init's parent-death signal does the rest.
+    running.kill();
+    let exit = tokio::time::timeout(Duration::from_secs(10), running.wait()).await.unwrap().unwrap();
+    assert_eq!(exit, Exit::Signal(9));
+    assert!(support::no_processes_of(runner.project_uid, Duration::from_secs(5)).await);
+    runner.finish();
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_be_built_says_why() {
+    let Some(runner) = TestRunner::start("setup failure") else { return };
+    let missing = std::path::PathBuf::from("/nonexistent/slipway-workspace");
+    let spec = runner.spec(StepKind::Build { workspace: missing }, "echo never");
+    let finished = run(&runner, spec, Duration::from_secs(20)).await;
+    assert_eq!(finished.exit, Exit::Code(125));
+    assert!(finished.stderr.contains("slipway sandbox:") && finished.stderr.contains("/nonexistent"), "{}", finished.stderr);
+    assert_eq!(finished.stdout, "");
+    runner.finish();
+}
+
+#[tokio::test]
+async fn mode_none_still_runs_steps_without_isolation() {
+    use slipway::config::{SandboxConfig, SandboxMode};
+    let config = SandboxConfig {
+        mode: SandboxMode::None,
+        uid_base: 200_000,
+        subnet: (std::net::Ipv4Addr::new(10, 213, 0, 0), 16),
+        pass_env: Vec::new(),
+    };
+    let sandbox = slipway::sandbox::Sandbox::start(&config, env!("CARGO_BIN_EXE_slipway").into()).unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let spec = slipway::sandbox::StepSpec {
+        name: "none-step".into(),
+        kind: StepKind::Build { workspace: workspace.path().to_owned() },
+        command: "echo plain; pwd".into(),
+        env: Vec::new(),
+        project_uid: 0,
+        memory_mb: 64,
+        pids: 32,
+        cpus: 1.0,
+        stop_grace: Duration::from_secs(1),
+    };
+    let running = sandbox.spawn(spec).unwrap();
+    let finished = support::finish_step(running, Duration::from_secs(10)).await;
+    assert_eq!(finished.exit, Exit::Code(0));
+    assert!(finished.stdout.starts_with("plain\n"));
+    sandbox.shutdown();
+}
