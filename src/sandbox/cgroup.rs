@@ -81,7 +81,10 @@ pub enum CgroupError {
 }
 
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> CgroupError + '_ {
-    move |source| CgroupError::Io { path: path.to_owned(), source }
+    move |source| CgroupError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// The limits of one step.
@@ -98,14 +101,26 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 /// Where the daemon's own cgroups are.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CgroupLayout {
-    V2 { own: PathBuf, cpu: bool },
-    V1 { memory: PathBuf, pids: PathBuf, cpu: Option<PathBuf>, freezer: Option<PathBuf> },
+    V2 {
+        own: PathBuf,
+        cpu: bool,
+    },
+    V1 {
+        memory: PathBuf,
+        pids: PathBuf,
+        cpu: Option<PathBuf>,
+        freezer: Option<PathBuf>,
+    },
 }
 
 impl CgroupLayout {
     /// Finds the daemon's cgroups from `/proc/self/cgroup` and the mounts under `root`
     /// (normally `/sys/fs/cgroup`).
-    pub fn detect(fs: &dyn CgroupFs, root: &Path, proc_self_cgroup: &str) -> Result<Self, CgroupError> {
+    pub fn detect(
+        fs: &dyn CgroupFs,
+        root: &Path,
+        proc_self_cgroup: &str,
+    ) -> Result<Self, CgroupError> {
         let mut unified_path = None;
         let mut v1_paths = Vec::new();
         for line in proc_self_cgroup.lines() {
@@ -123,7 +138,11 @@ impl CgroupLayout {
             for controller in controllers.split(',') {
                 let combined = root.join(controllers).join(relative);
                 let single = root.join(controller).join(relative);
-                let dir = if fs.exists(&combined) { combined } else { single };
+                let dir = if fs.exists(&combined) {
+                    combined
+                } else {
+                    single
+                };
                 v1_paths.push((controller.to_owned(), dir));
             }
         }
@@ -136,7 +155,10 @@ impl CgroupLayout {
                 let controllers = fs.read(&own.join("cgroup.controllers")).unwrap_or_default();
                 let has = |name: &str| controllers.split_whitespace().any(|c| c == name);
                 if has("memory") && has("pids") {
-                    return Ok(CgroupLayout::V2 { own, cpu: has("cpu") });
+                    return Ok(CgroupLayout::V2 {
+                        own,
+                        cpu: has("cpu"),
+                    });
                 }
             }
         }
@@ -147,10 +169,15 @@ impl CgroupLayout {
                 .map(|(_, dir)| dir.clone())
         };
         match (find("memory"), find("pids")) {
-            (Some(memory), Some(pids)) => {
-                Ok(CgroupLayout::V1 { memory, pids, cpu: find("cpu"), freezer: find("freezer") })
-            }
-            _ => Err(CgroupError::Unavailable(proc_self_cgroup.trim().replace('\n', "; "))),
+            (Some(memory), Some(pids)) => Ok(CgroupLayout::V1 {
+                memory,
+                pids,
+                cpu: find("cpu"),
+                freezer: find("freezer"),
+            }),
+            _ => Err(CgroupError::Unavailable(
+                proc_self_cgroup.trim().replace('\n', "; "),
+            )),
         }
     }
 
@@ -189,8 +216,16 @@ pub struct StepEvents {
 impl Cgroups {
     /// Prepares `<own>/<instance>` (delegating v2 controllers, moving the daemon into a leaf
     /// if its own cgroup must stay free of processes) and sweeps stale step cgroups in it.
-    pub fn prepare(fs: Box<dyn CgroupFs>, layout: CgroupLayout, instance: &str) -> Result<Self, CgroupError> {
-        let cgroups = Cgroups { fs, layout, instance: instance.to_owned() };
+    pub fn prepare(
+        fs: Box<dyn CgroupFs>,
+        layout: CgroupLayout,
+        instance: &str,
+    ) -> Result<Self, CgroupError> {
+        let cgroups = Cgroups {
+            fs,
+            layout,
+            instance: instance.to_owned(),
+        };
         if let CgroupLayout::V2 { own, .. } = &cgroups.layout {
             cgroups.delegate_v2(own)?;
         }
@@ -200,7 +235,10 @@ impl Cgroups {
         if let CgroupLayout::V2 { .. } = &cgroups.layout {
             let dir = cgroups.instance_dirs().remove(0);
             let control = dir.join("cgroup.subtree_control");
-            cgroups.fs.write(&control, &cgroups.v2_controllers()).map_err(io_at(&control))?;
+            cgroups
+                .fs
+                .write(&control, &cgroups.v2_controllers())
+                .map_err(io_at(&control))?;
         }
         cgroups.sweep();
         Ok(cgroups)
@@ -212,7 +250,11 @@ impl Cgroups {
 
     /// Creates a step cgroup with its limits.
     pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<StepCgroup, CgroupError> {
-        let dirs: Vec<PathBuf> = self.instance_dirs().iter().map(|dir| dir.join(name)).collect();
+        let dirs: Vec<PathBuf> = self
+            .instance_dirs()
+            .iter()
+            .map(|dir| dir.join(name))
+            .collect();
         for dir in &dirs {
             self.fs.create_dir(dir).map_err(io_at(dir))?;
         }
@@ -237,7 +279,10 @@ impl Cgroups {
             CgroupLayout::V1 { cpu, .. } => {
                 // instance_dirs() lists memory, pids, then cpu and freezer when present.
                 let (memory, pids) = (&dirs[0], &dirs[1]);
-                self.set(&memory.join("memory.limit_in_bytes"), &limits.memory_bytes.to_string())?;
+                self.set(
+                    &memory.join("memory.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                )?;
                 let memsw = memory.join("memory.memsw.limit_in_bytes");
                 if self.fs.exists(&memsw) {
                     self.set(&memsw, &limits.memory_bytes.to_string())?;
@@ -245,7 +290,10 @@ impl Cgroups {
                 self.set(&pids.join("pids.max"), &limits.pids.to_string())?;
                 if let (Some(_), Some(quota)) = (cpu, limits.cpu_quota_us) {
                     let cpu_dir = &dirs[2];
-                    self.set(&cpu_dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+                    self.set(
+                        &cpu_dir.join("cpu.cfs_period_us"),
+                        &CPU_PERIOD_US.to_string(),
+                    )?;
                     self.set(&cpu_dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
                 }
                 StepCgroup {
@@ -268,7 +316,9 @@ impl Cgroups {
                 .and_then(|text| {
                     text.lines().find_map(|line| {
                         let (name, value) = line.split_once(' ')?;
-                        (name == key).then(|| value.trim().parse::<u64>().ok()).flatten()
+                        (name == key)
+                            .then(|| value.trim().parse::<u64>().ok())
+                            .flatten()
                     })
                 })
                 .unwrap_or(0)
@@ -329,7 +379,12 @@ impl Cgroups {
     fn instance_dirs(&self) -> Vec<PathBuf> {
         match &self.layout {
             CgroupLayout::V2 { own, .. } => vec![own.join(&self.instance)],
-            CgroupLayout::V1 { memory, pids, cpu, freezer } => [Some(memory), Some(pids), cpu.as_ref(), freezer.as_ref()]
+            CgroupLayout::V1 {
+                memory,
+                pids,
+                cpu,
+                freezer,
+            } => [Some(memory), Some(pids), cpu.as_ref(), freezer.as_ref()]
                 .into_iter()
                 .flatten()
                 .map(|dir| dir.join(&self.instance))
@@ -361,12 +416,16 @@ impl Cgroups {
             // A process may exit meanwhile; only the final write decides.
             let _ = self.fs.write(&leaf_procs, pid);
         }
-        self.fs.write(&control, &controllers).map_err(io_at(&control))
+        self.fs
+            .write(&control, &controllers)
+            .map_err(io_at(&control))
     }
 
     fn kill_all(&self, dirs: &[PathBuf]) {
         let freezer = match &self.layout {
-            CgroupLayout::V1 { freezer: Some(_), .. } => dirs.last().map(|dir| dir.join("freezer.state")),
+            CgroupLayout::V1 {
+                freezer: Some(_), ..
+            } => dirs.last().map(|dir| dir.join("freezer.state")),
             _ => None,
         };
         if let CgroupLayout::V2 { .. } = &self.layout {

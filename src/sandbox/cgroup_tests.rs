@@ -24,7 +24,12 @@ impl FakeCgroupFs {
     }
 
     fn file(&self, path: &str) -> Option<String> {
-        self.tree.lock().unwrap().get(Path::new(path)).cloned().flatten()
+        self.tree
+            .lock()
+            .unwrap()
+            .get(Path::new(path))
+            .cloned()
+            .flatten()
     }
 
     fn has_dir(&self, path: &str) -> bool {
@@ -38,7 +43,13 @@ fn errno(code: i32) -> io::Error {
 
 impl CgroupFs for FakeCgroupFs {
     fn read(&self, path: &Path) -> io::Result<String> {
-        self.tree.lock().unwrap().get(path).cloned().flatten().ok_or_else(|| errno(libc::ENOENT))
+        self.tree
+            .lock()
+            .unwrap()
+            .get(path)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| errno(libc::ENOENT))
     }
 
     fn write(&self, path: &Path, contents: &str) -> io::Result<()> {
@@ -49,7 +60,11 @@ impl CgroupFs for FakeCgroupFs {
         }
         match path.file_name().and_then(|name| name.to_str()) {
             Some("cgroup.subtree_control") => {
-                let busy = tree.get(&dir.join("cgroup.procs")).cloned().flatten().unwrap_or_default();
+                let busy = tree
+                    .get(&dir.join("cgroup.procs"))
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_default();
                 if !busy.trim().is_empty() && tree.contains_key(&dir.join("cgroup.controllers")) {
                     return Err(errno(libc::EBUSY));
                 }
@@ -59,7 +74,11 @@ impl CgroupFs for FakeCgroupFs {
                 for (key, value) in tree.iter_mut() {
                     if key.ends_with("cgroup.procs") {
                         if let Some(text) = value {
-                            *text = text.split_whitespace().filter(|pid| *pid != contents).collect::<Vec<_>>().join("\n");
+                            *text = text
+                                .split_whitespace()
+                                .filter(|pid| *pid != contents)
+                                .collect::<Vec<_>>()
+                                .join("\n");
                         }
                     }
                 }
@@ -93,11 +112,18 @@ impl CgroupFs for FakeCgroupFs {
         if tree.get(path) != Some(&None) {
             return Err(errno(libc::ENOENT));
         }
-        let procs = tree.get(&path.join("cgroup.procs")).cloned().flatten().unwrap_or_default();
+        let procs = tree
+            .get(&path.join("cgroup.procs"))
+            .cloned()
+            .flatten()
+            .unwrap_or_default();
         if !procs.trim().is_empty() {
             return Err(errno(libc::EBUSY));
         }
-        if tree.iter().any(|(key, value)| value.is_none() && key.parent() == Some(path)) {
+        if tree
+            .iter()
+            .any(|(key, value)| value.is_none() && key.parent() == Some(path))
+        {
             return Err(errno(libc::ENOTEMPTY));
         }
         tree.retain(|key, _| !key.starts_with(path));
@@ -123,7 +149,11 @@ impl CgroupFs for FakeCgroupFs {
         for (key, value) in tree.iter_mut() {
             if key.ends_with("cgroup.procs") {
                 if let Some(text) = value {
-                    *text = text.split_whitespace().filter(|p| *p != pid).collect::<Vec<_>>().join("\n");
+                    *text = text
+                        .split_whitespace()
+                        .filter(|p| *p != pid)
+                        .collect::<Vec<_>>()
+                        .join("\n");
                 }
             }
         }
@@ -136,8 +166,14 @@ fn v2_machine() -> FakeCgroupFs {
         ("/cg/cgroup.controllers", Some("cpuset cpu io memory pids")),
         ("/cg/system.slice", None),
         ("/cg/system.slice/slipway.service", None),
-        ("/cg/system.slice/slipway.service/cgroup.controllers", Some("cpu memory pids")),
-        ("/cg/system.slice/slipway.service/cgroup.procs", Some("4242\n")),
+        (
+            "/cg/system.slice/slipway.service/cgroup.controllers",
+            Some("cpu memory pids"),
+        ),
+        (
+            "/cg/system.slice/slipway.service/cgroup.procs",
+            Some("4242\n"),
+        ),
     ])
 }
 
@@ -147,7 +183,13 @@ const V2_SELF: &str = "0::/system.slice/slipway.service\n";
 fn v2_is_chosen_when_its_controllers_are_present() {
     let fake = v2_machine();
     let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
-    assert_eq!(layout, CgroupLayout::V2 { own: "/cg/system.slice/slipway.service".into(), cpu: true });
+    assert_eq!(
+        layout,
+        CgroupLayout::V2 {
+            own: "/cg/system.slice/slipway.service".into(),
+            cpu: true
+        }
+    );
 }
 
 #[test]
@@ -156,23 +198,60 @@ fn v2_delegation_moves_the_daemon_into_a_leaf_and_writes_the_limits() {
     let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
     let cgroups = Cgroups::prepare(Box::new(fake.clone()), layout, "slipway").unwrap();
     let own = "/cg/system.slice/slipway.service";
-    assert_eq!(fake.file(&format!("{own}/slipway-daemon/cgroup.procs")).unwrap().trim(), "4242");
-    assert_eq!(fake.file(&format!("{own}/cgroup.subtree_control")).unwrap(), "+memory +pids +cpu");
-    assert_eq!(fake.file(&format!("{own}/slipway/cgroup.subtree_control")).unwrap(), "+memory +pids +cpu");
+    assert_eq!(
+        fake.file(&format!("{own}/slipway-daemon/cgroup.procs"))
+            .unwrap()
+            .trim(),
+        "4242"
+    );
+    assert_eq!(
+        fake.file(&format!("{own}/cgroup.subtree_control")).unwrap(),
+        "+memory +pids +cpu"
+    );
+    assert_eq!(
+        fake.file(&format!("{own}/slipway/cgroup.subtree_control"))
+            .unwrap(),
+        "+memory +pids +cpu"
+    );
 
-    let limits = CgroupLimits { memory_bytes: 64 << 20, pids: 32, cpu_quota_us: Some(50_000) };
+    let limits = CgroupLimits {
+        memory_bytes: 64 << 20,
+        pids: 32,
+        cpu_quota_us: Some(50_000),
+    };
     let step = cgroups.create("build-1", &limits).unwrap();
     let dir = format!("{own}/slipway/build-1");
-    assert_eq!(step.procs_files, vec![PathBuf::from(format!("{dir}/cgroup.procs"))]);
-    assert_eq!(fake.file(&format!("{dir}/memory.max")).unwrap(), (64u64 << 20).to_string());
+    assert_eq!(
+        step.procs_files,
+        vec![PathBuf::from(format!("{dir}/cgroup.procs"))]
+    );
+    assert_eq!(
+        fake.file(&format!("{dir}/memory.max")).unwrap(),
+        (64u64 << 20).to_string()
+    );
     assert_eq!(fake.file(&format!("{dir}/pids.max")).unwrap(), "32");
-    assert_eq!(fake.file(&format!("{dir}/cpu.max")).unwrap(), "50000 100000");
+    assert_eq!(
+        fake.file(&format!("{dir}/cpu.max")).unwrap(),
+        "50000 100000"
+    );
 
-    fake.write(Path::new(&format!("{dir}/memory.events")), "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").unwrap();
-    fake.write(Path::new(&format!("{dir}/pids.events")), "max 7\n").unwrap();
-    assert_eq!(cgroups.events(&step), StepEvents { oom_kills: 1, pids_limit_hits: 7 });
+    fake.write(
+        Path::new(&format!("{dir}/memory.events")),
+        "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+    )
+    .unwrap();
+    fake.write(Path::new(&format!("{dir}/pids.events")), "max 7\n")
+        .unwrap();
+    assert_eq!(
+        cgroups.events(&step),
+        StepEvents {
+            oom_kills: 1,
+            pids_limit_hits: 7
+        }
+    );
 
-    fake.write(Path::new(&format!("{dir}/cgroup.procs")), "5000").unwrap();
+    fake.write(Path::new(&format!("{dir}/cgroup.procs")), "5000")
+        .unwrap();
     cgroups.remove(&step).unwrap();
     assert!(!fake.has_dir(&dir));
 }
@@ -191,7 +270,12 @@ fn v2_without_the_pids_controller_falls_back_to_v1() {
     let layout = CgroupLayout::detect(&fake, Path::new("/cg"), own).unwrap();
     assert_eq!(
         layout,
-        CgroupLayout::V1 { memory: "/cg/memory/daemon".into(), pids: "/cg/pids/".into(), cpu: None, freezer: None }
+        CgroupLayout::V1 {
+            memory: "/cg/memory/daemon".into(),
+            pids: "/cg/pids/".into(),
+            cpu: None,
+            freezer: None
+        }
     );
 }
 
@@ -205,7 +289,8 @@ fn no_cgroups_is_a_clear_error() {
 #[test]
 fn a_sweep_removes_stale_steps_and_kills_their_processes() {
     let fake = v2_machine();
-    fake.create_dir(Path::new("/cg/system.slice/slipway.service/slipway")).unwrap();
+    fake.create_dir(Path::new("/cg/system.slice/slipway.service/slipway"))
+        .unwrap();
     let stale = Path::new("/cg/system.slice/slipway.service/slipway/old-step");
     fake.create_dir(stale).unwrap();
     fake.write(&stale.join("cgroup.procs"), "777").unwrap();

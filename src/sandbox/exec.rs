@@ -54,19 +54,28 @@ fn run() -> io::Result<ExitReport> {
     drop(null);
 
     if !nix::unistd::geteuid().is_root() {
-        return Err(io::Error::other("sandbox-exec must run as root (it is started by the daemon)"));
+        return Err(io::Error::other(
+            "sandbox-exec must run as root (it is started by the daemon)",
+        ));
     }
     // The sandbox must not inherit the host root's supplementary groups: with setgroups
     // denied inside, it could never drop them.
     nix::unistd::setgroups(&[] as &[Gid]).map_err(io::Error::from)?;
 
     let plan = mounts::plan(&spec)?;
-    let filters = seccomp::compile().map_err(|error| io::Error::other(format!("seccomp: {error}")))?;
+    let filters =
+        seccomp::compile().map_err(|error| io::Error::other(format!("seccomp: {error}")))?;
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
 
     let mut relayed = SigSet::empty();
-    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1, Signal::SIGCHLD] {
+    for signal in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+    ] {
         relayed.add(signal);
     }
     relayed.thread_block().map_err(io::Error::from)?;
@@ -78,7 +87,12 @@ fn run() -> io::Result<ExitReport> {
         filters,
         go_read,
         status_write,
-        helper_only: vec![go_write.as_raw_fd(), status_read.as_raw_fd(), lifeline.as_raw_fd(), signals.as_fd().as_raw_fd()],
+        helper_only: vec![
+            go_write.as_raw_fd(),
+            status_read.as_raw_fd(),
+            lifeline.as_raw_fd(),
+            signals.as_fd().as_raw_fd(),
+        ],
     };
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
@@ -90,10 +104,21 @@ fn run() -> io::Result<ExitReport> {
     // SAFETY: this process is single-threaded; the child runs on its own copy of memory and
     // stack and ends in execve or _exit.
     let pid = unsafe {
-        nix::sched::clone(Box::new(|| init::sandbox_main(&mut context)), &mut stack, flags, Some(libc::SIGCHLD))
+        nix::sched::clone(
+            Box::new(|| init::sandbox_main(&mut context)),
+            &mut stack,
+            flags,
+            Some(libc::SIGCHLD),
+        )
     }
     .map_err(|errno| io::Error::other(format!("clone the sandbox: {errno}")))?;
-    let ChildContext { spec, plan, go_read, status_write, .. } = context;
+    let ChildContext {
+        spec,
+        plan,
+        go_read,
+        status_write,
+        ..
+    } = context;
     drop((plan, go_read, status_write));
 
     if let Err(error) = release(&spec, pid, go_write.as_fd()) {
@@ -112,8 +137,9 @@ fn release(spec: &HelperSpec, pid: Pid, go: std::os::fd::BorrowedFd<'_>) -> io::
     write_file(&format!("{proc_dir}/uid_map"), &map)?;
     write_file(&format!("{proc_dir}/gid_map"), &map)?;
     for procs in &spec.cgroup_procs {
-        std::fs::write(procs, pid.to_string())
-            .map_err(|error| io::Error::new(error.kind(), format!("join {}: {error}", procs.display())))?;
+        std::fs::write(procs, pid.to_string()).map_err(|error| {
+            io::Error::new(error.kind(), format!("join {}: {error}", procs.display()))
+        })?;
     }
     let netns = File::open(format!("{proc_dir}/ns/net"))?;
     net::setup_veth(&spec.network, pid.as_raw(), &netns)?;
@@ -122,7 +148,8 @@ fn release(spec: &HelperSpec, pid: Pid, go: std::os::fd::BorrowedFd<'_>) -> io::
 }
 
 fn write_file(path: &str, contents: &str) -> io::Result<()> {
-    std::fs::write(path, contents).map_err(|error| io::Error::new(error.kind(), format!("write {path}: {error}")))
+    std::fs::write(path, contents)
+        .map_err(|error| io::Error::new(error.kind(), format!("write {path}: {error}")))
 }
 
 /// Relays signals until the sandbox init exits, then reports how the command ended. `_go`
@@ -186,11 +213,21 @@ fn supervise(
         }
         match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(_, code)) => {
-                return Ok(finish(&mut status_pipe, status_open, report_bytes, ExitReport::Code(code)))
+                return Ok(finish(
+                    &mut status_pipe,
+                    status_open,
+                    report_bytes,
+                    ExitReport::Code(code),
+                ))
             }
             Ok(WaitStatus::Signaled(_, signal, _)) => {
                 let fallback = ExitReport::Signal(signal as i32);
-                return Ok(finish(&mut status_pipe, status_open, report_bytes, fallback));
+                return Ok(finish(
+                    &mut status_pipe,
+                    status_open,
+                    report_bytes,
+                    fallback,
+                ));
             }
             Ok(_) => {}
             Err(errno) => return Err(errno.into()),
@@ -200,7 +237,12 @@ fn supervise(
 
 /// The init reports the command's exit before it exits itself; without a report (setup
 /// failed, or the init was killed) the init's own exit stands.
-fn finish(status_pipe: &mut File, open: bool, mut bytes: Vec<u8>, fallback: ExitReport) -> ExitReport {
+fn finish(
+    status_pipe: &mut File,
+    open: bool,
+    mut bytes: Vec<u8>,
+    fallback: ExitReport,
+) -> ExitReport {
     if open {
         // Every writer is gone once the init (and with it its pid namespace) has exited.
         let _ = status_pipe.read_to_end(&mut bytes);
@@ -209,7 +251,11 @@ fn finish(status_pipe: &mut File, open: bool, mut bytes: Vec<u8>, fallback: Exit
 }
 
 fn poll_entry(fd: RawFd) -> libc::pollfd {
-    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
 }
 
 /// Ends the helper the way the command ended, so the daemon sees the same exit status.
@@ -228,7 +274,11 @@ fn mirror(report: ExitReport) -> ! {
                 let _ = set.thread_unblock();
                 let _ = nix::sys::signal::raise(signal);
             }
-            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+            let _ = nix::sys::signal::sigprocmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
             std::process::exit(128 + number)
         }
     }

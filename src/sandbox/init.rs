@@ -78,7 +78,9 @@ fn prepare(context: &mut ChildContext) -> io::Result<()> {
     SigSet::empty().thread_set_mask()?;
     let mut go = [0u8; 1];
     if nix::unistd::read(context.go_read.as_fd(), &mut go)? != 1 {
-        return Err(io::Error::other("the helper exited before the sandbox started"));
+        return Err(io::Error::other(
+            "the helper exited before the sandbox started",
+        ));
     }
     let id = SANDBOX_ID;
     nix::unistd::setresgid(Gid::from_raw(id), Gid::from_raw(id), Gid::from_raw(id))?;
@@ -89,13 +91,20 @@ fn prepare(context: &mut ChildContext) -> io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut lifeline = libc::pollfd { fd: context.go_read.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut lifeline = libc::pollfd {
+        fd: context.go_read.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     if unsafe { libc::poll(&mut lifeline, 1, 0) } > 0 && lifeline.revents & libc::POLLHUP != 0 {
         return Err(io::Error::other("the helper died"));
     }
     nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP)?;
-    let plan = context.plan.take().ok_or_else(|| io::Error::other("no root plan"))?;
+    let plan = context
+        .plan
+        .take()
+        .ok_or_else(|| io::Error::other("no root plan"))?;
     mounts::build_root(plan)?;
     nix::unistd::sethostname(&context.spec.hostname)?;
     drop_privileges(&context.filters)
@@ -113,7 +122,16 @@ fn drop_privileges(filters: &Filters) -> io::Result<()> {
     };
     // SAFETY: prctl/capset calls that only change this process's credentials.
     unsafe {
-        check(libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")?;
+        check(
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            ),
+            "clear ambient capabilities",
+        )?;
         let secure = libc::SECBIT_NOROOT
             | libc::SECBIT_NOROOT_LOCKED
             | libc::SECBIT_NO_SETUID_FIXUP
@@ -121,7 +139,10 @@ fn drop_privileges(filters: &Filters) -> io::Result<()> {
             | libc::SECBIT_KEEP_CAPS_LOCKED
             | libc::SECBIT_NO_CAP_AMBIENT_RAISE
             | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        check(libc::prctl(libc::PR_SET_SECUREBITS, secure as libc::c_ulong, 0, 0, 0), "lock securebits")?;
+        check(
+            libc::prctl(libc::PR_SET_SECUREBITS, secure as libc::c_ulong, 0, 0, 0),
+            "lock securebits",
+        )?;
         for capability in 0..64 {
             if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) < 0 {
                 if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
@@ -130,10 +151,19 @@ fn drop_privileges(filters: &Filters) -> io::Result<()> {
                 check(-1, "drop the bounding set")?;
             }
         }
-        let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
         let data = [CapData::default(); 2];
-        check(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int, "clear capabilities")?;
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")?;
+        check(
+            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int,
+            "clear capabilities",
+        )?;
+        check(
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+            "set no_new_privs",
+        )?;
     }
     seccomp::install(filters).map_err(|error| io::Error::other(format!("install seccomp: {error}")))
 }
@@ -161,7 +191,11 @@ const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
 fn run_init(context: &ChildContext) -> isize {
     // The kernel drops signals a namespace init has no handler for; install one, keep the
     // signals blocked and collect them synchronously.
-    let handler = SigAction::new(SigHandler::Handler(ignore_signal), SaFlags::empty(), SigSet::empty());
+    let handler = SigAction::new(
+        SigHandler::Handler(ignore_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
     let mut waited = SigSet::empty();
     for signal in FORWARDED {
         // SAFETY: the handler does nothing, so it is async-signal-safe.
@@ -213,7 +247,9 @@ fn run_init(context: &ChildContext) -> isize {
         loop {
             let report = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == command => ExitReport::Code(code),
-                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => ExitReport::Signal(signal as i32),
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
+                    ExitReport::Signal(signal as i32)
+                }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => continue,
             };
@@ -227,7 +263,9 @@ fn run_init(context: &ChildContext) -> isize {
 type CommandLine = (CString, Vec<CString>, Vec<CString>);
 
 fn command_line(spec: &HelperSpec) -> io::Result<CommandLine> {
-    let c_string = |text: &str| CString::new(text).map_err(|_| io::Error::other("a NUL byte in the command or environment"));
+    let c_string = |text: &str| {
+        CString::new(text).map_err(|_| io::Error::other("a NUL byte in the command or environment"))
+    };
     let argv = vec![c_string("sh")?, c_string("-c")?, c_string(&spec.command)?];
     let mut envp = Vec::with_capacity(spec.env.len() + 2);
     for (name, value) in &spec.env {
@@ -248,7 +286,11 @@ mod tests {
 
     #[test]
     fn exit_reports_round_trip() {
-        for report in [ExitReport::Code(0), ExitReport::Code(137), ExitReport::Signal(9)] {
+        for report in [
+            ExitReport::Code(0),
+            ExitReport::Code(137),
+            ExitReport::Signal(9),
+        ] {
             assert_eq!(ExitReport::decode(&report.encode()), Some(report));
         }
         assert_eq!(ExitReport::decode(b"x"), None);

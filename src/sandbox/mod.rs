@@ -23,8 +23,8 @@ pub mod ns;
 mod seccomp;
 mod spec;
 
-pub use exec::sandbox_exec_main;
 pub use cgroup::CgroupError;
+pub use exec::sandbox_exec_main;
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;
@@ -104,7 +104,10 @@ pub trait RunningProcess: Send {
     /// killed too.
     fn wait(&mut self) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
     /// SIGTERM, `grace`, then SIGKILL of the whole tree; returns once everything is gone.
-    fn stop(&mut self, grace: Duration) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
+    fn stop(
+        &mut self,
+        grace: Duration,
+    ) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
     /// SIGKILL of the whole tree, without waiting.
     fn kill(&mut self);
 }
@@ -138,7 +141,9 @@ impl Sandbox {
     /// `slipway sandbox-exec` (`/proc/self/exe` in production).
     pub fn start(config: &SandboxConfig, daemon_exe: PathBuf) -> Result<Sandbox, SandboxError> {
         match config.mode {
-            SandboxMode::Namespaces => NamespaceRunner::start(config, daemon_exe).map(Sandbox::Namespaces),
+            SandboxMode::Namespaces => {
+                NamespaceRunner::start(config, daemon_exe).map(Sandbox::Namespaces)
+            }
             SandboxMode::None => {
                 tracing::warn!(
                     "sandbox.mode = \"none\": builds and apps run WITHOUT ANY ISOLATION, as plain \

@@ -49,38 +49,71 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
     for dir in SYSTEM_DIRS {
         let host = Path::new("/").join(dir);
         if host.is_dir() {
-            trees.push(Tree { target: dir.into(), fd: clone_tree(&host, read_only, false)?, is_dir: true });
+            trees.push(Tree {
+                target: dir.into(),
+                fd: clone_tree(&host, read_only, false)?,
+                is_dir: true,
+            });
         }
     }
     let mut symlinks = Vec::new();
     for name in ROOT_LINK_CANDIDATES {
         let host = Path::new("/").join(name);
         match std::fs::symlink_metadata(&host) {
-            Ok(meta) if meta.file_type().is_symlink() => symlinks.push((name.into(), std::fs::read_link(&host)?)),
-            Ok(meta) if meta.is_dir() => {
-                trees.push(Tree { target: name.into(), fd: clone_tree(&host, read_only, false)?, is_dir: true })
+            Ok(meta) if meta.file_type().is_symlink() => {
+                symlinks.push((name.into(), std::fs::read_link(&host)?))
             }
+            Ok(meta) if meta.is_dir() => trees.push(Tree {
+                target: name.into(),
+                fd: clone_tree(&host, read_only, false)?,
+                is_dir: true,
+            }),
             _ => {}
         }
     }
     match &spec.view {
         FilesystemView::Build { workspace } => {
-            trees.push(Tree { target: "app".into(), fd: clone_tree(workspace, writable, true)?, is_dir: true });
+            trees.push(Tree {
+                target: "app".into(),
+                fd: clone_tree(workspace, writable, true)?,
+                is_dir: true,
+            });
         }
         FilesystemView::App { output, data_dir } => {
-            trees.push(Tree { target: "app".into(), fd: clone_tree(output, read_only, true)?, is_dir: true });
-            trees.push(Tree { target: "data".into(), fd: clone_tree(data_dir, writable, true)?, is_dir: true });
+            trees.push(Tree {
+                target: "app".into(),
+                fd: clone_tree(output, read_only, true)?,
+                is_dir: true,
+            });
+            trees.push(Tree {
+                target: "data".into(),
+                fd: clone_tree(data_dir, writable, true)?,
+                is_dir: true,
+            });
         }
     }
     let mut devices = Vec::new();
     for device in DEVICES {
         let host = Path::new("/dev").join(device);
         if host.exists() {
-            let fd = clone_tree(&host, libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC, false)?;
-            devices.push(Tree { target: Path::new("dev").join(device), fd, is_dir: false });
+            let fd = clone_tree(
+                &host,
+                libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
+                false,
+            )?;
+            devices.push(Tree {
+                target: Path::new("dev").join(device),
+                fd,
+                is_dir: false,
+            });
         }
     }
-    Ok(RootPlan { trees, devices, symlinks, files: generated_files(spec) })
+    Ok(RootPlan {
+        trees,
+        devices,
+        symlinks,
+        files: generated_files(spec),
+    })
 }
 
 fn generated_files(spec: &HelperSpec) -> Vec<(PathBuf, String)> {
@@ -90,7 +123,11 @@ fn generated_files(spec: &HelperSpec) -> Vec<(PathBuf, String)> {
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{}\t{hostname}\n",
         spec.network.sandbox_address
     );
-    let resolv: String = spec.nameservers.iter().map(|server| format!("nameserver {server}\n")).collect();
+    let resolv: String = spec
+        .nameservers
+        .iter()
+        .map(|server| format!("nameserver {server}\n"))
+        .collect();
     let resolv = format!("{resolv}options timeout:2 attempts:2\n");
     let passwd = format!(
         "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:{id}:{id}:app:/tmp:/bin/sh\n\
@@ -108,10 +145,28 @@ fn generated_files(spec: &HelperSpec) -> Vec<(PathBuf, String)> {
 /// Sandbox side: assembles the root and pivots into it; the cwd is `/` afterwards.
 pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    step("make mounts private", mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>))?;
+    step(
+        "make mounts private",
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        ),
+    )?;
     // The new root covers /tmp of this (private) mount namespace while it is assembled.
     let root = Path::new("/tmp");
-    step("mount the root tmpfs", mount(Some("tmpfs"), root, Some("tmpfs"), nosuid_nodev, Some("mode=0755,size=16m")))?;
+    step(
+        "mount the root tmpfs",
+        mount(
+            Some("tmpfs"),
+            root,
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=0755,size=16m"),
+        ),
+    )?;
     std::env::set_current_dir(root)?;
 
     for tree in plan.trees {
@@ -121,22 +176,57 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
         std::os::unix::fs::symlink(target, link)?;
     }
     std::fs::create_dir("tmp")?;
-    step("mount /tmp", mount(Some("tmpfs"), "tmp", Some("tmpfs"), nosuid_nodev, Some("mode=1777")))?;
+    step(
+        "mount /tmp",
+        mount(
+            Some("tmpfs"),
+            "tmp",
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=1777"),
+        ),
+    )?;
 
     std::fs::create_dir("dev")?;
-    step("mount /dev", mount(Some("tmpfs"), "dev", Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("mode=0755,size=64k")))?;
+    step(
+        "mount /dev",
+        mount(
+            Some("tmpfs"),
+            "dev",
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("mode=0755,size=64k"),
+        ),
+    )?;
     for device in plan.devices {
         attach(&device)?;
     }
-    for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
         std::os::unix::fs::symlink(target, Path::new("dev").join(name))?;
     }
     std::fs::create_dir("dev/shm")?;
-    step("mount /dev/shm", mount(Some("tmpfs"), "dev/shm", Some("tmpfs"), nosuid_nodev, Some("mode=1777")))?;
+    step(
+        "mount /dev/shm",
+        mount(
+            Some("tmpfs"),
+            "dev/shm",
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=1777"),
+        ),
+    )?;
 
     std::fs::create_dir("proc")?;
     let proc_flags = nosuid_nodev | MsFlags::MS_NOEXEC;
-    step("mount /proc", mount(Some("proc"), "proc", Some("proc"), proc_flags, None::<&str>))?;
+    step(
+        "mount /proc",
+        mount(Some("proc"), "proc", Some("proc"), proc_flags, None::<&str>),
+    )?;
 
     std::fs::create_dir(".generated")?;
     for (path, contents) in &plan.files {
@@ -148,8 +238,20 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
     step("detach the host root", umount2(".", MntFlags::MNT_DETACH))?;
     std::env::set_current_dir("/")?;
     let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | nosuid_nodev;
-    step("make / read-only", mount(None::<&str>, "/", None::<&str>, read_only, None::<&str>))?;
-    step("make /dev read-only", mount(None::<&str>, "/dev", None::<&str>, read_only | MsFlags::MS_NOEXEC, None::<&str>))?;
+    step(
+        "make / read-only",
+        mount(None::<&str>, "/", None::<&str>, read_only, None::<&str>),
+    )?;
+    step(
+        "make /dev read-only",
+        mount(
+            None::<&str>,
+            "/dev",
+            None::<&str>,
+            read_only | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        ),
+    )?;
     Ok(())
 }
 
@@ -171,9 +273,25 @@ fn place_generated(path: &Path, contents: &str) -> io::Result<()> {
             Ok(_) => {
                 let source = Path::new(".generated").join(path.file_name().unwrap_or_default());
                 std::fs::write(&source, contents)?;
-                step("bind a generated file", mount(Some(&source), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>))?;
-                let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-                step("make a generated file read-only", mount(None::<&str>, &target, None::<&str>, flags, None::<&str>))?;
+                step(
+                    "bind a generated file",
+                    mount(
+                        Some(&source),
+                        &target,
+                        None::<&str>,
+                        MsFlags::MS_BIND,
+                        None::<&str>,
+                    ),
+                )?;
+                let flags = MsFlags::MS_REMOUNT
+                    | MsFlags::MS_BIND
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV;
+                step(
+                    "make a generated file read-only",
+                    mount(None::<&str>, &target, None::<&str>, flags, None::<&str>),
+                )?;
                 return std::fs::remove_file(&source);
             }
             Err(_) => {
@@ -185,36 +303,59 @@ fn place_generated(path: &Path, contents: &str) -> io::Result<()> {
             }
         }
     }
-    Err(io::Error::other(format!("{} is a symlink loop", path.display())))
+    Err(io::Error::other(format!(
+        "{} is a symlink loop",
+        path.display()
+    )))
 }
 
 /// Clones a host path as a detached mount tree with the given attributes set.
 fn clone_tree(path: &Path, attributes: u64, refuse_symlinks: bool) -> io::Result<OwnedFd> {
-    let context = |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+    let context =
+        |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
     let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let resolve = if refuse_symlinks { libc::RESOLVE_NO_SYMLINKS } else { 0 };
+    let resolve = if refuse_symlinks {
+        libc::RESOLVE_NO_SYMLINKS
+    } else {
+        0
+    };
     // SAFETY: open_how is plain data; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     how.resolve = resolve;
     // SAFETY: plain syscalls on a valid C string and a properly sized struct.
     let opened = unsafe {
-        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, c_path.as_ptr(), &how, std::mem::size_of::<libc::open_how>())
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            &how,
+            std::mem::size_of::<libc::open_how>(),
+        )
     };
     if opened < 0 {
         return Err(context(io::Error::last_os_error()));
     }
     // SAFETY: openat2 returned a new descriptor that nothing else owns.
     let opened = unsafe { OwnedFd::from_raw_fd(opened as i32) };
-    let flags = libc::OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32 | libc::AT_EMPTY_PATH as u32;
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as u32
+        | libc::AT_RECURSIVE as u32
+        | libc::AT_EMPTY_PATH as u32;
     // SAFETY: as above.
-    let tree = unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
+    let tree =
+        unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
     if tree < 0 {
         return Err(context(io::Error::last_os_error()));
     }
     // SAFETY: open_tree returned a new descriptor that nothing else owns.
     let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
-    let attr = libc::mount_attr { attr_set: attributes, attr_clr: 0, propagation: libc::MS_PRIVATE, userns_fd: 0 };
+    let attr = libc::mount_attr {
+        attr_set: attributes,
+        attr_clr: 0,
+        propagation: libc::MS_PRIVATE,
+        userns_fd: 0,
+    };
     // SAFETY: as above.
     let set = unsafe {
         libc::syscall(
@@ -253,11 +394,15 @@ fn attach(tree: &Tree) -> io::Result<()> {
     };
     if moved < 0 {
         let error = io::Error::last_os_error();
-        return Err(io::Error::new(error.kind(), format!("attach /{}: {error}", tree.target.display())));
+        return Err(io::Error::new(
+            error.kind(),
+            format!("attach /{}: {error}", tree.target.display()),
+        ));
     }
     Ok(())
 }
 
 fn step<T>(what: &str, result: nix::Result<T>) -> io::Result<T> {
-    result.map_err(|errno| io::Error::new(io::Error::from(errno).kind(), format!("{what}: {errno}")))
+    result
+        .map_err(|errno| io::Error::new(io::Error::from(errno).kind(), format!("{what}: {errno}")))
 }

@@ -54,30 +54,47 @@ pub struct Link {
 impl AddressPool {
     pub fn new(network: Ipv4Addr, prefix: u8) -> AddressPool {
         let slots = 1u32 << (30 - u32::from(prefix.min(30)));
-        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) };
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(prefix))
+        };
         AddressPool {
             network: u32::from(network) & mask,
             slots,
-            state: Mutex::new(PoolState { next: 0, used: vec![false; slots as usize] }),
+            state: Mutex::new(PoolState {
+                next: 0,
+                used: vec![false; slots as usize],
+            }),
         }
     }
 
     pub fn allocate(&self) -> Option<Link> {
-        let mut state = self.state.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         for offset in 0..self.slots {
             let index = (state.next + offset) % self.slots;
             if !state.used[index as usize] {
                 state.used[index as usize] = true;
                 state.next = (index + 1) % self.slots;
                 let base = self.network + index * 4;
-                return Some(Link { index, host: Ipv4Addr::from(base + 1), sandbox: Ipv4Addr::from(base + 2) });
+                return Some(Link {
+                    index,
+                    host: Ipv4Addr::from(base + 1),
+                    sandbox: Ipv4Addr::from(base + 2),
+                });
             }
         }
         None
     }
 
     pub fn release(&self, link: &Link) {
-        let mut state = self.state.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         if let Some(slot) = state.used.get_mut(link.index as usize) {
             *slot = false;
         }
@@ -87,7 +104,9 @@ impl AddressPool {
 /// A short interface-name prefix unique to a runner instance (interface names have at most
 /// 15 bytes: 6 for the prefix, the rest for the link index in hex).
 pub fn interface_prefix(instance: &str) -> String {
-    let hash = instance.bytes().fold(0x811c_9dc5u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
+    let hash = instance.bytes().fold(0x811c_9dc5u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
     format!("sw{:04x}", hash & 0xffff)
 }
 
@@ -96,12 +115,21 @@ pub fn interface_name(prefix: &str, link: &Link) -> String {
 }
 
 /// The complete nftables table, as one `nft -f` transaction that replaces any older copy.
-pub fn ruleset(table: &str, prefix: &str, subnet: (Ipv4Addr, u8), nameservers: &[Ipv4Addr]) -> String {
+pub fn ruleset(
+    table: &str,
+    prefix: &str,
+    subnet: (Ipv4Addr, u8),
+    nameservers: &[Ipv4Addr],
+) -> String {
     let sandboxes = format!("\"{prefix}*\"");
     let blocked = BLOCKED_RANGES.join(", ");
     let mut dns = String::new();
     if !nameservers.is_empty() {
-        let servers = nameservers.iter().map(|ns| ns.to_string()).collect::<Vec<_>>().join(", ");
+        let servers = nameservers
+            .iter()
+            .map(|ns| ns.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         dns = format!(
             "    iifname {sandboxes} ip daddr {{ {servers} }} udp dport 53 accept\n    \
              iifname {sandboxes} ip daddr {{ {servers} }} tcp dport 53 accept\n"
@@ -147,23 +175,36 @@ pub fn nft_apply(script: &str) -> io::Result<()> {
     }
     let output = child.wait_with_output()?;
     if !output.status.success() {
-        return Err(io::Error::other(format!("nft -f - failed: {}", String::from_utf8_lossy(&output.stderr).trim())));
+        return Err(io::Error::other(format!(
+            "nft -f - failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
     }
     Ok(())
 }
 
 pub fn nft_delete_table(table: &str) -> io::Result<()> {
-    nft_apply(&format!("table inet {table} {{}}\ndelete table inet {table}\n"))
+    nft_apply(&format!(
+        "table inet {table} {{}}\ndelete table inet {table}\n"
+    ))
 }
 
 /// Deletes leftover host ends of veth pairs with this prefix (their peers go with them).
 pub fn sweep_interfaces(prefix: &str) -> io::Result<()> {
-    let output = Command::new("ip").args(["-o", "link", "show"]).stderr(Stdio::null()).output()?;
+    let output = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .stderr(Stdio::null())
+        .output()?;
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Some(name) = line.split(": ").nth(1) else { continue };
+        let Some(name) = line.split(": ").nth(1) else {
+            continue;
+        };
         let name = name.split('@').next().unwrap_or(name);
         if name.starts_with(prefix) {
-            let _ = Command::new("ip").args(["link", "del", name]).stderr(Stdio::null()).status();
+            let _ = Command::new("ip")
+                .args(["link", "del", name])
+                .stderr(Stdio::null())
+                .status();
         }
     }
     Ok(())
@@ -222,7 +263,11 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
 
 fn run_ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::Result<()> {
     let mut command = Command::new("ip");
-    command.args(["-batch", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
+    command
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     if let Some(netns) = netns {
         let raw = std::os::fd::AsRawFd::as_raw_fd(&netns);
         // SAFETY: setns is async-signal-safe and touches only the child's own namespaces.
@@ -241,7 +286,10 @@ fn run_ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::
     }
     let output = child.wait_with_output()?;
     if !output.status.success() {
-        return Err(io::Error::other(format!("ip -batch failed: {}", String::from_utf8_lossy(&output.stderr).trim())));
+        return Err(io::Error::other(format!(
+            "ip -batch failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
     }
     Ok(())
 }
@@ -254,7 +302,10 @@ mod tests {
     fn links_are_carved_round_robin_and_reused_after_release() {
         let pool = AddressPool::new(Ipv4Addr::new(10, 213, 0, 0), 29);
         let first = pool.allocate().unwrap();
-        assert_eq!((first.host, first.sandbox), (Ipv4Addr::new(10, 213, 0, 1), Ipv4Addr::new(10, 213, 0, 2)));
+        assert_eq!(
+            (first.host, first.sandbox),
+            (Ipv4Addr::new(10, 213, 0, 1), Ipv4Addr::new(10, 213, 0, 2))
+        );
         let second = pool.allocate().unwrap();
         assert_eq!(second.sandbox, Ipv4Addr::new(10, 213, 0, 6));
         assert_eq!(pool.allocate(), None);
@@ -265,19 +316,31 @@ mod tests {
     #[test]
     fn interface_names_fit_the_kernel_limit() {
         let prefix = interface_prefix("slipway");
-        let link = Link { index: 16383, host: Ipv4Addr::LOCALHOST, sandbox: Ipv4Addr::LOCALHOST };
+        let link = Link {
+            index: 16383,
+            host: Ipv4Addr::LOCALHOST,
+            sandbox: Ipv4Addr::LOCALHOST,
+        };
         assert!(interface_name(&prefix, &link).len() <= 15);
         assert_ne!(interface_prefix("a"), interface_prefix("b"));
     }
 
     #[test]
     fn the_ruleset_blocks_the_host_and_allows_dns() {
-        let rules = ruleset("slipway", "sw1234", (Ipv4Addr::new(10, 213, 0, 0), 16), &[Ipv4Addr::new(10, 0, 0, 53)]);
+        let rules = ruleset(
+            "slipway",
+            "sw1234",
+            (Ipv4Addr::new(10, 213, 0, 0), 16),
+            &[Ipv4Addr::new(10, 0, 0, 53)],
+        );
         assert!(rules.contains("iifname \"sw1234*\" drop"));
         assert!(rules.contains("ip daddr { 10.0.0.53 } udp dport 53 accept"));
         assert!(rules.contains("ip saddr 10.213.0.0/16 oifname != \"sw1234*\" masquerade"));
         let dns = rules.find("dport 53").unwrap();
         let private = rules.find("10.0.0.0/8").unwrap();
-        assert!(dns < private, "DNS must be allowed before private ranges are dropped");
+        assert!(
+            dns < private,
+            "DNS must be allowed before private ranges are dropped"
+        );
     }
 }

@@ -22,10 +22,12 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::cgroup::{CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, StepCgroup, CPU_PERIOD_US};
+use super::cgroup::{
+    CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, StepCgroup, CPU_PERIOD_US,
+};
 use super::net::{self, AddressPool, Link};
 use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
-use super::{Exit, Running, RunningProcess, Runner, StepKind, StepSpec};
+use super::{Exit, Runner, Running, RunningProcess, StepKind, StepSpec};
 use crate::config::SandboxConfig;
 
 /// Why the namespaced runner cannot start; each message says what to change.
@@ -42,7 +44,10 @@ pub enum SandboxError {
     )]
     MissingKernelFeature(&'static str),
     #[error("the `{tool}` command is missing: install the {package} package, or set sandbox.mode = \"none\"")]
-    MissingTool { tool: &'static str, package: &'static str },
+    MissingTool {
+        tool: &'static str,
+        package: &'static str,
+    },
     #[error("{0}; or set sandbox.mode = \"none\"")]
     Cgroups(#[from] CgroupError),
     #[error("network setup failed: {0}")]
@@ -72,7 +77,10 @@ struct Shared {
 impl NamespaceRunner {
     /// The production runner: instance `slipway` (nftables table `inet slipway`, cgroups
     /// under `<daemon cgroup>/slipway`).
-    pub fn start(config: &SandboxConfig, daemon_exe: PathBuf) -> Result<NamespaceRunner, SandboxError> {
+    pub fn start(
+        config: &SandboxConfig,
+        daemon_exe: PathBuf,
+    ) -> Result<NamespaceRunner, SandboxError> {
         NamespaceRunner::start_instance("slipway", config, daemon_exe)
     }
 
@@ -86,22 +94,36 @@ impl NamespaceRunner {
         let valid = !instance.is_empty()
             && instance.len() <= 24
             && instance.starts_with(|c: char| c.is_ascii_lowercase())
-            && instance.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            && instance
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid {
             return Err(SandboxError::InvalidInstance(instance.to_owned()));
         }
         check_machine(&daemon_exe)?;
-        let proc_self_cgroup = std::fs::read_to_string("/proc/self/cgroup")
-            .map_err(|source| CgroupError::Io { path: "/proc/self/cgroup".into(), source })?;
-        let layout = CgroupLayout::detect(&HostCgroupFs, Path::new("/sys/fs/cgroup"), &proc_self_cgroup)?;
+        let proc_self_cgroup =
+            std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
+                path: "/proc/self/cgroup".into(),
+                source,
+            })?;
+        let layout = CgroupLayout::detect(
+            &HostCgroupFs,
+            Path::new("/sys/fs/cgroup"),
+            &proc_self_cgroup,
+        )?;
         let cgroups = Cgroups::prepare(Box::new(HostCgroupFs), layout, instance)?;
 
         let interface_prefix = net::interface_prefix(instance);
         let nameservers = net::host_nameservers();
         net::sweep_interfaces(&interface_prefix).map_err(SandboxError::Network)?;
         net::enable_forwarding().map_err(SandboxError::Network)?;
-        net::nft_apply(&net::ruleset(instance, &interface_prefix, config.subnet, &nameservers))
-            .map_err(SandboxError::Network)?;
+        net::nft_apply(&net::ruleset(
+            instance,
+            &interface_prefix,
+            config.subnet,
+            &nameservers,
+        ))
+        .map_err(SandboxError::Network)?;
         Ok(NamespaceRunner {
             shared: Arc::new(Shared {
                 daemon_exe,
@@ -160,9 +182,12 @@ fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
             return Err(SandboxError::MissingKernelFeature(feature));
         }
     }
-    let max_user_namespaces = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap_or_default();
+    let max_user_namespaces =
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap_or_default();
     if max_user_namespaces.trim() == "0" {
-        return Err(SandboxError::MissingKernelFeature("user namespaces (user.max_user_namespaces is 0)"));
+        return Err(SandboxError::MissingKernelFeature(
+            "user namespaces (user.max_user_namespaces is 0)",
+        ));
     }
     for (tool, argument, package) in [("ip", "-V", "iproute2"), ("nft", "--version", "nftables")] {
         let found = std::process::Command::new(tool)
@@ -191,11 +216,16 @@ impl Runner for NamespaceRunner {
             .addresses
             .allocate()
             .ok_or_else(|| io::Error::other("no free sandbox address left in sandbox.subnet"))?;
-        let step_name = format!("{}-{}", cgroup_safe(&spec.name), shared.next_step.fetch_add(1, Ordering::Relaxed));
+        let step_name = format!(
+            "{}-{}",
+            cgroup_safe(&spec.name),
+            shared.next_step.fetch_add(1, Ordering::Relaxed)
+        );
         let limits = CgroupLimits {
             memory_bytes: spec.memory_mb.saturating_mul(1 << 20),
             pids: spec.pids,
-            cpu_quota_us: (spec.cpus > 0.0).then(|| (spec.cpus * CPU_PERIOD_US as f64).round().max(1000.0) as u64),
+            cpu_quota_us: (spec.cpus > 0.0)
+                .then(|| (spec.cpus * CPU_PERIOD_US as f64).round().max(1000.0) as u64),
         };
         let cgroup = match shared.cgroups.create(&step_name, &limits) {
             Ok(cgroup) => cgroup,
@@ -238,14 +268,23 @@ struct StepResources {
 
 /// Writes the spec into a pipe and execs the helper with that pipe as its stdin. The write
 /// end is kept: closing it (drop, or the daemon's death) makes the helper kill the sandbox.
-fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Result<(tokio::process::Child, OwnedFd)> {
+fn launch(
+    shared: &Shared,
+    spec: &StepSpec,
+    resources: &StepResources,
+) -> io::Result<(tokio::process::Child, OwnedFd)> {
     let view = match &spec.kind {
-        StepKind::Build { workspace } => FilesystemView::Build { workspace: workspace.clone() },
+        StepKind::Build { workspace } => FilesystemView::Build {
+            workspace: workspace.clone(),
+        },
         StepKind::App { output, data_dir } => {
             std::fs::create_dir_all(data_dir)?;
             // lchown: a symlink is not followed here, and is refused when the tree is cloned.
             std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
-            FilesystemView::App { output: output.clone(), data_dir: data_dir.clone() }
+            FilesystemView::App {
+                output: output.clone(),
+                data_dir: data_dir.clone(),
+            }
         }
     };
     let helper_spec = HelperSpec {
@@ -266,7 +305,14 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     if framed.len() > 60 * 1024 {
         // SAFETY: F_SETPIPE_SZ on a pipe we own.
-        if unsafe { libc::fcntl(write_end.as_raw_fd(), libc::F_SETPIPE_SZ, framed.len() as libc::c_int) } < 0 {
+        if unsafe {
+            libc::fcntl(
+                write_end.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                framed.len() as libc::c_int,
+            )
+        } < 0
+        {
             return Err(io::Error::last_os_error());
         }
     }
@@ -285,7 +331,13 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
 fn cgroup_safe(name: &str) -> String {
     let cleaned: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
     if cleaned.is_empty() {
@@ -315,9 +367,15 @@ impl NamespaceProcess {
         if let Some(exit) = &self.exited {
             return Ok(exit.clone());
         }
-        let child = self.child.as_mut().ok_or_else(|| io::Error::other("the step was already reaped"))?;
+        let child = self
+            .child
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the step was already reaped"))?;
         let status = child.wait().await?;
-        let events = self.resources.as_ref().map(|resources| self.shared.cgroups.events(&resources.cgroup));
+        let events = self
+            .resources
+            .as_ref()
+            .map(|resources| self.shared.cgroups.events(&resources.cgroup));
         let exit = match (status.code(), status.signal()) {
             (Some(0), _) => Exit::Code(0),
             _ if events.is_some_and(|events| events.oom_kills > 0) => Exit::OutOfMemory,
@@ -362,7 +420,8 @@ impl RunningProcess for NamespaceProcess {
             }
             // SIGUSR1 asks the helper to SIGKILL the sandbox init and report the exit.
             self.signal_helper(Signal::SIGUSR1);
-            if let Ok(result) = tokio::time::timeout(Duration::from_secs(5), self.wait_main()).await {
+            if let Ok(result) = tokio::time::timeout(Duration::from_secs(5), self.wait_main()).await
+            {
                 return result;
             }
             self.signal_helper(Signal::SIGKILL);
@@ -378,7 +437,9 @@ impl RunningProcess for NamespaceProcess {
 
 impl Drop for NamespaceProcess {
     fn drop(&mut self) {
-        let Some(resources) = self.resources.take() else { return };
+        let Some(resources) = self.resources.take() else {
+            return;
+        };
         self.signal_helper(Signal::SIGKILL);
         self.lifeline = None;
         let mut child = self.child.take();
@@ -396,7 +457,10 @@ impl Drop for NamespaceProcess {
             Err(_) => {
                 // Outside a runtime: a short-lived one finishes the cleanup on its own thread.
                 std::thread::spawn(move || {
-                    if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
                         runtime.block_on(finish);
                     }
                 });

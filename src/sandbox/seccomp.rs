@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 
 /// Syscalls refused outright.
@@ -86,20 +86,38 @@ pub fn compile() -> Result<Filters, seccompiler::BackendError> {
     let mut clone_rules = Vec::new();
     for &flag in CLONE_NEW_FLAGS {
         let flag = flag as u64;
-        let condition = SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(flag), flag)?;
+        let condition = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )?;
         clone_rules.push(SeccompRule::new(vec![condition])?);
     }
     for number in abi_numbers(libc::SYS_clone) {
         denied.insert(number, clone_rules.clone());
     }
-    let deny = SeccompFilter::new(denied, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), ARCH)?;
+    let deny = SeccompFilter::new(
+        denied,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )?;
 
     let mut clone3: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for number in abi_numbers(libc::SYS_clone3) {
         clone3.insert(number, Vec::new());
     }
-    let clone3 = SeccompFilter::new(clone3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), ARCH)?;
-    Ok(Filters { deny: deny.try_into()?, clone3: clone3.try_into()? })
+    let clone3 = SeccompFilter::new(
+        clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )?;
+    Ok(Filters {
+        deny: deny.try_into()?,
+        clone3: clone3.try_into()?,
+    })
 }
 
 /// Installs both filters on the calling thread (no_new_privs must already be set).
@@ -108,11 +126,13 @@ pub fn install(filters: &Filters) -> Result<(), seccompiler::Error> {
     seccompiler::apply_filter(&filters.clone3)
 }
 
+/// Every number a syscall has on this architecture (`c_long` is `i64` on every target
+/// seccompiler supports).
 fn abi_numbers(syscall: libc::c_long) -> Vec<i64> {
     #[cfg(target_arch = "x86_64")]
-    return vec![syscall as i64, (syscall | X32_BIT) as i64];
+    return vec![syscall, syscall | X32_BIT];
     #[cfg(not(target_arch = "x86_64"))]
-    return vec![syscall as i64];
+    return vec![syscall];
 }
 
 #[cfg(test)]

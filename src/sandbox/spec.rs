@@ -54,7 +54,10 @@ pub(crate) fn encode(spec: &HelperSpec) -> io::Result<Vec<u8>> {
     if body.len() > MAX_SPEC_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("the step spec is {} bytes, more than the {MAX_SPEC_BYTES} allowed", body.len()),
+            format!(
+                "the step spec is {} bytes, more than the {MAX_SPEC_BYTES} allowed",
+                body.len()
+            ),
         ));
     }
     let mut framed = Vec::with_capacity(body.len() + 4);
@@ -69,7 +72,10 @@ pub(crate) fn decode(mut reader: impl Read) -> io::Result<HelperSpec> {
     reader.read_exact(&mut length)?;
     let length = u32::from_le_bytes(length) as usize;
     if length > MAX_SPEC_BYTES {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "the spec is too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the spec is too large",
+        ));
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
@@ -86,7 +92,9 @@ mod tests {
             command: "echo hi".into(),
             env: vec![("A".into(), "b c".into())],
             host_id: 200_001,
-            view: FilesystemView::Build { workspace: "/w".into() },
+            view: FilesystemView::Build {
+                workspace: "/w".into(),
+            },
             cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
             network: NetworkSpec {
                 host_interface: "sw0".into(),

@@ -13,7 +13,8 @@ const APP_PORT: u16 = 8080;
 
 /// One HTTP GET from the host to an app's sandbox address, as the router does it.
 fn fetch(address: IpAddr) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&SocketAddr::new(address, APP_PORT), Duration::from_secs(2))?;
+    let mut stream =
+        TcpStream::connect_timeout(&SocketAddr::new(address, APP_PORT), Duration::from_secs(2))?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.write_all(b"GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")?;
     let mut response = String::new();
@@ -23,7 +24,9 @@ fn fetch(address: IpAddr) -> std::io::Result<String> {
 
 #[tokio::test]
 async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches_the_app() {
-    let Some(runner) = TestRunner::start("network") else { return };
+    let Some(runner) = TestRunner::start("network") else {
+        return;
+    };
     if !std::path::Path::new("/usr/bin/node").exists() {
         eprintln!("SKIP network: /usr/bin/node is needed to serve the app");
         runner.finish();
@@ -35,13 +38,20 @@ async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches
     let server = format!(
         "node -e \"require('http').createServer((q, s) => s.end('hello from app')).listen({APP_PORT}, () => console.log('listening'))\""
     );
-    let kind = StepKind::App { output: output.path().to_owned(), data_dir: data.path().join("data") };
+    let kind = StepKind::App {
+        output: output.path().to_owned(),
+        data_dir: data.path().join("data"),
+    };
     let mut app = runner.runner.spawn(runner.spec(kind, &server)).unwrap();
     let mut app_stdout = Lines::new(app.stdout.take().unwrap());
-    assert_eq!(app_stdout.next(Duration::from_secs(20)).await.as_deref(), Some("listening"));
-    let response = tokio::task::spawn_blocking(move || fetch(app.address).map(|response| (response, app)))
-        .await
-        .unwrap();
+    assert_eq!(
+        app_stdout.next(Duration::from_secs(20)).await.as_deref(),
+        Some("listening")
+    );
+    let response =
+        tokio::task::spawn_blocking(move || fetch(app.address).map(|response| (response, app)))
+            .await
+            .unwrap();
     let (response, mut app) = response.expect("the router cannot reach the app");
     assert!(response.contains("hello from app"), "{response}");
 
@@ -60,17 +70,28 @@ async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches
         app_address = app.address,
     );
     let workspace = runner.workspace();
-    let build = runner.spec(StepKind::Build { workspace: workspace.path().to_owned() }, &command);
+    let build = runner.spec(
+        StepKind::Build {
+            workspace: workspace.path().to_owned(),
+        },
+        &command,
+    );
     let finished = run(&runner, build, Duration::from_secs(30)).await;
     eprintln!("stdout:\n{}\nstderr:\n{}", finished.stdout, finished.stderr);
     assert_eq!(finished.exit, Exit::Code(0));
-    assert!(finished.stdout.contains("own-loopback open"), "the probe itself does not work");
+    assert!(
+        finished.stdout.contains("own-loopback open"),
+        "the probe itself does not work"
+    );
     assert!(finished.stdout.contains("host-listener blocked"));
     assert!(finished.stdout.contains("other-app blocked"));
 
     // The app still serves after the attempts.
     let address = app.address;
-    let again = tokio::task::spawn_blocking(move || fetch(address)).await.unwrap().unwrap();
+    let again = tokio::task::spawn_blocking(move || fetch(address))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(again.contains("hello from app"));
     app.stop(Duration::from_secs(2)).await.unwrap();
     drop(listener);
@@ -79,7 +100,9 @@ async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches
 
 #[tokio::test]
 async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
-    let Some(runner) = TestRunner::start("npm ci") else { return };
+    let Some(runner) = TestRunner::start("npm ci") else {
+        return;
+    };
     if !std::path::Path::new("/usr/bin/npm").exists() {
         eprintln!("SKIP npm ci: /usr/bin/npm is not installed");
         runner.finish();
@@ -94,7 +117,13 @@ async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
     // The lock file comes from the host's npm; if the registry is unreachable from the host,
     // there is nothing to test.
     let lock = tokio::process::Command::new("npm")
-        .args(["install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"])
+        .args([
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+        ])
         .current_dir(workspace.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -104,7 +133,11 @@ async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
         Ok(Ok(output)) if output.status.success() => {}
         other => {
             let reason = match other {
-                Ok(Ok(output)) => String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("").to_owned(),
+                Ok(Ok(output)) => String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .to_owned(),
                 Ok(Err(error)) => error.to_string(),
                 Err(_) => "timed out".into(),
             };
@@ -122,7 +155,14 @@ async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
     spec.memory_mb = 1024;
     spec.pids = 256;
     // What the pipeline passes through from `sandbox.pass_env`.
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS"] {
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+    ] {
         if let Ok(value) = std::env::var(name) {
             spec.env.push((name.to_owned(), value));
         }
@@ -130,24 +170,39 @@ async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
     let started = Instant::now();
     let running = runner.runner.spawn(spec).unwrap();
     let finished = finish_step(running, Duration::from_secs(180)).await;
-    eprintln!("npm ci took {:?}\nstdout:\n{}\nstderr:\n{}", started.elapsed(), finished.stdout, finished.stderr);
+    eprintln!(
+        "npm ci took {:?}\nstdout:\n{}\nstderr:\n{}",
+        started.elapsed(),
+        finished.stdout,
+        finished.stderr
+    );
     assert_eq!(finished.exit, Exit::Code(0));
     assert!(finished.stdout.contains("is-number: true"));
     let installed = workspace.path().join("node_modules/is-number/package.json");
     use std::os::unix::fs::MetadataExt;
-    assert_eq!(std::fs::metadata(installed).unwrap().uid(), runner.project_uid);
+    assert_eq!(
+        std::fs::metadata(installed).unwrap().uid(),
+        runner.project_uid
+    );
     runner.finish();
 }
 
 #[tokio::test]
 async fn the_cost_of_a_sandbox_is_measured() {
-    let Some(runner) = TestRunner::start("cost") else { return };
+    let Some(runner) = TestRunner::start("cost") else {
+        return;
+    };
     let workspace = runner.workspace();
     const ROUNDS: usize = 20;
     let mut sandboxed = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        let spec = runner.spec(StepKind::Build { workspace: workspace.path().to_owned() }, "true");
+        let spec = runner.spec(
+            StepKind::Build {
+                workspace: workspace.path().to_owned(),
+            },
+            "true",
+        );
         let finished = run(&runner, spec, Duration::from_secs(20)).await;
         assert_eq!(finished.exit, Exit::Code(0), "{}", finished.stderr);
         sandboxed.push(started.elapsed());
@@ -155,7 +210,11 @@ async fn the_cost_of_a_sandbox_is_measured() {
     let mut plain = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let started = Instant::now();
-        let status = tokio::process::Command::new("/bin/sh").args(["-c", "true"]).status().await.unwrap();
+        let status = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .status()
+            .await
+            .unwrap();
         assert!(status.success());
         plain.push(started.elapsed());
     }

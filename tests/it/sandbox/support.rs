@@ -33,12 +33,20 @@ impl TestRunner {
         let config = SandboxConfig {
             mode: SandboxMode::Namespaces,
             uid_base: 200_000,
-            subnet: (Ipv4Addr::new(10, 213, 100 + ((pid % 20) * 6 + n) as u8 % 150, 0), 24),
+            subnet: (
+                Ipv4Addr::new(10, 213, 100 + ((pid % 20) * 6 + n) as u8 % 150, 0),
+                24,
+            ),
             pass_env: Vec::new(),
         };
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         match NamespaceRunner::start_instance(&instance, &config, exe) {
-            Ok(runner) => Some(TestRunner { runner, config, project_uid: 230_000 + (pid % 1000) * 50 + n, instance }),
+            Ok(runner) => Some(TestRunner {
+                runner,
+                config,
+                project_uid: 230_000 + (pid % 1000) * 50 + n,
+                instance,
+            }),
             Err(error) => {
                 eprintln!("SKIP {test}: the namespaced sandbox is unavailable here: {error}");
                 None
@@ -85,22 +93,44 @@ impl TestRunner {
         let table = self.runner.nft_table().to_owned();
         let prefix = self.runner.interface_prefix().to_owned();
         self.runner.shutdown();
-        let listed = std::process::Command::new("nft").args(["list", "table", "inet", &table]).output().unwrap();
-        assert!(!listed.status.success(), "the nftables table {table} is still there");
-        let links = std::process::Command::new("ip").args(["-o", "link", "show"]).output().unwrap();
+        let listed = std::process::Command::new("nft")
+            .args(["list", "table", "inet", &table])
+            .output()
+            .unwrap();
+        assert!(
+            !listed.status.success(),
+            "the nftables table {table} is still there"
+        );
+        let links = std::process::Command::new("ip")
+            .args(["-o", "link", "show"])
+            .output()
+            .unwrap();
         let links = String::from_utf8_lossy(&links.stdout);
-        assert!(!links.contains(&format!(": {prefix}")), "interfaces with prefix {prefix} remain:\n{links}");
+        assert!(
+            !links.contains(&format!(": {prefix}")),
+            "interfaces with prefix {prefix} remain:\n{links}"
+        );
         for hierarchy in ["memory", "pids", "cpu", "freezer", "unified"] {
-            let leftovers = find_dirs_named(Path::new("/sys/fs/cgroup").join(hierarchy).as_path(), &self.instance, 3);
+            let leftovers = find_dirs_named(
+                Path::new("/sys/fs/cgroup").join(hierarchy).as_path(),
+                &self.instance,
+                3,
+            );
             assert!(leftovers.is_empty(), "cgroups left: {leftovers:?}");
         }
-        assert_eq!(processes_of(self.project_uid), Vec::<i32>::new(), "processes of the project uid remain");
+        assert_eq!(
+            processes_of(self.project_uid),
+            Vec::<i32>::new(),
+            "processes of the project uid remain"
+        );
     }
 }
 
 fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
@@ -119,8 +149,16 @@ fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
 pub fn processes_of(uid: u32) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else { continue };
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
         let real_uid = status
             .lines()
             .find_map(|line| line.strip_prefix("Uid:"))
@@ -183,7 +221,11 @@ pub async fn finish_step(mut running: Running, timeout: Duration) -> Finished {
         Some(task) => task.await.unwrap(),
         None => String::new(),
     };
-    Finished { exit, stdout, stderr }
+    Finished {
+        exit,
+        stdout,
+        stderr,
+    }
 }
 
 pub async fn run(runner: &TestRunner, spec: StepSpec, timeout: Duration) -> Finished {
@@ -199,10 +241,15 @@ pub struct Lines {
 impl Lines {
     pub fn new(stdout: tokio::process::ChildStdout) -> Lines {
         use tokio::io::AsyncBufReadExt;
-        Lines { lines: tokio::io::BufReader::new(stdout).lines() }
+        Lines {
+            lines: tokio::io::BufReader::new(stdout).lines(),
+        }
     }
 
     pub async fn next(&mut self, within: Duration) -> Option<String> {
-        tokio::time::timeout(within, self.lines.next_line()).await.ok()?.ok()?
+        tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .ok()?
+            .ok()?
     }
 }
