@@ -4,11 +4,33 @@
 //! decides *how*. `direct` runs the command as a plain child process in its own process group
 //! (`sandbox.mode = "none"`); the namespaced runner (issue 4) execs the single-threaded
 //! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
+//! [`Sandbox::start`] picks one from `sandbox.mode`.
+//!
+//! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
+//! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
+//! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
+//! filesystem) ; `cgroup`, `net` and `seccomp` are used by both sides.
+//! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
+//! and they run in the single-threaded helper, never in the daemon.
 
+mod cgroup;
 pub mod direct;
+mod exec;
+mod init;
+mod mounts;
+mod net;
+pub mod ns;
+mod seccomp;
+mod spec;
+
+pub use cgroup::CgroupError;
+pub use exec::sandbox_exec_main;
+pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+
+use crate::config::{SandboxConfig, SandboxMode};
 use std::time::Duration;
 
 use tokio::process::{ChildStderr, ChildStdout};
@@ -107,8 +129,45 @@ pub trait Runner: Send + Sync {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running>;
 }
 
-/// Entry point of the hidden `slipway sandbox-exec` helper (issue 4 builds it out).
-pub fn sandbox_exec_main() -> ! {
-    eprintln!("slipway sandbox-exec: the namespaced sandbox is not built into this binary yet");
-    std::process::exit(70)
+/// The daemon's runner, as `sandbox.mode` chose it.
+pub enum Sandbox {
+    Namespaces(NamespaceRunner),
+    /// `sandbox.mode = "none"`: no isolation at all (machines without root).
+    Direct(direct::DirectRunner),
+}
+
+impl Sandbox {
+    /// Starts the configured runner. `daemon_exe` is the binary that answers
+    /// `slipway sandbox-exec` (`/proc/self/exe` in production).
+    pub fn start(config: &SandboxConfig, daemon_exe: PathBuf) -> Result<Sandbox, SandboxError> {
+        match config.mode {
+            SandboxMode::Namespaces => {
+                NamespaceRunner::start(config, daemon_exe).map(Sandbox::Namespaces)
+            }
+            SandboxMode::None => {
+                tracing::warn!(
+                    "sandbox.mode = \"none\": builds and apps run WITHOUT ANY ISOLATION, as plain \
+                     children of the daemon with its privileges; only use this on a machine \
+                     where the daemon cannot run as root and every project is trusted"
+                );
+                Ok(Sandbox::Direct(direct::DirectRunner))
+            }
+        }
+    }
+
+    /// Removes what the runner installed on the host (nftables table, interfaces, cgroups).
+    pub fn shutdown(&self) {
+        if let Sandbox::Namespaces(runner) = self {
+            runner.shutdown();
+        }
+    }
+}
+
+impl Runner for Sandbox {
+    fn spawn(&self, spec: StepSpec) -> std::io::Result<Running> {
+        match self {
+            Sandbox::Namespaces(runner) => runner.spawn(spec),
+            Sandbox::Direct(runner) => runner.spawn(spec),
+        }
+    }
 }

@@ -1,7 +1,9 @@
-//! The one integration-test crate: every test drives the real `slipway` binary over sockets.
+//! The one integration-test crate: every test drives the real `slipway` binary (or the
+//! library's runners) over real sockets and processes. A module per area.
 
 mod api;
 mod logs;
 mod pipeline;
+mod sandbox;
 mod support;
 mod vite;

@@ -1,0 +1,285 @@
+//! The `slipway sandbox-exec` helper: a single-threaded process the daemon execs for every
+//! sandboxed step (a multi-threaded tokio process must not build namespaces after `fork`).
+//!
+//! It reads the [`HelperSpec`] from stdin (the pipe then stays open as the daemon's lifeline),
+//! clones the host trees the sandbox will see, `clone()`s the sandbox init (see
+//! [`super::init`]) into new user, mount, pid, net, ipc and uts namespaces, writes its uid/gid
+//! maps, puts it in the step's cgroups, wires its veth, and lets it go. Then it relays signals
+//! (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as its own.
+//! If the daemon dies (stdin hangs up) the sandbox is killed; if the helper dies, the init's
+//! parent-death signal kills the sandbox.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sched::CloneFlags;
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{Gid, Pid};
+
+use super::init::{self, ChildContext, ExitReport};
+use super::spec::{self, HelperSpec, SANDBOX_ID};
+use super::{mounts, net, seccomp};
+
+/// The helper's exit code when the sandbox could not be built (the reason is on stderr).
+pub const SETUP_FAILED: i32 = 125;
+
+/// Entry point of the hidden `slipway sandbox-exec` subcommand. Call it before anything
+/// starts a thread (no tokio runtime, no tracing worker).
+pub fn sandbox_exec_main() -> ! {
+    let report = match run() {
+        Ok(report) => report,
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "slipway sandbox: {error}");
+            ExitReport::Code(SETUP_FAILED)
+        }
+    };
+    mirror(report)
+}
+
+fn run() -> io::Result<ExitReport> {
+    // Keep the spec pipe as the lifeline; the sandbox gets /dev/null as stdin.
+    // SAFETY: fd 0 is open (the daemon gives it the spec pipe); the duplicate is ours.
+    let lifeline = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if lifeline < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl returned a new descriptor that nothing else owns.
+    let lifeline = unsafe { OwnedFd::from_raw_fd(lifeline) };
+    let spec = spec::decode(File::from(lifeline.try_clone()?))?;
+    let null = File::open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
+    drop(null);
+
+    if !nix::unistd::geteuid().is_root() {
+        return Err(io::Error::other(
+            "sandbox-exec must run as root (it is started by the daemon)",
+        ));
+    }
+    // The sandbox must not inherit the host root's supplementary groups: with setgroups
+    // denied inside, it could never drop them.
+    nix::unistd::setgroups(&[] as &[Gid]).map_err(io::Error::from)?;
+
+    let plan = mounts::plan(&spec)?;
+    let filters =
+        seccomp::compile().map_err(|error| io::Error::other(format!("seccomp: {error}")))?;
+    let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+
+    let mut relayed = SigSet::empty();
+    for signal in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+    ] {
+        relayed.add(signal);
+    }
+    relayed.thread_block().map_err(io::Error::from)?;
+    let signals = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+
+    let mut context = ChildContext {
+        spec,
+        plan: Some(plan),
+        filters,
+        go_read,
+        status_write,
+        helper_only: vec![
+            go_write.as_raw_fd(),
+            status_read.as_raw_fd(),
+            lifeline.as_raw_fd(),
+            signals.as_fd().as_raw_fd(),
+        ],
+    };
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    let mut stack = vec![0u8; 1 << 20];
+    // SAFETY: this process is single-threaded; the child runs on its own copy of memory and
+    // stack and ends in execve or _exit.
+    let pid = unsafe {
+        nix::sched::clone(
+            Box::new(|| init::sandbox_main(&mut context)),
+            &mut stack,
+            flags,
+            Some(libc::SIGCHLD),
+        )
+    }
+    .map_err(|errno| io::Error::other(format!("clone the sandbox: {errno}")))?;
+    let ChildContext {
+        spec,
+        plan,
+        go_read,
+        status_write,
+        ..
+    } = context;
+    drop((plan, go_read, status_write));
+
+    if let Err(error) = release(&spec, pid, go_write.as_fd()) {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+        return Err(error);
+    }
+    supervise(pid, &signals, &lifeline, status_read, go_write)
+}
+
+/// Makes the clone a sandbox: uid/gid maps, cgroups, network; then the go byte.
+fn release(spec: &HelperSpec, pid: Pid, go: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    let proc_dir = format!("/proc/{pid}");
+    let map = format!("{SANDBOX_ID} {} 1\n", spec.host_id);
+    write_file(&format!("{proc_dir}/setgroups"), "deny")?;
+    write_file(&format!("{proc_dir}/uid_map"), &map)?;
+    write_file(&format!("{proc_dir}/gid_map"), &map)?;
+    for procs in &spec.cgroup_procs {
+        std::fs::write(procs, pid.to_string()).map_err(|error| {
+            io::Error::new(error.kind(), format!("join {}: {error}", procs.display()))
+        })?;
+    }
+    let netns = File::open(format!("{proc_dir}/ns/net"))?;
+    net::setup_veth(&spec.network, pid.as_raw(), &netns)?;
+    nix::unistd::write(go, b"g")?;
+    Ok(())
+}
+
+fn write_file(path: &str, contents: &str) -> io::Result<()> {
+    std::fs::write(path, contents)
+        .map_err(|error| io::Error::new(error.kind(), format!("write {path}: {error}")))
+}
+
+/// Relays signals until the sandbox init exits, then reports how the command ended. `_go`
+/// stays open: the init treats its hang-up as the helper's death.
+fn supervise(
+    pid: Pid,
+    signals: &SignalFd,
+    lifeline: &OwnedFd,
+    status_read: OwnedFd,
+    _go: OwnedFd,
+) -> io::Result<ExitReport> {
+    let mut status_pipe = File::from(status_read);
+    let mut report_bytes = Vec::new();
+    let mut lifeline_open = true;
+    let mut status_open = true;
+    loop {
+        let mut fds = vec![poll_entry(signals.as_fd().as_raw_fd())];
+        if lifeline_open {
+            fds.push(poll_entry(lifeline.as_raw_fd()));
+        }
+        if status_open {
+            fds.push(poll_entry(status_pipe.as_raw_fd()));
+        }
+        // SAFETY: fds is a valid array of pollfd for its length.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if ready < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error);
+        }
+        if fds[0].revents != 0 {
+            while let Ok(Some(info)) = signals.read_signal() {
+                match Signal::try_from(info.ssi_signo as i32) {
+                    Ok(Signal::SIGUSR1) => {
+                        let _ = kill(pid, Signal::SIGKILL);
+                    }
+                    Ok(signal @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP)) => {
+                        let _ = kill(pid, signal);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for entry in &fds[1..] {
+            if entry.revents == 0 {
+                continue;
+            }
+            if entry.fd == lifeline.as_raw_fd() {
+                // The daemon is gone or dropped the step: nothing may outlive it.
+                let _ = kill(pid, Signal::SIGKILL);
+                lifeline_open = false;
+            } else {
+                let mut buffer = [0u8; 64];
+                match status_pipe.read(&mut buffer) {
+                    Ok(0) | Err(_) => status_open = false,
+                    Ok(count) => report_bytes.extend_from_slice(&buffer[..count]),
+                }
+            }
+        }
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Ok(finish(
+                    &mut status_pipe,
+                    status_open,
+                    report_bytes,
+                    ExitReport::Code(code),
+                ))
+            }
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                let fallback = ExitReport::Signal(signal as i32);
+                return Ok(finish(
+                    &mut status_pipe,
+                    status_open,
+                    report_bytes,
+                    fallback,
+                ));
+            }
+            Ok(_) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+}
+
+/// The init reports the command's exit before it exits itself; without a report (setup
+/// failed, or the init was killed) the init's own exit stands.
+fn finish(
+    status_pipe: &mut File,
+    open: bool,
+    mut bytes: Vec<u8>,
+    fallback: ExitReport,
+) -> ExitReport {
+    if open {
+        // Every writer is gone once the init (and with it its pid namespace) has exited.
+        let _ = status_pipe.read_to_end(&mut bytes);
+    }
+    ExitReport::decode(&bytes).unwrap_or(fallback)
+}
+
+fn poll_entry(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Ends the helper the way the command ended, so the daemon sees the same exit status.
+fn mirror(report: ExitReport) -> ! {
+    match report {
+        ExitReport::Code(code) => std::process::exit(code),
+        ExitReport::Signal(number) => {
+            // SAFETY: plain prctl/signal calls on our own process; no core dump for a relay.
+            unsafe {
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                libc::signal(number, libc::SIG_DFL);
+            }
+            if let Ok(signal) = Signal::try_from(number) {
+                let mut set = SigSet::empty();
+                set.add(signal);
+                let _ = set.thread_unblock();
+                let _ = nix::sys::signal::raise(signal);
+            }
+            let _ = nix::sys::signal::sigprocmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
+            std::process::exit(128 + number)
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The sandbox init: PID 1 of the sandbox's pid namespace, cloned by the helper
+//! ([`super::exec`]).
+//!
+//! It waits for the helper's go (maps, cgroups and network are in place), becomes uid/gid
+//! 1000, arms its parent-death signal, enters a fresh cgroup namespace, builds its root
+//! ([`super::mounts`]), drops every capability, sets no_new_privs and installs the seccomp
+//! filters. Then it runs `sh -c <command>` as its only child, forwards SIGTERM/SIGINT/SIGHUP
+//! to that child's process group, reaps orphans, and when the command exits reports its status
+//! to the helper and exits, which makes the kernel kill everything else in the sandbox.
+
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+use nix::sched::CloneFlags;
+use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{ForkResult, Gid, Pid, Uid};
+
+use super::exec::SETUP_FAILED;
+use super::mounts::{self, RootPlan};
+use super::seccomp::{self, Filters};
+use super::spec::{HelperSpec, SANDBOX_ID};
+
+/// What the clone needs; it owns its copy of the helper's memory.
+pub(crate) struct ChildContext {
+    pub spec: HelperSpec,
+    pub plan: Option<RootPlan>,
+    pub filters: Filters,
+    pub go_read: OwnedFd,
+    pub status_write: OwnedFd,
+    /// The helper's own descriptors, closed first thing in the clone.
+    pub helper_only: Vec<RawFd>,
+}
+
+/// How the command ended, as the init reports it to the helper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExitReport {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitReport {
+    fn encode(self) -> [u8; 5] {
+        let (kind, value) = match self {
+            ExitReport::Code(code) => (b'c', code),
+            ExitReport::Signal(signal) => (b's', signal),
+        };
+        let mut bytes = [kind, 0, 0, 0, 0];
+        bytes[1..].copy_from_slice(&value.to_le_bytes());
+        bytes
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<ExitReport> {
+        let value = i32::from_le_bytes(bytes.get(1..5)?.try_into().ok()?);
+        match bytes[0] {
+            b'c' => Some(ExitReport::Code(value)),
+            b's' => Some(ExitReport::Signal(value)),
+            _ => None,
+        }
+    }
+}
+
+/// Runs in the clone; never returns on success.
+pub(crate) fn sandbox_main(context: &mut ChildContext) -> isize {
+    for fd in context.helper_only.drain(..) {
+        // SAFETY: these descriptors are the helper's; this copy of them is unused here.
+        unsafe { libc::close(fd) };
+    }
+    if let Err(error) = prepare(context) {
+        let _ = writeln!(io::stderr(), "slipway sandbox: {error}");
+        return SETUP_FAILED as isize;
+    }
+    run_init(context)
+}
+
+fn prepare(context: &mut ChildContext) -> io::Result<()> {
+    SigSet::empty().thread_set_mask()?;
+    let mut go = [0u8; 1];
+    if nix::unistd::read(context.go_read.as_fd(), &mut go)? != 1 {
+        return Err(io::Error::other(
+            "the helper exited before the sandbox started",
+        ));
+    }
+    let id = SANDBOX_ID;
+    nix::unistd::setresgid(Gid::from_raw(id), Gid::from_raw(id), Gid::from_raw(id))?;
+    nix::unistd::setresuid(Uid::from_raw(id), Uid::from_raw(id), Uid::from_raw(id))?;
+    // Credential changes reset the parent-death signal: arm it after the last one, then make
+    // sure the helper did not die in between (its end of the go pipe would hang up).
+    // SAFETY: plain prctl on this process.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut lifeline = libc::pollfd {
+        fd: context.go_read.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(&mut lifeline, 1, 0) } > 0 && lifeline.revents & libc::POLLHUP != 0 {
+        return Err(io::Error::other("the helper died"));
+    }
+    nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP)?;
+    let plan = context
+        .plan
+        .take()
+        .ok_or_else(|| io::Error::other("no root plan"))?;
+    mounts::build_root(plan)?;
+    nix::unistd::sethostname(&context.spec.hostname)?;
+    drop_privileges(&context.filters)
+}
+
+/// Capabilities are not cleared by the uid change in this layout (the process was never uid
+/// 0 inside), so every set is emptied explicitly; then no_new_privs and seccomp.
+fn drop_privileges(filters: &Filters) -> io::Result<()> {
+    let check = |result: libc::c_int, what: &str| {
+        if result < 0 {
+            let error = io::Error::last_os_error();
+            return Err(io::Error::new(error.kind(), format!("{what}: {error}")));
+        }
+        Ok(())
+    };
+    // SAFETY: prctl/capset calls that only change this process's credentials.
+    unsafe {
+        check(
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            ),
+            "clear ambient capabilities",
+        )?;
+        let secure = libc::SECBIT_NOROOT
+            | libc::SECBIT_NOROOT_LOCKED
+            | libc::SECBIT_NO_SETUID_FIXUP
+            | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
+            | libc::SECBIT_KEEP_CAPS_LOCKED
+            | libc::SECBIT_NO_CAP_AMBIENT_RAISE
+            | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+        check(
+            libc::prctl(libc::PR_SET_SECUREBITS, secure as libc::c_ulong, 0, 0, 0),
+            "lock securebits",
+        )?;
+        for capability in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                check(-1, "drop the bounding set")?;
+            }
+        }
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData::default(); 2];
+        check(
+            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int,
+            "clear capabilities",
+        )?;
+        check(
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+            "set no_new_privs",
+        )?;
+    }
+    seccomp::install(filters).map_err(|error| io::Error::other(format!("install seccomp: {error}")))
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
+
+fn run_init(context: &ChildContext) -> isize {
+    // The kernel drops signals a namespace init has no handler for; install one, keep the
+    // signals blocked and collect them synchronously.
+    let handler = SigAction::new(
+        SigHandler::Handler(ignore_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    let mut waited = SigSet::empty();
+    for signal in FORWARDED {
+        // SAFETY: the handler does nothing, so it is async-signal-safe.
+        let _ = unsafe { sigaction(signal, &handler) };
+        waited.add(signal);
+    }
+    waited.add(Signal::SIGCHLD);
+    if let Err(error) = waited.thread_block() {
+        let _ = writeln!(io::stderr(), "slipway sandbox: block signals: {error}");
+        return SETUP_FAILED as isize;
+    }
+    let (program, argv, envp) = match command_line(&context.spec) {
+        Ok(parts) => parts,
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "slipway sandbox: {error}");
+            return SETUP_FAILED as isize;
+        }
+    };
+    // SAFETY: the init is single-threaded; the child only calls async-signal-safe functions
+    // before execve.
+    let command = match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => {
+            let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+            let _ = SigSet::empty().thread_set_mask();
+            let _ = nix::unistd::chdir("/app");
+            let _ = nix::unistd::execve(&program, &argv, &envp);
+            let message = b"slipway sandbox: cannot run /bin/sh\n";
+            // SAFETY: write and _exit are async-signal-safe.
+            unsafe {
+                libc::write(2, message.as_ptr().cast(), message.len());
+                libc::_exit(127)
+            }
+        }
+        Ok(ForkResult::Parent { child }) => child,
+        Err(error) => {
+            let _ = writeln!(io::stderr(), "slipway sandbox: fork: {error}");
+            return SETUP_FAILED as isize;
+        }
+    };
+    let _ = nix::unistd::setpgid(command, command);
+    loop {
+        let Ok(signal) = waited.wait() else { continue };
+        if signal != Signal::SIGCHLD {
+            if killpg(command, signal).is_err() {
+                let _ = nix::sys::signal::kill(command, signal);
+            }
+            continue;
+        }
+        loop {
+            let report = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => ExitReport::Code(code),
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
+                    ExitReport::Signal(signal as i32)
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => continue,
+            };
+            let _ = nix::unistd::write(context.status_write.as_fd(), &report.encode());
+            // SAFETY: leaving the init ends the pid namespace: the kernel kills the rest.
+            unsafe { libc::_exit(0) }
+        }
+    }
+}
+
+type CommandLine = (CString, Vec<CString>, Vec<CString>);
+
+fn command_line(spec: &HelperSpec) -> io::Result<CommandLine> {
+    let c_string = |text: &str| {
+        CString::new(text).map_err(|_| io::Error::other("a NUL byte in the command or environment"))
+    };
+    let argv = vec![c_string("sh")?, c_string("-c")?, c_string(&spec.command)?];
+    let mut envp = Vec::with_capacity(spec.env.len() + 2);
+    for (name, value) in &spec.env {
+        envp.push(c_string(&format!("{name}={value}"))?);
+    }
+    if !spec.env.iter().any(|(name, _)| name == "PATH") {
+        envp.push(c_string("PATH=/usr/local/bin:/usr/bin:/bin")?);
+    }
+    if !spec.env.iter().any(|(name, _)| name == "HOME") {
+        envp.push(c_string("HOME=/tmp")?);
+    }
+    Ok((c_string("/bin/sh")?, argv, envp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExitReport;
+
+    #[test]
+    fn exit_reports_round_trip() {
+        for report in [
+            ExitReport::Code(0),
+            ExitReport::Code(137),
+            ExitReport::Signal(9),
+        ] {
+            assert_eq!(ExitReport::decode(&report.encode()), Some(report));
+        }
+        assert_eq!(ExitReport::decode(b"x"), None);
+    }
+}

@@ -1,0 +1,408 @@
+//! The sandbox's filesystem, in two halves.
+//!
+//! [`plan`] runs in the helper, still host root: it clones the host trees the sandbox sees
+//! (`/usr`, `/etc`, `/opt`, the project's directories, a few device nodes) as detached mounts
+//! with `open_tree`, already read-only/nosuid/nodev where they must be. The project's uid
+//! could not even reach a workspace below a `0700` directory, so this cannot wait.
+//!
+//! [`build_root`] runs in the sandbox init, inside its own user and mount namespaces: a tmpfs
+//! root, the planned trees attached with `move_mount`, generated `/etc` files, tmpfs `/tmp`, a
+//! minimal `/dev`, a fresh `/proc`, then `pivot_root` and a read-only root. Nothing else of the
+//! host (the store, `/root`, `/home`, `/run`, other projects) exists in that tree.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
+
+const SYSTEM_DIRS: &[&str] = &["usr", "etc", "opt"];
+const ROOT_LINK_CANDIDATES: &[&str] = &["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// A detached host tree and where it goes in the sandbox (relative to the new root).
+pub(crate) struct Tree {
+    target: PathBuf,
+    fd: OwnedFd,
+    is_dir: bool,
+}
+
+/// Everything the sandbox init needs to assemble its root.
+pub(crate) struct RootPlan {
+    trees: Vec<Tree>,
+    devices: Vec<Tree>,
+    symlinks: Vec<(PathBuf, PathBuf)>,
+    /// Generated files: absolute path inside the sandbox, contents.
+    files: Vec<(PathBuf, String)>,
+}
+
+/// Helper side: clones the host trees. Project paths may not contain symlinks (the project
+/// controls its workspace, and a symlinked output dir must not pull in the host).
+pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
+    let read_only = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    let writable = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    let mut trees = Vec::new();
+    for dir in SYSTEM_DIRS {
+        let host = Path::new("/").join(dir);
+        if host.is_dir() {
+            trees.push(Tree {
+                target: dir.into(),
+                fd: clone_tree(&host, read_only, false)?,
+                is_dir: true,
+            });
+        }
+    }
+    let mut symlinks = Vec::new();
+    for name in ROOT_LINK_CANDIDATES {
+        let host = Path::new("/").join(name);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                symlinks.push((name.into(), std::fs::read_link(&host)?))
+            }
+            Ok(meta) if meta.is_dir() => trees.push(Tree {
+                target: name.into(),
+                fd: clone_tree(&host, read_only, false)?,
+                is_dir: true,
+            }),
+            _ => {}
+        }
+    }
+    match &spec.view {
+        FilesystemView::Build { workspace } => {
+            trees.push(Tree {
+                target: "app".into(),
+                fd: clone_tree(workspace, writable, true)?,
+                is_dir: true,
+            });
+        }
+        FilesystemView::App { output, data_dir } => {
+            trees.push(Tree {
+                target: "app".into(),
+                fd: clone_tree(output, read_only, true)?,
+                is_dir: true,
+            });
+            trees.push(Tree {
+                target: "data".into(),
+                fd: clone_tree(data_dir, writable, true)?,
+                is_dir: true,
+            });
+        }
+    }
+    let mut devices = Vec::new();
+    for device in DEVICES {
+        let host = Path::new("/dev").join(device);
+        if host.exists() {
+            let fd = clone_tree(
+                &host,
+                libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
+                false,
+            )?;
+            devices.push(Tree {
+                target: Path::new("dev").join(device),
+                fd,
+                is_dir: false,
+            });
+        }
+    }
+    Ok(RootPlan {
+        trees,
+        devices,
+        symlinks,
+        files: generated_files(spec),
+    })
+}
+
+fn generated_files(spec: &HelperSpec) -> Vec<(PathBuf, String)> {
+    let id = SANDBOX_ID;
+    let hostname = &spec.hostname;
+    let hosts = format!(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{}\t{hostname}\n",
+        spec.network.sandbox_address
+    );
+    let resolv: String = spec
+        .nameservers
+        .iter()
+        .map(|server| format!("nameserver {server}\n"))
+        .collect();
+    let resolv = format!("{resolv}options timeout:2 attempts:2\n");
+    let passwd = format!(
+        "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:{id}:{id}:app:/tmp:/bin/sh\n\
+         nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    );
+    let group = format!("root:x:0:\napp:x:{id}:\nnogroup:x:65534:\n");
+    vec![
+        ("/etc/hosts".into(), hosts),
+        ("/etc/resolv.conf".into(), resolv),
+        ("/etc/passwd".into(), passwd),
+        ("/etc/group".into(), group),
+    ]
+}
+
+/// Sandbox side: assembles the root and pivots into it; the cwd is `/` afterwards.
+pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    step(
+        "make mounts private",
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        ),
+    )?;
+    // The new root covers /tmp of this (private) mount namespace while it is assembled.
+    let root = Path::new("/tmp");
+    step(
+        "mount the root tmpfs",
+        mount(
+            Some("tmpfs"),
+            root,
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=0755,size=16m"),
+        ),
+    )?;
+    std::env::set_current_dir(root)?;
+
+    for tree in plan.trees {
+        attach(&tree)?;
+    }
+    for (link, target) in &plan.symlinks {
+        std::os::unix::fs::symlink(target, link)?;
+    }
+    std::fs::create_dir("tmp")?;
+    step(
+        "mount /tmp",
+        mount(
+            Some("tmpfs"),
+            "tmp",
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=1777"),
+        ),
+    )?;
+
+    std::fs::create_dir("dev")?;
+    step(
+        "mount /dev",
+        mount(
+            Some("tmpfs"),
+            "dev",
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("mode=0755,size=64k"),
+        ),
+    )?;
+    for device in plan.devices {
+        attach(&device)?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, Path::new("dev").join(name))?;
+    }
+    std::fs::create_dir("dev/shm")?;
+    step(
+        "mount /dev/shm",
+        mount(
+            Some("tmpfs"),
+            "dev/shm",
+            Some("tmpfs"),
+            nosuid_nodev,
+            Some("mode=1777"),
+        ),
+    )?;
+
+    std::fs::create_dir("proc")?;
+    let proc_flags = nosuid_nodev | MsFlags::MS_NOEXEC;
+    step(
+        "mount /proc",
+        mount(Some("proc"), "proc", Some("proc"), proc_flags, None::<&str>),
+    )?;
+
+    std::fs::create_dir(".generated")?;
+    for (path, contents) in &plan.files {
+        place_generated(path, contents)?;
+    }
+    std::fs::remove_dir(".generated")?;
+
+    step("pivot_root", nix::unistd::pivot_root(".", "."))?;
+    step("detach the host root", umount2(".", MntFlags::MNT_DETACH))?;
+    std::env::set_current_dir("/")?;
+    let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | nosuid_nodev;
+    step(
+        "make / read-only",
+        mount(None::<&str>, "/", None::<&str>, read_only, None::<&str>),
+    )?;
+    step(
+        "make /dev read-only",
+        mount(
+            None::<&str>,
+            "/dev",
+            None::<&str>,
+            read_only | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        ),
+    )?;
+    Ok(())
+}
+
+/// Puts a generated file at `path` inside the new root (the cwd): bound read-only over the
+/// host's file, or, when the host's entry is a symlink to a place that only exists on the
+/// host (`/etc/resolv.conf` → `/run/...`), written where the link points.
+fn place_generated(path: &Path, contents: &str) -> io::Result<()> {
+    let mut target = path.strip_prefix("/").unwrap_or(path).to_owned();
+    for _ in 0..8 {
+        match std::fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&target)?;
+                let base = target.parent().map(Path::to_owned).unwrap_or_default();
+                target = match link.strip_prefix("/") {
+                    Ok(absolute) => absolute.to_owned(),
+                    Err(_) => base.join(link),
+                };
+            }
+            Ok(_) => {
+                let source = Path::new(".generated").join(path.file_name().unwrap_or_default());
+                std::fs::write(&source, contents)?;
+                step(
+                    "bind a generated file",
+                    mount(
+                        Some(&source),
+                        &target,
+                        None::<&str>,
+                        MsFlags::MS_BIND,
+                        None::<&str>,
+                    ),
+                )?;
+                let flags = MsFlags::MS_REMOUNT
+                    | MsFlags::MS_BIND
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV;
+                step(
+                    "make a generated file read-only",
+                    mount(None::<&str>, &target, None::<&str>, flags, None::<&str>),
+                )?;
+                return std::fs::remove_file(&source);
+            }
+            Err(_) => {
+                // The link points into the tmpfs root (e.g. /run): create it there. A file
+                // the host lacks inside a read-only tree is left out: nothing can expect it.
+                let created = target.parent().map_or(Ok(()), std::fs::create_dir_all);
+                let _ = created.and_then(|()| std::fs::write(&target, contents));
+                return Ok(());
+            }
+        }
+    }
+    Err(io::Error::other(format!(
+        "{} is a symlink loop",
+        path.display()
+    )))
+}
+
+/// Clones a host path as a detached mount tree with the given attributes set.
+fn clone_tree(path: &Path, attributes: u64, refuse_symlinks: bool) -> io::Result<OwnedFd> {
+    let context =
+        |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let resolve = if refuse_symlinks {
+        libc::RESOLVE_NO_SYMLINKS
+    } else {
+        0
+    };
+    // SAFETY: open_how is plain data; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    // SAFETY: plain syscalls on a valid C string and a properly sized struct.
+    let opened = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            &how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if opened < 0 {
+        return Err(context(io::Error::last_os_error()));
+    }
+    // SAFETY: openat2 returned a new descriptor that nothing else owns.
+    let opened = unsafe { OwnedFd::from_raw_fd(opened as i32) };
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as u32
+        | libc::AT_RECURSIVE as u32
+        | libc::AT_EMPTY_PATH as u32;
+    // SAFETY: as above.
+    let tree =
+        unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
+    if tree < 0 {
+        return Err(context(io::Error::last_os_error()));
+    }
+    // SAFETY: open_tree returned a new descriptor that nothing else owns.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+    let attr = libc::mount_attr {
+        attr_set: attributes,
+        attr_clr: 0,
+        propagation: libc::MS_PRIVATE,
+        userns_fd: 0,
+    };
+    // SAFETY: as above.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            &attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if set < 0 {
+        return Err(context(io::Error::last_os_error()));
+    }
+    Ok(tree)
+}
+
+/// Creates the mount point and moves a detached tree onto it.
+fn attach(tree: &Tree) -> io::Result<()> {
+    if tree.is_dir {
+        std::fs::create_dir_all(&tree.target)?;
+    } else {
+        std::fs::write(&tree.target, b"")?;
+    }
+    let target = CString::new(tree.target.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: plain syscall on owned descriptors and valid C strings.
+    let moved = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if moved < 0 {
+        let error = io::Error::last_os_error();
+        return Err(io::Error::new(
+            error.kind(),
+            format!("attach /{}: {error}", tree.target.display()),
+        ));
+    }
+    Ok(())
+}
+
+fn step<T>(what: &str, result: nix::Result<T>) -> io::Result<T> {
+    result
+        .map_err(|errno| io::Error::new(io::Error::from(errno).kind(), format!("{what}: {errno}")))
+}

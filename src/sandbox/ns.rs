@@ -1,0 +1,483 @@
+//! `sandbox.mode = "namespaces"`: the daemon side of the namespaced runner.
+//!
+//! [`NamespaceRunner::start`] checks the machine (root, namespaces, cgroups, `ip`, `nft`),
+//! sweeps what a crashed daemon left (step cgroups, veths, the nftables table) and installs
+//! the table; [`NamespaceRunner::shutdown`] removes it all. Each [`Runner::spawn`] takes a /30
+//! link and a step cgroup, then execs `slipway sandbox-exec` with the spec on its stdin pipe
+//! (see [`super::exec`]); the step's stdout/stderr are the helper's. When the helper exits the
+//! cgroup's counters say whether memory or pids ran out, and the link and cgroup are freed.
+//! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
+
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::cgroup::{
+    CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, StepCgroup, CPU_PERIOD_US,
+};
+use super::net::{self, AddressPool, Link};
+use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
+use super::{Exit, Runner, Running, RunningProcess, StepKind, StepSpec};
+use crate::config::SandboxConfig;
+
+/// Why the namespaced runner cannot start; each message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "sandbox.mode = \"namespaces\" needs the daemon to run as root; start it as root, or set \
+         sandbox.mode = \"none\" to run builds and apps without isolation"
+    )]
+    NotRoot,
+    #[error(
+        "this kernel does not offer {0}; enable it (e.g. sysctl user.max_user_namespaces), or set \
+         sandbox.mode = \"none\""
+    )]
+    MissingKernelFeature(&'static str),
+    #[error("the `{tool}` command is missing: install the {package} package, or set sandbox.mode = \"none\"")]
+    MissingTool {
+        tool: &'static str,
+        package: &'static str,
+    },
+    #[error("{0}; or set sandbox.mode = \"none\"")]
+    Cgroups(#[from] CgroupError),
+    #[error("network setup failed: {0}")]
+    Network(io::Error),
+    #[error("invalid sandbox instance name {0:?} (lowercase letters, digits and _; at most 24)")]
+    InvalidInstance(String),
+    #[error("the helper executable {0} does not exist")]
+    MissingHelper(PathBuf),
+}
+
+/// Runs every step in its own namespaces, cgroup and network.
+pub struct NamespaceRunner {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    daemon_exe: PathBuf,
+    table: String,
+    interface_prefix: String,
+    addresses: AddressPool,
+    cgroups: Cgroups,
+    nameservers: Vec<Ipv4Addr>,
+    next_step: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl NamespaceRunner {
+    /// The production runner: instance `slipway` (nftables table `inet slipway`, cgroups
+    /// under `<daemon cgroup>/slipway`).
+    pub fn start(
+        config: &SandboxConfig,
+        daemon_exe: PathBuf,
+    ) -> Result<NamespaceRunner, SandboxError> {
+        NamespaceRunner::start_instance("slipway", config, daemon_exe)
+    }
+
+    /// A runner whose table, interfaces and cgroups are named after `instance`, so that
+    /// several can coexist (tests).
+    pub fn start_instance(
+        instance: &str,
+        config: &SandboxConfig,
+        daemon_exe: PathBuf,
+    ) -> Result<NamespaceRunner, SandboxError> {
+        let valid = !instance.is_empty()
+            && instance.len() <= 24
+            && instance.starts_with(|c: char| c.is_ascii_lowercase())
+            && instance
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(SandboxError::InvalidInstance(instance.to_owned()));
+        }
+        check_machine(&daemon_exe)?;
+        let proc_self_cgroup =
+            std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
+                path: "/proc/self/cgroup".into(),
+                source,
+            })?;
+        let layout = CgroupLayout::detect(
+            &HostCgroupFs,
+            Path::new("/sys/fs/cgroup"),
+            &proc_self_cgroup,
+        )?;
+        let cgroups = Cgroups::prepare(Box::new(HostCgroupFs), layout, instance)?;
+
+        let interface_prefix = net::interface_prefix(instance);
+        let nameservers = net::host_nameservers();
+        net::sweep_interfaces(&interface_prefix).map_err(SandboxError::Network)?;
+        net::enable_forwarding().map_err(SandboxError::Network)?;
+        net::nft_apply(&net::ruleset(
+            instance,
+            &interface_prefix,
+            config.subnet,
+            &nameservers,
+        ))
+        .map_err(SandboxError::Network)?;
+        Ok(NamespaceRunner {
+            shared: Arc::new(Shared {
+                daemon_exe,
+                table: instance.to_owned(),
+                interface_prefix,
+                addresses: AddressPool::new(config.subnet.0, config.subnet.1),
+                cgroups,
+                nameservers,
+                next_step: AtomicU64::new(0),
+                stopped: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Removes the nftables table, leftover interfaces and the instance's cgroups (killing
+    /// whatever still runs in them). Call it after the supervisor has stopped the apps.
+    pub fn shutdown(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        if let Err(error) = net::nft_delete_table(&self.shared.table) {
+            tracing::warn!(%error, "could not remove the sandbox nftables table");
+        }
+        let _ = net::sweep_interfaces(&self.shared.interface_prefix);
+        self.shared.cgroups.remove_instance();
+    }
+
+    /// 1 or 2.
+    pub fn cgroup_version(&self) -> u8 {
+        self.shared.cgroups.layout().version()
+    }
+
+    /// The `inet` nftables table this runner owns.
+    pub fn nft_table(&self) -> &str {
+        &self.shared.table
+    }
+
+    /// Every host-side veth of this runner starts with this.
+    pub fn interface_prefix(&self) -> &str {
+        &self.shared.interface_prefix
+    }
+}
+
+fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(SandboxError::NotRoot);
+    }
+    for (name, feature) in [
+        ("user", "user namespaces"),
+        ("mnt", "mount namespaces"),
+        ("pid", "pid namespaces"),
+        ("net", "network namespaces"),
+        ("ipc", "ipc namespaces"),
+        ("uts", "uts namespaces"),
+        ("cgroup", "cgroup namespaces"),
+    ] {
+        if !Path::new("/proc/self/ns").join(name).exists() {
+            return Err(SandboxError::MissingKernelFeature(feature));
+        }
+    }
+    let max_user_namespaces =
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap_or_default();
+    if max_user_namespaces.trim() == "0" {
+        return Err(SandboxError::MissingKernelFeature(
+            "user namespaces (user.max_user_namespaces is 0)",
+        ));
+    }
+    for (tool, argument, package) in [("ip", "-V", "iproute2"), ("nft", "--version", "nftables")] {
+        let found = std::process::Command::new(tool)
+            .arg(argument)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !found {
+            return Err(SandboxError::MissingTool { tool, package });
+        }
+    }
+    if !daemon_exe.exists() {
+        return Err(SandboxError::MissingHelper(daemon_exe.to_owned()));
+    }
+    Ok(())
+}
+
+impl Runner for NamespaceRunner {
+    fn spawn(&self, spec: StepSpec) -> io::Result<Running> {
+        let shared = &self.shared;
+        if shared.stopped.load(Ordering::SeqCst) {
+            return Err(io::Error::other("the sandbox runner is shut down"));
+        }
+        let link = shared
+            .addresses
+            .allocate()
+            .ok_or_else(|| io::Error::other("no free sandbox address left in sandbox.subnet"))?;
+        let step_name = format!(
+            "{}-{}",
+            cgroup_safe(&spec.name),
+            shared.next_step.fetch_add(1, Ordering::Relaxed)
+        );
+        let limits = CgroupLimits {
+            memory_bytes: spec.memory_mb.saturating_mul(1 << 20),
+            pids: spec.pids,
+            cpu_quota_us: (spec.cpus > 0.0)
+                .then(|| (spec.cpus * CPU_PERIOD_US as f64).round().max(1000.0) as u64),
+        };
+        let cgroup = match shared.cgroups.create(&step_name, &limits) {
+            Ok(cgroup) => cgroup,
+            Err(error) => {
+                shared.addresses.release(&link);
+                return Err(io::Error::other(error.to_string()));
+            }
+        };
+        let resources = StepResources { link, cgroup };
+        match launch(shared, &spec, &resources) {
+            Ok((child, lifeline)) => {
+                let mut child = child;
+                Ok(Running {
+                    stdout: child.stdout.take(),
+                    stderr: child.stderr.take(),
+                    address: IpAddr::V4(link.sandbox),
+                    inner: Box::new(NamespaceProcess {
+                        helper: child.id().map(|id| Pid::from_raw(id as i32)),
+                        child: Some(child),
+                        lifeline: Some(lifeline),
+                        resources: Some(resources),
+                        shared: Arc::clone(shared),
+                        exited: None,
+                    }),
+                })
+            }
+            Err(error) => {
+                let _ = shared.cgroups.remove(&resources.cgroup);
+                shared.addresses.release(&resources.link);
+                Err(error)
+            }
+        }
+    }
+}
+
+struct StepResources {
+    link: Link,
+    cgroup: StepCgroup,
+}
+
+/// Writes the spec into a pipe and execs the helper with that pipe as its stdin. The write
+/// end is kept: closing it (drop, or the daemon's death) makes the helper kill the sandbox.
+fn launch(
+    shared: &Shared,
+    spec: &StepSpec,
+    resources: &StepResources,
+) -> io::Result<(tokio::process::Child, OwnedFd)> {
+    let view = match &spec.kind {
+        StepKind::Build { workspace } => FilesystemView::Build {
+            workspace: workspace.clone(),
+        },
+        StepKind::App { output, data_dir } => {
+            std::fs::create_dir_all(data_dir)?;
+            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
+            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
+            FilesystemView::App {
+                output: output.clone(),
+                data_dir: data_dir.clone(),
+            }
+        }
+    };
+    let helper_spec = HelperSpec {
+        command: spec.command.clone(),
+        env: spec.env.clone(),
+        host_id: spec.project_uid,
+        view,
+        cgroup_procs: resources.cgroup.procs_files.clone(),
+        network: NetworkSpec {
+            host_interface: net::interface_name(&shared.interface_prefix, &resources.link),
+            host_address: resources.link.host,
+            sandbox_address: resources.link.sandbox,
+        },
+        hostname: "sandbox".into(),
+        nameservers: shared.nameservers.clone(),
+    };
+    let framed = spec::encode(&helper_spec)?;
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    if framed.len() > 60 * 1024 {
+        // SAFETY: F_SETPIPE_SZ on a pipe we own.
+        if unsafe {
+            libc::fcntl(
+                write_end.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                framed.len() as libc::c_int,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    std::fs::File::from(write_end.try_clone()?).write_all(&framed)?;
+    let child = tokio::process::Command::new(&shared.daemon_exe)
+        .arg("sandbox-exec")
+        .env_clear()
+        .stdin(Stdio::from(read_end))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    Ok((child, write_end))
+}
+
+fn cgroup_safe(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() {
+        "step".into()
+    } else {
+        cleaned
+    }
+}
+
+struct NamespaceProcess {
+    child: Option<tokio::process::Child>,
+    helper: Option<Pid>,
+    lifeline: Option<OwnedFd>,
+    resources: Option<StepResources>,
+    shared: Arc<Shared>,
+    exited: Option<Exit>,
+}
+
+impl NamespaceProcess {
+    fn signal_helper(&self, signal: Signal) {
+        if let (Some(pid), None) = (self.helper, &self.exited) {
+            let _ = kill(pid, signal);
+        }
+    }
+
+    async fn wait_main(&mut self) -> io::Result<Exit> {
+        if let Some(exit) = &self.exited {
+            return Ok(exit.clone());
+        }
+        let child = self
+            .child
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the step was already reaped"))?;
+        let status = child.wait().await?;
+        let events = self
+            .resources
+            .as_ref()
+            .map(|resources| self.shared.cgroups.events(&resources.cgroup));
+        let exit = match (status.code(), status.signal()) {
+            (Some(0), _) => Exit::Code(0),
+            _ if events.is_some_and(|events| events.oom_kills > 0) => Exit::OutOfMemory,
+            _ if events.is_some_and(|events| events.pids_limit_hits > 0) => Exit::PidsExhausted,
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            (None, None) => Exit::Code(-1),
+        };
+        self.exited = Some(exit.clone());
+        self.lifeline = None;
+        if let Some(resources) = self.resources.take() {
+            // A task of its own, so that a caller's timeout cannot cancel the cleanup halfway.
+            let _ = tokio::spawn(release(Arc::clone(&self.shared), resources)).await;
+        }
+        Ok(exit)
+    }
+}
+
+/// Frees a finished step's cgroup (retrying while the kernel finishes the last exits) and
+/// its address.
+async fn release(shared: Arc<Shared>, resources: StepResources) {
+    for _ in 0..200 {
+        if shared.cgroups.remove(&resources.cgroup).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    shared.addresses.release(&resources.link);
+}
+
+impl RunningProcess for NamespaceProcess {
+    fn wait(&mut self) -> BoxFuture<'_, io::Result<Exit>> {
+        // The helper exits only once the sandbox init, and so the whole tree, is gone.
+        Box::pin(self.wait_main())
+    }
+
+    fn stop(&mut self, grace: Duration) -> BoxFuture<'_, io::Result<Exit>> {
+        Box::pin(async move {
+            self.signal_helper(Signal::SIGTERM);
+            if let Ok(result) = tokio::time::timeout(grace, self.wait_main()).await {
+                return result;
+            }
+            // SIGUSR1 asks the helper to SIGKILL the sandbox init and report the exit.
+            self.signal_helper(Signal::SIGUSR1);
+            if let Ok(result) = tokio::time::timeout(Duration::from_secs(5), self.wait_main()).await
+            {
+                return result;
+            }
+            self.signal_helper(Signal::SIGKILL);
+            self.wait_main().await
+        })
+    }
+
+    fn kill(&mut self) {
+        // The init's parent-death signal takes the whole sandbox down with the helper.
+        self.signal_helper(Signal::SIGKILL);
+    }
+}
+
+impl Drop for NamespaceProcess {
+    fn drop(&mut self) {
+        let Some(resources) = self.resources.take() else {
+            return;
+        };
+        self.signal_helper(Signal::SIGKILL);
+        self.lifeline = None;
+        let mut child = self.child.take();
+        let shared = Arc::clone(&self.shared);
+        let finish = async move {
+            if let Some(child) = child.as_mut() {
+                let _ = child.wait().await;
+            }
+            release(shared, resources).await;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(finish);
+            }
+            Err(_) => {
+                // Outside a runtime: a short-lived one finishes the cleanup on its own thread.
+                std::thread::spawn(move || {
+                    if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        runtime.block_on(finish);
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Gives a directory tree to a project's uid (files unpacked by the daemon as root must be
+/// writable by the build). Symlinks are changed themselves, never followed. Call it only while
+/// no step of the project runs: a running build could swap directories for symlinks.
+pub fn hand_over(path: &Path, project_uid: u32) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(project_uid), Some(project_uid))?;
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            hand_over(&entry?.path(), project_uid)?;
+        }
+    }
+    Ok(())
+}

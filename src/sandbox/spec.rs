@@ -1,0 +1,119 @@
+//! The message the daemon sends to the `slipway sandbox-exec` helper through its stdin pipe,
+//! and how it is framed. Written by [`super::ns`], read by [`super::exec`]; nothing else
+//! crosses from the daemon into the helper (never argv, never the environment).
+
+use std::io::{self, Read};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest spec the helper accepts (the environment is the only part that can grow).
+pub(crate) const MAX_SPEC_BYTES: usize = 4 << 20;
+
+/// The uid and gid the project's code has inside the sandbox.
+pub(crate) const SANDBOX_ID: u32 = 1000;
+
+/// Everything the helper needs to build one sandbox and run one command in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct HelperSpec {
+    pub command: String,
+    pub env: Vec<(String, String)>,
+    /// The host uid and gid that `1000` inside maps to.
+    pub host_id: u32,
+    pub view: FilesystemView,
+    /// `cgroup.procs` files the sandbox init is written into before it starts.
+    pub cgroup_procs: Vec<PathBuf>,
+    pub network: NetworkSpec,
+    pub hostname: String,
+    /// Upstream DNS servers for the generated `resolv.conf`.
+    pub nameservers: Vec<Ipv4Addr>,
+}
+
+/// Which host directories appear at `/app` and `/data`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum FilesystemView {
+    /// The workspace read-write at `/app`.
+    Build { workspace: PathBuf },
+    /// The build output read-only at `/app`, the data dir read-write at `/data`.
+    App { output: PathBuf, data_dir: PathBuf },
+}
+
+/// One /30 link between the host and the sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct NetworkSpec {
+    /// The host end of the veth pair (the sandbox end is always `eth0`).
+    pub host_interface: String,
+    pub host_address: Ipv4Addr,
+    pub sandbox_address: Ipv4Addr,
+}
+
+/// Frames a spec as a little-endian `u32` length followed by JSON.
+pub(crate) fn encode(spec: &HelperSpec) -> io::Result<Vec<u8>> {
+    let body = serde_json::to_vec(spec).map_err(io::Error::other)?;
+    if body.len() > MAX_SPEC_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the step spec is {} bytes, more than the {MAX_SPEC_BYTES} allowed",
+                body.len()
+            ),
+        ));
+    }
+    let mut framed = Vec::with_capacity(body.len() + 4);
+    framed.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    framed.extend_from_slice(&body);
+    Ok(framed)
+}
+
+/// Reads one framed spec; the stream stays open afterwards (it is the helper's lifeline).
+pub(crate) fn decode(mut reader: impl Read) -> io::Result<HelperSpec> {
+    let mut length = [0u8; 4];
+    reader.read_exact(&mut length)?;
+    let length = u32::from_le_bytes(length) as usize;
+    if length > MAX_SPEC_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the spec is too large",
+        ));
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_survives_the_frame() {
+        let spec = HelperSpec {
+            command: "echo hi".into(),
+            env: vec![("A".into(), "b c".into())],
+            host_id: 200_001,
+            view: FilesystemView::Build {
+                workspace: "/w".into(),
+            },
+            cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
+            network: NetworkSpec {
+                host_interface: "sw0".into(),
+                host_address: Ipv4Addr::new(10, 0, 0, 1),
+                sandbox_address: Ipv4Addr::new(10, 0, 0, 2),
+            },
+            hostname: "sandbox".into(),
+            nameservers: vec![Ipv4Addr::new(9, 9, 9, 9)],
+        };
+        let framed = encode(&spec).unwrap();
+        let decoded = decode(&framed[..]).unwrap();
+        assert_eq!(decoded.command, "echo hi");
+        assert_eq!(decoded.env, spec.env);
+        assert_eq!(decoded.network.sandbox_address, Ipv4Addr::new(10, 0, 0, 2));
+    }
+
+    #[test]
+    fn a_truncated_spec_is_an_error() {
+        let framed = [10u8, 0, 0, 0, b'{'];
+        assert!(decode(&framed[..]).is_err());
+    }
+}
