@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::Context;
-use crate::config::{Config, SandboxMode, TlsMode};
+use crate::config::{Config, TlsMode};
 use crate::dispatch::Dispatch;
 use crate::server::{ConnectionLimits, ListenerKind};
 use crate::store::{DeletedProject, Store};
@@ -43,12 +43,6 @@ pub async fn run(
     if tokens.bootstrap(&token_path, crate::ids::now_ms())? {
         tracing::info!(path = %token_path.display(), "created the initial admin token; read it from this file (mode 0600)");
     }
-    if config.sandbox.mode == SandboxMode::None {
-        tracing::warn!(
-            "SANDBOX DISABLED (sandbox.mode = \"none\"): builds and apps run as plain processes of this daemon \
-             with its privileges. Only use this for development on a machine you trust."
-        );
-    }
 
     let http_listener = bind(config.http_listen, "http_listen").await?;
     let https_listener = match config.tls.mode {
@@ -78,7 +72,11 @@ pub async fn run(
     ));
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
-    let runner = make_runner(&config)?;
+    let sandbox = Arc::new(
+        crate::sandbox::Sandbox::start(&config.sandbox, std::path::PathBuf::from("/proc/self/exe"))
+            .context("starting the sandbox (set sandbox.mode = \"none\" on machines without root)")?,
+    );
+    let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
     let supervisor =
         crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
     let sources = Arc::new(
@@ -207,6 +205,7 @@ pub async fn run(
     tracker.close();
     tracker.wait().await;
     supervisor.stop_all().await;
+    sandbox.shutdown();
     hub_shutdown.cancel();
     let _ = flusher.await;
     let tokens_for_flush = tokens.clone();
@@ -248,19 +247,6 @@ async fn load_routes(ctx: &Arc<Context>) -> anyhow::Result<()> {
         }
     });
     Ok(())
-}
-
-/// Chooses the runner for `sandbox.mode`.
-fn make_runner(config: &Config) -> anyhow::Result<Arc<dyn crate::sandbox::Runner>> {
-    match config.sandbox.mode {
-        SandboxMode::None => Ok(Arc::new(crate::sandbox::direct::DirectRunner)),
-        SandboxMode::Namespaces => {
-            tracing::warn!(
-                "the namespace sandbox is not in this build yet; running steps as plain processes"
-            );
-            Ok(Arc::new(crate::sandbox::direct::DirectRunner))
-        }
-    }
 }
 
 /// Cleans up what a deleted project left outside the store: its run in flight, its app, its

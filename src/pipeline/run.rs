@@ -518,7 +518,10 @@ impl Pipeline {
             return;
         }
         let (dir, uid) = (workspace.to_owned(), project.uid);
-        let _ = tokio::task::spawn_blocking(move || chown_tree(&dir, uid)).await;
+        let result = tokio::task::spawn_blocking(move || crate::sandbox::hand_over(&dir, uid)).await;
+        if let Ok(Err(error)) = result {
+            tracing::warn!(%error, "could not hand the workspace to the project's uid");
+        }
     }
 
     /// Runs a build-kind command in the workspace; output goes to the logs as it comes.
@@ -842,21 +845,6 @@ pub(crate) fn remove_dir_all_quiet(dir: &PathBuf) {
     if let Err(error) = std::fs::remove_dir_all(dir) {
         if error.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
-        }
-    }
-}
-
-fn chown_tree(dir: &Path, uid: u32) {
-    let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(uid));
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => chown_tree(&path, uid),
-                _ => {
-                    let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(uid));
-                }
-            }
         }
     }
 }

@@ -36,6 +36,15 @@ impl Runner for DirectRunner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if !spec.env.iter().any(|(k, _)| k == "HOME") {
+            // A home of the step's own next to its workspace (npm and friends write caches there).
+            let home = match &spec.kind {
+                StepKind::Build { workspace } => workspace.with_file_name("home"),
+                StepKind::App { output, .. } => output.with_file_name("home"),
+            };
+            std::fs::create_dir_all(&home)?;
+            command.env("HOME", home);
+        }
         if !spec.env.iter().any(|(k, _)| k == "PATH") {
             command.env("PATH", "/usr/local/bin:/usr/bin:/bin");
         }
