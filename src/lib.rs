@@ -9,3 +9,4 @@ pub mod http_util;
 pub mod router;
 pub mod sandbox;
 pub mod static_files;
+pub mod tls;
