@@ -1,0 +1,3 @@
+//! The integration-test crate: one module per area.
+
+mod tls;
