@@ -26,7 +26,10 @@ impl ServedCert {
     pub fn from_record(record: &CertRecord) -> Result<ServedCert, TlsError> {
         let served = ServedCert::from_pem(&record.chain_pem, &record.key_pem)?;
         if served.leaf_sha256 != record.leaf_sha256 {
-            return Err(TlsError::Certificate(format!("stored certificate for {} does not match its fingerprint", record.name)));
+            return Err(TlsError::Certificate(format!(
+                "stored certificate for {} does not match its fingerprint",
+                record.name
+            )));
         }
         Ok(served)
     }
@@ -40,9 +43,11 @@ impl ServedCert {
             .load_private_key(key)
             .map_err(|error| TlsError::Certificate(format!("unusable private key: {error}")))?;
         let certified_key = CertifiedKey::new(chain, signing_key);
-        certified_key
-            .keys_match()
-            .map_err(|error| TlsError::Certificate(format!("the private key does not belong to the certificate: {error}")))?;
+        certified_key.keys_match().map_err(|error| {
+            TlsError::Certificate(format!(
+                "the private key does not belong to the certificate: {error}"
+            ))
+        })?;
         Ok(ServedCert {
             certified_key: Arc::new(certified_key),
             leaf_sha256: facts.sha256,
@@ -95,7 +100,12 @@ impl LeafFacts {
 }
 
 /// Builds the store record for a freshly issued chain.
-pub fn cert_record(name: &str, chain_pem: String, key_pem: String, now: SystemTime) -> Result<CertRecord, TlsError> {
+pub fn cert_record(
+    name: &str,
+    chain_pem: String,
+    key_pem: String,
+    now: SystemTime,
+) -> Result<CertRecord, TlsError> {
     let served = ServedCert::from_pem(&chain_pem, &key_pem)?;
     Ok(CertRecord {
         name: name.to_owned(),
@@ -126,7 +136,11 @@ pub fn parse_key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+    digest
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// The name a wildcard certificate would be stored under for `name` (`a.b.c` → `*.b.c`).

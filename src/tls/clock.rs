@@ -30,24 +30,34 @@ pub struct ManualClock {
 impl ManualClock {
     /// Starts at the current wall-clock time, so certificates it dates are valid today.
     pub fn starting_now() -> ManualClock {
-        ManualClock { now: Mutex::new(SystemTime::now()) }
+        ManualClock {
+            now: Mutex::new(SystemTime::now()),
+        }
     }
 
     pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *now += by;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// Seconds since the Unix epoch (0 for times before it); how times are kept in the store.
 pub fn unix_seconds(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or(0)
+    time.duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0)
 }
 
 pub fn from_unix_seconds(seconds: u64) -> SystemTime {

@@ -34,18 +34,27 @@ struct FilesState {
 
 impl FilesSource {
     pub fn new(cert_file: PathBuf, key_file: PathBuf) -> FilesSource {
-        FilesSource { cert_file, key_file, state: Mutex::new(FilesState::default()) }
+        FilesSource {
+            cert_file,
+            key_file,
+            state: Mutex::new(FilesState::default()),
+        }
     }
 
     /// Loads the files into `resolver` when their contents changed; true when it swapped.
     pub fn reload_if_changed(&self, resolver: &CertResolver) -> Result<bool, TlsError> {
         let read = |path: &PathBuf| {
-            std::fs::read_to_string(path).map_err(|error| TlsError::Config(format!("cannot read {}: {error}", path.display())))
+            std::fs::read_to_string(path).map_err(|error| {
+                TlsError::Config(format!("cannot read {}: {error}", path.display()))
+            })
         };
         let chain_pem = read(&self.cert_file)?;
         let key_pem = read(&self.key_file)?;
         let digest = sha256_hex(format!("{chain_pem}\0{key_pem}").as_bytes());
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if state.loaded_digest.as_deref() == Some(digest.as_str()) {
             return Ok(false);
         }
@@ -65,11 +74,17 @@ impl FilesSource {
             }
         };
         let served = Arc::new(served);
-        let by_name: HashMap<String, Arc<ServedCert>> = facts.dns_names.iter().map(|name| (name.clone(), Arc::clone(&served))).collect();
+        let by_name: HashMap<String, Arc<ServedCert>> = facts
+            .dns_names
+            .iter()
+            .map(|name| (name.clone(), Arc::clone(&served)))
+            .collect();
         resolver.replace_all(by_name, Some(served));
         state.chain_roots = chain
             .into_iter()
-            .filter(|certificate| LeafFacts::parse(certificate).is_ok_and(|facts| facts.self_signed))
+            .filter(|certificate| {
+                LeafFacts::parse(certificate).is_ok_and(|facts| facts.self_signed)
+            })
             .collect();
         state.loaded_digest = Some(digest);
         state.failed_digest = None;
@@ -78,6 +93,10 @@ impl FilesSource {
     }
 
     pub fn chain_roots(&self) -> Vec<CertificateDer<'static>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).chain_roots.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .chain_roots
+            .clone()
     }
 }

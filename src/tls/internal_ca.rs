@@ -9,8 +9,8 @@
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, GeneralSubtree, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    GeneralSubtree, IsCa, Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
 };
 use ring::rand::SecureRandom;
 
@@ -42,7 +42,10 @@ impl std::fmt::Debug for InternalCa {
 pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsError> {
     let mut root_params = ca_params("Slipway internal root CA", ROOT_LIFETIME, now, 1)?;
     root_params.name_constraints = Some(NameConstraints {
-        permitted_subtrees: permitted.iter().map(|name| GeneralSubtree::DnsName(name.clone())).collect(),
+        permitted_subtrees: permitted
+            .iter()
+            .map(|name| GeneralSubtree::DnsName(name.clone()))
+            .collect(),
         excluded_subtrees: Vec::new(),
     });
     let root_key = KeyPair::generate().map_err(rcgen_error)?;
@@ -65,12 +68,22 @@ pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsE
 /// Replaces the intermediate of `record` with a new one signed by its root.
 pub fn renew_intermediate(record: &mut CaRecord, now: SystemTime) -> Result<(), TlsError> {
     let root_key = KeyPair::from_pem(&record.root_key_pem).map_err(rcgen_error)?;
-    let root_issuer = Issuer::from_ca_cert_pem(&record.root_cert_pem, root_key).map_err(rcgen_error)?;
+    let root_issuer =
+        Issuer::from_ca_cert_pem(&record.root_cert_pem, root_key).map_err(rcgen_error)?;
     renew_intermediate_with(record, &root_issuer, now)
 }
 
-fn renew_intermediate_with(record: &mut CaRecord, root: &Issuer<'_, KeyPair>, now: SystemTime) -> Result<(), TlsError> {
-    let mut params = ca_params("Slipway internal intermediate CA", INTERMEDIATE_LIFETIME, now, 0)?;
+fn renew_intermediate_with(
+    record: &mut CaRecord,
+    root: &Issuer<'_, KeyPair>,
+    now: SystemTime,
+) -> Result<(), TlsError> {
+    let mut params = ca_params(
+        "Slipway internal intermediate CA",
+        INTERMEDIATE_LIFETIME,
+        now,
+        0,
+    )?;
     params.use_authority_key_identifier_extension = true;
     let key = KeyPair::generate().map_err(rcgen_error)?;
     let cert = params.signed_by(&key, root).map_err(rcgen_error)?;
@@ -84,7 +97,8 @@ fn renew_intermediate_with(record: &mut CaRecord, root: &Issuer<'_, KeyPair>, no
 impl InternalCa {
     pub fn from_record(record: &CaRecord) -> Result<InternalCa, TlsError> {
         let key = KeyPair::from_pem(&record.intermediate_key_pem).map_err(rcgen_error)?;
-        let intermediate = Issuer::from_ca_cert_pem(&record.intermediate_cert_pem, key).map_err(rcgen_error)?;
+        let intermediate =
+            Issuer::from_ca_cert_pem(&record.intermediate_cert_pem, key).map_err(rcgen_error)?;
         Ok(InternalCa {
             intermediate,
             intermediate_cert_pem: record.intermediate_cert_pem.clone(),
@@ -108,19 +122,34 @@ impl InternalCa {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
         let key = KeyPair::generate().map_err(rcgen_error)?;
-        let cert = params.signed_by(&key, &self.intermediate).map_err(rcgen_error)?;
+        let cert = params
+            .signed_by(&key, &self.intermediate)
+            .map_err(rcgen_error)?;
         let chain_pem = format!("{}{}", cert.pem(), self.intermediate_cert_pem);
         cert_record(name, chain_pem, key.serialize_pem(), now)
     }
 }
 
-fn ca_params(common_name: &str, lifetime: Duration, now: SystemTime, path_length: u8) -> Result<CertificateParams, TlsError> {
+fn ca_params(
+    common_name: &str,
+    lifetime: Duration,
+    now: SystemTime,
+    path_length: u8,
+) -> Result<CertificateParams, TlsError> {
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::OrganizationName, "Slipway");
-    params.distinguished_name.push(DnType::CommonName, common_name);
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Slipway");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(path_length));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     params.not_before = (now - BACKDATE).into();
     params.not_after = (now + lifetime).into();
     params.serial_number = Some(random_serial()?);

@@ -50,12 +50,18 @@ impl TlsManager {
     pub async fn ensure_certificate(self: &Arc<Self>, name: &str) -> Result<(), TlsError> {
         let name = self.checked_name(name)?;
         let now = self.clock.now();
-        let fresh = self.resolver.exact(&name).is_some_and(|cert| !policy::renewal_due(cert.not_before, cert.not_after, now));
+        let fresh = self
+            .resolver
+            .exact(&name)
+            .is_some_and(|cert| !policy::renewal_due(cert.not_before, cert.not_after, now));
         match self.mode {
             TlsMode::Off => Ok(()),
             TlsMode::Files => match self.resolver.lookup(&name) {
                 Some(cert) if !cert.expired(now) => Ok(()),
-                Some(_) => Err(TlsError::Issuance { name, message: "the certificate in tls.cert_file has expired".into() }),
+                Some(_) => Err(TlsError::Issuance {
+                    name,
+                    message: "the certificate in tls.cert_file has expired".into(),
+                }),
                 None => Err(TlsError::NoCertificate(name)),
             },
             TlsMode::Internal if fresh => Ok(()),
@@ -73,7 +79,10 @@ impl TlsManager {
         let name = self.checked_name(name)?;
         let receiver = match self.mode {
             TlsMode::Off => return Ok(()),
-            TlsMode::Acme => self.issuances().get(&name).map(|issuance| issuance.state.subscribe()),
+            TlsMode::Acme => self
+                .issuances()
+                .get(&name)
+                .map(|issuance| issuance.state.subscribe()),
             TlsMode::Internal | TlsMode::Files => None,
         };
         let Some(mut receiver) = receiver else {
@@ -82,9 +91,19 @@ impl TlsManager {
                 None => Err(TlsError::NoCertificate(name)),
             };
         };
-        let state = match tokio::time::timeout(deadline, receiver.wait_for(|state| !matches!(state, IssueState::Pending))).await {
+        let state = match tokio::time::timeout(
+            deadline,
+            receiver.wait_for(|state| !matches!(state, IssueState::Pending)),
+        )
+        .await
+        {
             Ok(Ok(state)) => state.clone(),
-            Ok(Err(_)) => return Err(TlsError::Issuance { name, message: "the certificate was dropped".into() }),
+            Ok(Err(_)) => {
+                return Err(TlsError::Issuance {
+                    name,
+                    message: "the certificate was dropped".into(),
+                })
+            }
             Err(_) => return Err(TlsError::Timeout(name)),
         };
         match state {
@@ -97,15 +116,32 @@ impl TlsManager {
     /// The `ssl_verification` step: a real handshake to `https_addr` with SNI `name`, trusting
     /// only this mode's anchors; the served leaf must be the stored one, and one HTTP request
     /// over that connection must get a response. `off` mode: nothing to check.
+    /// In `acme` mode it first waits (up to 5 minutes) for an issuance still running.
     pub async fn verify(&self, name: &str, https_addr: SocketAddr) -> Result<(), TlsError> {
         let name = self.checked_name(name)?;
+        if self.mode == TlsMode::Acme {
+            self.wait_ready(&name, ISSUANCE_TIMEOUT).await?;
+        }
         let expected_sha256 = match self.cert_key(&name) {
-            Some(key) => blocking::read_json::<CertRecord>(&self.store, &key).await?.map(|record| record.leaf_sha256),
+            Some(key) => blocking::read_json::<CertRecord>(&self.store, &key)
+                .await?
+                .map(|record| record.leaf_sha256),
             None if self.mode == TlsMode::Off => return Ok(()),
-            None => self.resolver.lookup(&name).map(|cert| cert.leaf_sha256.clone()),
+            None => self
+                .resolver
+                .lookup(&name)
+                .map(|cert| cert.leaf_sha256.clone()),
         };
-        let Some(expected_sha256) = expected_sha256 else { return Err(TlsError::NoCertificate(name)) };
-        super::verify::verify_served(&name, https_addr, self.verification_roots()?, &expected_sha256).await
+        let Some(expected_sha256) = expected_sha256 else {
+            return Err(TlsError::NoCertificate(name));
+        };
+        super::verify::verify_served(
+            &name,
+            https_addr,
+            self.verification_roots()?,
+            &expected_sha256,
+        )
+        .await
     }
 
     /// Stops managing `name` (its project was deleted): the certificate stops being served and
@@ -116,8 +152,20 @@ impl TlsManager {
         if self.mode != TlsMode::Files {
             self.resolver.remove(&name);
         }
-        let stored = [keys::INTERNAL_CERT_PREFIX, keys::ACME_CERT_PREFIX, keys::ACME_ORDER_PREFIX, keys::ACME_BACKOFF_PREFIX];
-        blocking::delete(&self.store, stored.iter().map(|prefix| format!("{prefix}{name}")).collect()).await
+        let stored = [
+            keys::INTERNAL_CERT_PREFIX,
+            keys::ACME_CERT_PREFIX,
+            keys::ACME_ORDER_PREFIX,
+            keys::ACME_BACKOFF_PREFIX,
+        ];
+        blocking::delete(
+            &self.store,
+            stored
+                .iter()
+                .map(|prefix| format!("{prefix}{name}"))
+                .collect(),
+        )
+        .await
     }
 
     /// The background loop: a renewal pass at start and every 10 minutes, and in `files` mode a
@@ -158,13 +206,21 @@ impl TlsManager {
             prefixes.extend([keys::ACME_ORDER_PREFIX, keys::ACME_BACKOFF_PREFIX]);
         }
         for prefix in prefixes {
-            names.extend(blocking::list(&self.store, prefix).await?.iter().map(|key| key[prefix.len()..].to_owned()));
+            names.extend(
+                blocking::list(&self.store, prefix)
+                    .await?
+                    .iter()
+                    .map(|key| key[prefix.len()..].to_owned()),
+            );
         }
         names.sort();
         names.dedup();
         let now = self.clock.now();
         for name in names.into_iter().filter(|name| self.name_allowed(name)) {
-            let due = self.resolver.exact(&name).is_none_or(|cert| policy::renewal_due(cert.not_before, cert.not_after, now));
+            let due = self
+                .resolver
+                .exact(&name)
+                .is_none_or(|cert| policy::renewal_due(cert.not_before, cert.not_after, now));
             if !due {
                 continue;
             }
@@ -194,7 +250,9 @@ impl TlsManager {
     }
 
     async fn issue_internal(&self, name: &str) -> Result<(), TlsError> {
-        let Some(ca) = &self.internal else { return Err(TlsError::Config("no internal CA".into())) };
+        let Some(ca) = &self.internal else {
+            return Err(TlsError::Config("no internal CA".into()));
+        };
         let record = ca.issue_leaf(name, self.clock.now())?;
         self.install(record).await
     }
@@ -213,10 +271,16 @@ impl TlsManager {
     async fn start_acme(self: &Arc<Self>, name: &str) -> Result<(), TlsError> {
         let backoff_key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
         let backoff: Option<BackoffRecord> = blocking::read_json(&self.store, &backoff_key).await?;
-        if let Some(until) = backoff.as_ref().and_then(|record| policy::backing_off_until(record, self.clock.now())) {
+        if let Some(until) = backoff
+            .as_ref()
+            .and_then(|record| policy::backing_off_until(record, self.clock.now()))
+        {
             let until = httpdate::fmt_http_date(until);
             let last_error = backoff.map(|record| record.last_error).unwrap_or_default();
-            self.set_state(name, IssueState::Failed(format!("{last_error} (next attempt after {until})")));
+            self.set_state(
+                name,
+                IssueState::Failed(format!("{last_error} (next attempt after {until})")),
+            );
             return Ok(());
         }
         let generation = {
@@ -240,14 +304,27 @@ impl TlsManager {
         Ok(())
     }
 
-    async fn run_acme_issuance(self: Arc<Self>, name: String, generation: u64, backoff: Option<BackoffRecord>) {
+    async fn run_acme_issuance(
+        self: Arc<Self>,
+        name: String,
+        generation: u64,
+        backoff: Option<BackoffRecord>,
+    ) {
         let Some(issuer) = &self.acme else { return };
         tracing::info!(%name, "requesting a certificate over ACME");
-        let context = IssueContext { store: &self.store, resolver: &self.resolver, clock: &*self.clock };
-        let result = match tokio::time::timeout(ISSUANCE_TIMEOUT, issuer.issue(&name, &context)).await {
-            Ok(result) => result,
-            Err(_) => Err(TlsError::Acme(format!("issuance did not finish within {}s", ISSUANCE_TIMEOUT.as_secs()))),
+        let context = IssueContext {
+            store: &self.store,
+            resolver: &self.resolver,
+            clock: &*self.clock,
         };
+        let result =
+            match tokio::time::timeout(ISSUANCE_TIMEOUT, issuer.issue(&name, &context)).await {
+                Ok(result) => result,
+                Err(_) => Err(TlsError::Acme(format!(
+                    "issuance did not finish within {}s",
+                    ISSUANCE_TIMEOUT.as_secs()
+                ))),
+            };
         if !self.is_current(&name, generation) {
             return;
         }
@@ -258,16 +335,22 @@ impl TlsManager {
         let settled = match outcome {
             Ok(()) => {
                 tracing::info!(%name, "ACME certificate issued");
-                let done = [keys::ACME_ORDER_PREFIX, keys::ACME_BACKOFF_PREFIX].map(|prefix| format!("{prefix}{name}"));
-                blocking::delete(&self.store, done.to_vec()).await.map(|()| IssueState::Ready)
+                let done = [keys::ACME_ORDER_PREFIX, keys::ACME_BACKOFF_PREFIX]
+                    .map(|prefix| format!("{prefix}{name}"));
+                blocking::delete(&self.store, done.to_vec())
+                    .await
+                    .map(|()| IssueState::Ready)
             }
             Err(error) => {
-                let next = policy::next_backoff(backoff.as_ref(), &error.to_string(), self.clock.now());
+                let next =
+                    policy::next_backoff(backoff.as_ref(), &error.to_string(), self.clock.now());
                 let until = httpdate::fmt_http_date(from_unix_seconds(next.next_attempt_at));
                 tracing::warn!(%name, %error, failures = next.failures, %until, "ACME issuance failed; backing off");
                 let message = format!("{error} (next attempt after {until})");
                 let key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
-                blocking::write_json(&self.store, &key, next).await.map(|()| IssueState::Failed(message))
+                blocking::write_json(&self.store, &key, next)
+                    .await
+                    .map(|()| IssueState::Failed(message))
             }
         };
         let state = settled.unwrap_or_else(|error| IssueState::Failed(error.to_string()));
@@ -280,11 +363,15 @@ impl TlsManager {
     }
 
     fn issuances(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Issuance>> {
-        self.issuances.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.issuances
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn is_current(&self, name: &str, generation: u64) -> bool {
-        self.issuances().get(name).is_some_and(|issuance| issuance.generation == generation)
+        self.issuances()
+            .get(name)
+            .is_some_and(|issuance| issuance.generation == generation)
     }
 
     fn set_state(&self, name: &str, state: IssueState) {
@@ -296,7 +383,13 @@ impl TlsManager {
             None => {
                 let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
                 let (sender, _) = watch::channel(state);
-                issuances.insert(name.to_owned(), Issuance { generation, state: sender });
+                issuances.insert(
+                    name.to_owned(),
+                    Issuance {
+                        generation,
+                        state: sender,
+                    },
+                );
             }
         }
     }

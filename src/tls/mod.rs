@@ -52,7 +52,9 @@ pub enum TlsError {
     Config(String),
     #[error("certificate store: {0}")]
     Store(String),
-    #[error("{0} is neither the control host nor <name>.<apps_domain>; no certificate is made for it")]
+    #[error(
+        "{0} is neither the control host nor <name>.<apps_domain>; no certificate is made for it"
+    )]
     NameNotAllowed(String),
     #[error("{0}")]
     Certificate(String),
@@ -88,7 +90,11 @@ pub struct TlsManager {
 
 impl std::fmt::Debug for TlsManager {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("TlsManager").field("mode", &self.mode).field("apps_domain", &self.apps_domain).finish_non_exhaustive()
+        formatter
+            .debug_struct("TlsManager")
+            .field("mode", &self.mode)
+            .field("apps_domain", &self.apps_domain)
+            .finish_non_exhaustive()
     }
 }
 
@@ -105,9 +111,12 @@ impl TlsManager {
     ) -> Result<Arc<TlsManager>, TlsError> {
         let extra_roots = match &config.acme_ca_file {
             Some(path) => {
-                let pem = std::fs::read_to_string(path)
-                    .map_err(|error| TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display())))?;
-                certs::parse_chain(&pem).map_err(|error| TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display())))?
+                let pem = std::fs::read_to_string(path).map_err(|error| {
+                    TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display()))
+                })?;
+                certs::parse_chain(&pem).map_err(|error| {
+                    TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display()))
+                })?
             }
             None => Vec::new(),
         };
@@ -116,11 +125,13 @@ impl TlsManager {
         if config.mode == TlsMode::Acme {
             alpn_protocols.push(ACME_TLS_ALPN.to_vec());
         }
-        let mut server_config = rustls::ServerConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|error| TlsError::Config(format!("TLS server setup failed: {error}")))?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn rustls::server::ResolvesServerCert>);
+        let mut server_config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            ring_provider::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| TlsError::Config(format!("TLS server setup failed: {error}")))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn rustls::server::ResolvesServerCert>);
         server_config.alpn_protocols = alpn_protocols;
 
         let mut manager = TlsManager {
@@ -142,12 +153,19 @@ impl TlsManager {
             TlsMode::Off => {}
             TlsMode::Internal => manager.start_internal()?,
             TlsMode::Acme => {
-                manager.acme = Some(AcmeIssuer::new(&config.acme_directory, &config.acme_email, &manager.extra_roots)?);
+                manager.acme = Some(AcmeIssuer::new(
+                    &config.acme_directory,
+                    &config.acme_email,
+                    &manager.extra_roots,
+                )?);
                 manager.load_stored(keys::ACME_CERT_PREFIX)?;
             }
             TlsMode::Files => {
-                let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file) else {
-                    return Err(TlsError::Config("tls.mode = \"files\" needs tls.cert_file and tls.key_file".into()));
+                let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file)
+                else {
+                    return Err(TlsError::Config(
+                        "tls.mode = \"files\" needs tls.cert_file and tls.key_file".into(),
+                    ));
                 };
                 let files = FilesSource::new(cert_file.clone(), key_file.clone());
                 files.reload_if_changed(&manager.resolver)?;
@@ -180,7 +198,9 @@ impl TlsManager {
 
     /// The SHA-256 (hex) of the leaf served for `name`, if any.
     pub fn served_leaf_sha256(&self, name: &str) -> Option<String> {
-        self.resolver.lookup(name).map(|cert| cert.leaf_sha256.clone())
+        self.resolver
+            .lookup(name)
+            .map(|cert| cert.leaf_sha256.clone())
     }
 
     /// True for the names this daemon may hold a certificate for.
@@ -216,7 +236,9 @@ impl TlsManager {
             }
         }
         for anchor in anchors {
-            roots.add(anchor).map_err(|error| TlsError::Config(format!("unusable trust anchor: {error}")))?;
+            roots
+                .add(anchor)
+                .map_err(|error| TlsError::Config(format!("unusable trust anchor: {error}")))?;
         }
         Ok(roots)
     }
@@ -226,14 +248,21 @@ impl TlsManager {
     fn start_internal(&mut self) -> Result<(), TlsError> {
         let now = self.clock.now();
         let mut permitted = vec![self.apps_domain.clone()];
-        if !self.control_host.ends_with(&format!(".{}", self.apps_domain)) {
+        if !self
+            .control_host
+            .ends_with(&format!(".{}", self.apps_domain))
+        {
             permitted.push(self.control_host.clone());
         }
         let stored: Option<CaRecord> = store::read_json(&*self.store, keys::CA)?;
         let record = match stored {
             Some(record) if record.permitted == permitted => {
                 let mut record = record;
-                if policy::renewal_due(record.intermediate_not_before, record.intermediate_not_after, now) {
+                if policy::renewal_due(
+                    record.intermediate_not_before,
+                    record.intermediate_not_after,
+                    now,
+                ) {
                     internal_ca::renew_intermediate(&mut record, now)?;
                     store::write_json(&*self.store, keys::CA, &record)?;
                     tracing::info!("renewed the internal intermediate CA");
@@ -255,7 +284,10 @@ impl TlsManager {
         self.load_stored(keys::INTERNAL_CERT_PREFIX)?;
         let mut names: Vec<String> = self.store.list(keys::INTERNAL_CERT_PREFIX)?;
         names.retain(|key| key.len() > keys::INTERNAL_CERT_PREFIX.len());
-        let mut names: Vec<String> = names.iter().map(|key| key[keys::INTERNAL_CERT_PREFIX.len()..].to_owned()).collect();
+        let mut names: Vec<String> = names
+            .iter()
+            .map(|key| key[keys::INTERNAL_CERT_PREFIX.len()..].to_owned())
+            .collect();
         names.push(self.control_host.clone());
         for name in names {
             let current = self.resolver.exact(&name);
@@ -264,7 +296,11 @@ impl TlsManager {
                     && record_chain_contains(&cert, &record.intermediate_cert_pem)
             });
             if !fresh && self.name_allowed(&name) {
-                let record = self.internal.as_ref().map(|ca| ca.issue_leaf(&name, now)).transpose()?;
+                let record = self
+                    .internal
+                    .as_ref()
+                    .map(|ca| ca.issue_leaf(&name, now))
+                    .transpose()?;
                 if let Some(record) = record {
                     self.install_blocking(&record)?;
                 }
@@ -277,13 +313,17 @@ impl TlsManager {
     /// e.g. after an `apps_domain` change, stay out).
     fn load_stored(&self, prefix: &str) -> Result<(), TlsError> {
         for key in self.store.list(prefix)? {
-            let Some(record) = store::read_json::<CertRecord>(&*self.store, &key)? else { continue };
+            let Some(record) = store::read_json::<CertRecord>(&*self.store, &key)? else {
+                continue;
+            };
             if !self.name_allowed(&record.name) {
                 continue;
             }
             match ServedCert::from_record(&record) {
                 Ok(served) => self.resolver.insert(&record.name, Arc::new(served)),
-                Err(error) => tracing::warn!(name = %record.name, %error, "ignoring a stored certificate"),
+                Err(error) => {
+                    tracing::warn!(name = %record.name, %error, "ignoring a stored certificate")
+                }
             }
         }
         Ok(())
@@ -301,6 +341,12 @@ impl TlsManager {
 
 /// True when the served chain was signed by the current intermediate (the CA may be new).
 fn record_chain_contains(cert: &ServedCert, intermediate_pem: &str) -> bool {
-    let Ok(intermediate) = certs::parse_chain(intermediate_pem) else { return false };
-    cert.certified_key.cert.iter().skip(1).any(|certificate| intermediate.contains(certificate))
+    let Ok(intermediate) = certs::parse_chain(intermediate_pem) else {
+        return false;
+    };
+    cert.certified_key
+        .cert
+        .iter()
+        .skip(1)
+        .any(|certificate| intermediate.contains(certificate))
 }

@@ -19,12 +19,17 @@ pub fn name_allowed(name: &str, apps_domain: &str, control_host: &str) -> bool {
     if name == control_host {
         return true;
     }
-    let Some(label) = name.strip_suffix(apps_domain).and_then(|rest| rest.strip_suffix('.')) else {
+    let Some(label) = name
+        .strip_suffix(apps_domain)
+        .and_then(|rest| rest.strip_suffix('.'))
+    else {
         return false;
     };
     !label.is_empty()
         && label.len() <= 63
-        && label.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+        && label
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
         && !label.starts_with('-')
         && !label.ends_with('-')
 }
@@ -37,11 +42,23 @@ pub fn renewal_due(not_before: u64, not_after: u64, now: SystemTime) -> bool {
 }
 
 /// The backoff after one more failure: 1 min, doubling per failure, capped at 6 h.
-pub fn next_backoff(previous: Option<&BackoffRecord>, error: &str, now: SystemTime) -> BackoffRecord {
-    let failures = previous.map_or(0, |record| record.failures).saturating_add(1);
+pub fn next_backoff(
+    previous: Option<&BackoffRecord>,
+    error: &str,
+    now: SystemTime,
+) -> BackoffRecord {
+    let failures = previous
+        .map_or(0, |record| record.failures)
+        .saturating_add(1);
     let doublings = failures.saturating_sub(1).min(20);
-    let delay = BACKOFF_FIRST.saturating_mul(1 << doublings).min(BACKOFF_MAX);
-    BackoffRecord { failures, next_attempt_at: unix_seconds(now + delay), last_error: error.to_owned() }
+    let delay = BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(BACKOFF_MAX);
+    BackoffRecord {
+        failures,
+        next_attempt_at: unix_seconds(now + delay),
+        last_error: error.to_owned(),
+    }
 }
 
 /// When the next attempt may start, if that is still in the future.
@@ -95,7 +112,13 @@ mod tests {
         assert_eq!(delays[11], 6 * 3600);
         let record = record.unwrap();
         assert_eq!(record.failures, 12);
-        assert_eq!(backing_off_until(&record, now), Some(from_unix_seconds(record.next_attempt_at)));
-        assert_eq!(backing_off_until(&record, from_unix_seconds(record.next_attempt_at)), None);
+        assert_eq!(
+            backing_off_until(&record, now),
+            Some(from_unix_seconds(record.next_attempt_at))
+        );
+        assert_eq!(
+            backing_off_until(&record, from_unix_seconds(record.next_attempt_at)),
+            None
+        );
     }
 }

@@ -64,7 +64,11 @@ impl CertResolver {
     }
 
     /// Replaces every certificate at once (`files` mode reload).
-    pub fn replace_all(&self, certs: HashMap<String, Arc<ServedCert>>, default_cert: Option<Arc<ServedCert>>) {
+    pub fn replace_all(
+        &self,
+        certs: HashMap<String, Arc<ServedCert>>,
+        default_cert: Option<Arc<ServedCert>>,
+    ) {
         self.certs.store(Arc::new(certs));
         self.default_cert.store(default_cert);
     }
@@ -89,11 +93,19 @@ impl CertResolver {
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let name = client_hello.server_name().map(str::to_ascii_lowercase);
-        let offers_acme = client_hello.alpn().is_some_and(|mut protocols| protocols.any(|protocol| protocol == ACME_TLS_ALPN));
+        let offers_acme = client_hello
+            .alpn()
+            .is_some_and(|mut protocols| protocols.any(|protocol| protocol == ACME_TLS_ALPN));
         match (name, offers_acme) {
             (Some(name), true) => self.challenges.load().get(&name).cloned(),
-            (Some(name), false) => self.lookup(&name).map(|cert| Arc::clone(&cert.certified_key)),
-            (None, _) => self.default_cert.load().as_ref().map(|cert| Arc::clone(&cert.certified_key)),
+            (Some(name), false) => self
+                .lookup(&name)
+                .map(|cert| Arc::clone(&cert.certified_key)),
+            (None, _) => self
+                .default_cert
+                .load()
+                .as_ref()
+                .map(|cert| Arc::clone(&cert.certified_key)),
         }
     }
 }

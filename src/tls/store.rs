@@ -37,7 +37,9 @@ impl MemoryTlsStore {
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -57,7 +59,12 @@ impl TlsStore for MemoryTlsStore {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, TlsError> {
-        Ok(self.entries().range(prefix.to_owned()..).take_while(|(key, _)| key.starts_with(prefix)).map(|(key, _)| key.clone()).collect())
+        Ok(self
+            .entries()
+            .range(prefix.to_owned()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, _)| key.clone())
+            .collect())
     }
 }
 
@@ -126,13 +133,25 @@ pub struct BackoffRecord {
     pub last_error: String,
 }
 
-pub fn read_json<T: DeserializeOwned>(store: &dyn TlsStore, key: &str) -> Result<Option<T>, TlsError> {
-    let Some(bytes) = store.get(key)? else { return Ok(None) };
-    serde_json::from_slice(&bytes).map(Some).map_err(|error| TlsError::Store(format!("record {key} is not valid: {error}")))
+pub fn read_json<T: DeserializeOwned>(
+    store: &dyn TlsStore,
+    key: &str,
+) -> Result<Option<T>, TlsError> {
+    let Some(bytes) = store.get(key)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| TlsError::Store(format!("record {key} is not valid: {error}")))
 }
 
-pub fn write_json<T: Serialize>(store: &dyn TlsStore, key: &str, value: &T) -> Result<(), TlsError> {
-    let bytes = serde_json::to_vec(value).map_err(|error| TlsError::Store(format!("cannot encode {key}: {error}")))?;
+pub fn write_json<T: Serialize>(
+    store: &dyn TlsStore,
+    key: &str,
+    value: &T,
+) -> Result<(), TlsError> {
+    let bytes = serde_json::to_vec(value)
+        .map_err(|error| TlsError::Store(format!("cannot encode {key}: {error}")))?;
     store.put(key, &bytes)
 }
 
@@ -155,18 +174,28 @@ pub mod blocking {
             .map_err(|error| TlsError::Store(format!("store task failed: {error}")))?
     }
 
-    pub async fn read_json<T: DeserializeOwned + Send + 'static>(store: &Arc<dyn TlsStore>, key: &str) -> Result<Option<T>, TlsError> {
+    pub async fn read_json<T: DeserializeOwned + Send + 'static>(
+        store: &Arc<dyn TlsStore>,
+        key: &str,
+    ) -> Result<Option<T>, TlsError> {
         let key = key.to_owned();
         run(store, move |store| super::read_json(store, &key)).await
     }
 
-    pub async fn write_json<T: Serialize + Send + 'static>(store: &Arc<dyn TlsStore>, key: &str, value: T) -> Result<(), TlsError> {
+    pub async fn write_json<T: Serialize + Send + 'static>(
+        store: &Arc<dyn TlsStore>,
+        key: &str,
+        value: T,
+    ) -> Result<(), TlsError> {
         let key = key.to_owned();
         run(store, move |store| super::write_json(store, &key, &value)).await
     }
 
     pub async fn delete(store: &Arc<dyn TlsStore>, keys: Vec<String>) -> Result<(), TlsError> {
-        run(store, move |store| keys.iter().try_for_each(|key| store.delete(key))).await
+        run(store, move |store| {
+            keys.iter().try_for_each(|key| store.delete(key))
+        })
+        .await
     }
 
     pub async fn list(store: &Arc<dyn TlsStore>, prefix: &str) -> Result<Vec<String>, TlsError> {
@@ -182,10 +211,19 @@ mod tests {
     #[test]
     fn list_returns_only_the_prefix() {
         let store = MemoryTlsStore::new();
-        for key in ["acme/cert/a", "acme/cert/b", "acme/certx", "acme/order/a", "internal/cert/a"] {
+        for key in [
+            "acme/cert/a",
+            "acme/cert/b",
+            "acme/certx",
+            "acme/order/a",
+            "internal/cert/a",
+        ] {
             store.put(key, b"1").unwrap();
         }
-        assert_eq!(store.list("acme/cert/").unwrap(), ["acme/cert/a", "acme/cert/b"]);
+        assert_eq!(
+            store.list("acme/cert/").unwrap(),
+            ["acme/cert/a", "acme/cert/b"]
+        );
         store.delete("acme/cert/a").unwrap();
         assert_eq!(store.list("acme/cert/").unwrap(), ["acme/cert/b"]);
         assert_eq!(store.get("acme/cert/a").unwrap(), None);

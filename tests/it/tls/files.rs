@@ -22,17 +22,31 @@ pub struct TestCa {
 impl TestCa {
     pub fn new(common_name: &str) -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let key = KeyPair::generate().unwrap();
         let cert = params.self_signed(&key).unwrap();
-        TestCa { cert_pem: cert.pem(), issuer: Issuer::new(params, key) }
+        TestCa {
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
     }
 
     /// A leaf for `names` (wildcards allowed) and its key, both PEM.
     pub fn leaf(&self, names: &[&str]) -> (String, String) {
-        let mut params = CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).unwrap();
+        let mut params = CertificateParams::new(
+            names
+                .iter()
+                .map(|name| name.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
         params.distinguished_name.push(DnType::CommonName, names[0]);
         params.not_before = (std::time::SystemTime::now() - Duration::from_secs(3600)).into();
         params.not_after = (std::time::SystemTime::now() + Duration::from_secs(30 * 86_400)).into();
@@ -64,7 +78,14 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
     config.cert_file = Some(cert_file.clone());
     config.key_file = Some(key_file.clone());
     config.acme_ca_file = Some(ca_file.clone());
-    let manager = TlsManager::new(&config, "apps.test", "slipway.apps.test", Arc::new(MemoryTlsStore::new()), Arc::new(SystemClock)).unwrap();
+    let manager = TlsManager::new(
+        &config,
+        "apps.test",
+        "slipway.apps.test",
+        Arc::new(MemoryTlsStore::new()),
+        Arc::new(SystemClock),
+    )
+    .unwrap();
     let shutdown = CancellationToken::new();
     tokio::spawn(Arc::clone(&manager).run_renewals(shutdown.clone()));
     let (listener, addr) = bind().await;
@@ -72,12 +93,19 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
 
     // The wildcard covers any app; the pipeline's steps pass.
     manager.ensure_certificate("shop.apps.test").await.unwrap();
-    manager.wait_ready("shop.apps.test", Duration::from_secs(1)).await.unwrap();
+    manager
+        .wait_ready("shop.apps.test", Duration::from_secs(1))
+        .await
+        .unwrap();
     manager.verify("shop.apps.test", addr).await.unwrap();
     let first = served_leaf(addr, "shop.apps.test").await.unwrap();
     if have_tool("curl") {
         let output = curl_https("shop.apps.test", addr, &ca_file, &[]).await;
-        assert!(output.status.success(), "curl failed: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "curl failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     } else {
         eprintln!("SKIP (part): curl is not installed");
     }
@@ -96,7 +124,10 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
         tokio::time::sleep(Duration::from_millis(200)).await;
         served = served_leaf(addr, "shop.apps.test").await.unwrap();
     }
-    assert_ne!(served, first, "the new files were not picked up within 10 s");
+    assert_ne!(
+        served, first,
+        "the new files were not picked up within 10 s"
+    );
     manager.verify("shop.apps.test", addr).await.unwrap();
     shutdown.cancel();
 }

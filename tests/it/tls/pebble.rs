@@ -22,7 +22,9 @@ pub struct Pebble {
 
 fn find_binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
 }
 
 /// A port free for both TCP and UDP on loopback (the fake DNS listens on both).
@@ -40,7 +42,12 @@ fn free_port() -> u16 {
 fn wait_for_port(port: u16, within: Duration) -> bool {
     let started = Instant::now();
     while started.elapsed() < within {
-        if TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), Duration::from_millis(200)).is_ok() {
+        if TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_millis(200),
+        )
+        .is_ok()
+        {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -50,23 +57,44 @@ fn wait_for_port(port: u16, within: Duration) -> bool {
 
 impl Pebble {
     pub async fn start(http_port: u16, tls_port: u16) -> Result<Pebble, String> {
-        let pebble = find_binary("pebble").ok_or("pebble is not installed (Debian package `pebble`)")?;
-        let challtestsrv = find_binary("pebble-challtestsrv").ok_or("pebble-challtestsrv is not installed (Debian package `pebble`)")?;
+        let pebble =
+            find_binary("pebble").ok_or("pebble is not installed (Debian package `pebble`)")?;
+        let challtestsrv = find_binary("pebble-challtestsrv")
+            .ok_or("pebble-challtestsrv is not installed (Debian package `pebble`)")?;
         find_binary("curl").ok_or("curl is not installed")?;
         let dir = tempfile::tempdir().unwrap();
         let log = |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).unwrap());
 
         let api_ca = TestCa::new("Pebble API test CA");
         let (api_cert, api_key) = api_ca.leaf(&["127.0.0.1", "localhost"]);
-        let (cert_path, key_path, api_ca_path) = (dir.path().join("api.pem"), dir.path().join("api.key"), dir.path().join("api-ca.pem"));
+        let (cert_path, key_path, api_ca_path) = (
+            dir.path().join("api.pem"),
+            dir.path().join("api.key"),
+            dir.path().join("api-ca.pem"),
+        );
         std::fs::write(&cert_path, api_cert).unwrap();
         std::fs::write(&key_path, api_key).unwrap();
         std::fs::write(&api_ca_path, &api_ca.cert_pem).unwrap();
 
-        let (dns_port, dns_management_port, acme_port, management_port) = (free_port(), free_port(), free_port(), free_port());
+        let (dns_port, dns_management_port, acme_port, management_port) =
+            (free_port(), free_port(), free_port(), free_port());
         let dns = tokio::process::Command::new(challtestsrv)
-            .args(["-http01", "", "-https01", "", "-tlsalpn01", "", "-defaultIPv6", ""])
-            .args(["-defaultIPv4", "127.0.0.1", "-dns01", &format!("127.0.0.1:{dns_port}")])
+            .args([
+                "-http01",
+                "",
+                "-https01",
+                "",
+                "-tlsalpn01",
+                "",
+                "-defaultIPv6",
+                "",
+            ])
+            .args([
+                "-defaultIPv4",
+                "127.0.0.1",
+                "-dns01",
+                &format!("127.0.0.1:{dns_port}"),
+            ])
             .args(["-management", &format!("127.0.0.1:{dns_management_port}")])
             .stdout(log("challtestsrv.log"))
             .stderr(log("challtestsrv.err"))
@@ -109,13 +137,24 @@ impl Pebble {
         }
 
         let root = tokio::process::Command::new("curl")
-            .args(["--silent", "--show-error", "--fail", "--max-time", "10", "--cacert"])
+            .args([
+                "--silent",
+                "--show-error",
+                "--fail",
+                "--max-time",
+                "10",
+                "--cacert",
+            ])
             .arg(&api_ca_path)
             .arg(format!("https://127.0.0.1:{management_port}/roots/0"))
             .output()
             .await
             .unwrap();
-        assert!(root.status.success(), "cannot fetch Pebble's root: {}", String::from_utf8_lossy(&root.stderr));
+        assert!(
+            root.status.success(),
+            "cannot fetch Pebble's root: {}",
+            String::from_utf8_lossy(&root.stderr)
+        );
         let root_pem = String::from_utf8(root.stdout).unwrap();
         let root_file = dir.path().join("pebble-root.pem");
         std::fs::write(&root_file, &root_pem).unwrap();

@@ -36,10 +36,16 @@ pub fn tls_config(mode: TlsMode) -> TlsConfig {
 pub fn serve_https(listener: TcpListener, shared: SharedManager) {
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let acceptor = tokio_rustls::TlsAcceptor::from(shared.load().server_config());
             tokio::spawn(async move {
-                let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else { return };
+                let Ok(Ok(tls)) =
+                    tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+                else {
+                    return;
+                };
                 let (_, connection) = tls.get_ref();
                 let alpn = connection.alpn_protocol().map(<[u8]>::to_vec);
                 let sni = connection.server_name().unwrap_or("").to_owned();
@@ -50,12 +56,18 @@ pub fn serve_https(listener: TcpListener, shared: SharedManager) {
                 let h2 = alpn.as_deref() == Some(b"h2");
                 let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                     let body = format!("hello {sni} over {:?}\n", request.version());
-                    async move { Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body)))) }
+                    async move {
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))
+                    }
                 });
                 if h2 {
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(io, service).await;
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(io, service)
+                        .await;
                 } else {
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
                 }
             });
         }
@@ -64,30 +76,47 @@ pub fn serve_https(listener: TcpListener, shared: SharedManager) {
 
 /// Serves plain HTTP: ACME HTTP-01 answers, else a 308 to HTTPS. Requests whose Host is in
 /// `refuse_challenges_for` get 404 on challenges (to drive the TLS-ALPN-01 fallback).
-pub fn serve_http(listener: TcpListener, shared: SharedManager, https_port: u16, refuse_challenges_for: Arc<Mutex<Vec<String>>>) {
+pub fn serve_http(
+    listener: TcpListener,
+    shared: SharedManager,
+    https_port: u16,
+    refuse_challenges_for: Arc<Mutex<Vec<String>>>,
+) {
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let shared = Arc::clone(&shared);
             let refused = Arc::clone(&refuse_challenges_for);
             tokio::spawn(async move {
                 let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let host = request.headers().get(http::header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("");
+                    let host = request
+                        .headers()
+                        .get(http::header::HOST)
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or("");
                     let host = host.split(':').next().unwrap_or("").to_owned();
                     let path = request.uri().path().to_owned();
                     let response = match path.strip_prefix("/.well-known/acme-challenge/") {
                         Some(token) => {
                             let refused = refused.lock().unwrap().contains(&host);
                             match shared.load().http01_response(token).filter(|_| !refused) {
-                                Some(answer) => hyper::Response::new(Full::new(Bytes::from(answer))),
+                                Some(answer) => {
+                                    hyper::Response::new(Full::new(Bytes::from(answer)))
+                                }
                                 None => status_response(404, None),
                             }
                         }
-                        None => status_response(308, Some(format!("https://{host}:{https_port}{path}"))),
+                        None => {
+                            status_response(308, Some(format!("https://{host}:{https_port}{path}")))
+                        }
                     };
                     async move { Ok::<_, Infallible>(response) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), service)
+                    .await;
             });
         }
     });
@@ -97,7 +126,9 @@ fn status_response(status: u16, location: Option<String>) -> hyper::Response<Ful
     let mut response = hyper::Response::new(Full::new(Bytes::new()));
     *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
     if let Some(location) = location {
-        response.headers_mut().insert(http::header::LOCATION, location.parse().unwrap());
+        response
+            .headers_mut()
+            .insert(http::header::LOCATION, location.parse().unwrap());
     }
     response
 }
@@ -109,7 +140,12 @@ pub async fn bind() -> (TcpListener, SocketAddr) {
 }
 
 pub fn have_tool(tool: &str) -> bool {
-    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
 }
 
 /// curl `https://<name>:<port>/` resolved to loopback, trusting only `ca_file`.
@@ -117,23 +153,37 @@ pub async fn curl_https(name: &str, addr: SocketAddr, ca_file: &Path, extra: &[&
     let url = format!("https://{name}:{}/", addr.port());
     let resolve = format!("{name}:{}:127.0.0.1", addr.port());
     let mut command = tokio::process::Command::new("curl");
-    command.args(["--silent", "--show-error", "--max-time", "10", "--cacert"]).arg(ca_file);
+    command
+        .args(["--silent", "--show-error", "--max-time", "10", "--cacert"])
+        .arg(ca_file);
     command.args(["--resolve", &resolve]).args(extra).arg(&url);
     command.kill_on_drop(true).output().await.unwrap()
 }
 
 /// The SHA-256 of the leaf a handshake with SNI `name` gets (no chain validation).
 pub async fn served_leaf(addr: SocketAddr, name: &str) -> Result<String, String> {
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnything))
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|error| error.to_string())?;
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(Arc::new(AcceptAnything))
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|error| error.to_string())?;
     let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(server_name, tcp).await.map_err(|error| error.to_string())?;
-    let leaf = tls.get_ref().1.peer_certificates().and_then(|chain| chain.first().cloned()).ok_or("no certificate")?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .map_err(|error| error.to_string())?;
+    let leaf = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first().cloned())
+        .ok_or("no certificate")?;
     Ok(slipway::tls::certs::sha256_hex(&leaf))
 }
 
@@ -172,6 +222,8 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider().signature_verification_algorithms.supported_schemes()
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
