@@ -75,8 +75,18 @@ impl TlsManager {
     }
 
     /// Called at `ssl_verification`: waits up to `deadline` for the certificate of `name`.
+    /// A name that still has a valid certificate is ready even while its renewal runs or
+    /// backs off: the app keeps being served with the current one.
     pub async fn wait_ready(&self, name: &str, deadline: Duration) -> Result<(), TlsError> {
         let name = self.checked_name(name)?;
+        let now = self.clock.now();
+        if self
+            .resolver
+            .lookup(&name)
+            .is_some_and(|cert| !cert.expired(now))
+        {
+            return Ok(());
+        }
         let receiver = match self.mode {
             TlsMode::Off => return Ok(()),
             TlsMode::Acme => self

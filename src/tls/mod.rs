@@ -248,10 +248,11 @@ impl TlsManager {
     fn start_internal(&mut self) -> Result<(), TlsError> {
         let now = self.clock.now();
         let mut permitted = vec![self.apps_domain.clone()];
-        if !self
-            .control_host
-            .ends_with(&format!(".{}", self.apps_domain))
-        {
+        let under_apps_domain = self.control_host == self.apps_domain
+            || self
+                .control_host
+                .ends_with(&format!(".{}", self.apps_domain));
+        if !under_apps_domain {
             permitted.push(self.control_host.clone());
         }
         let stored: Option<CaRecord> = store::read_json(&*self.store, keys::CA)?;
