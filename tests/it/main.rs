@@ -1,9 +1,10 @@
 //! The one integration-test crate: every test drives the real `slipway` binary (or the
-//! library's runners) over real sockets and processes. A module per area.
+//! library's runners and TLS manager) over real sockets and processes. A module per area.
 
 mod api;
 mod logs;
 mod pipeline;
 mod sandbox;
 mod support;
+mod tls;
 mod vite;
