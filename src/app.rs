@@ -74,7 +74,9 @@ pub async fn run(
     let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
     let sandbox = Arc::new(
         crate::sandbox::Sandbox::start(&config.sandbox, std::path::PathBuf::from("/proc/self/exe"))
-            .context("starting the sandbox (set sandbox.mode = \"none\" on machines without root)")?,
+            .context(
+                "starting the sandbox (set sandbox.mode = \"none\" on machines without root)",
+            )?,
     );
     let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
     let supervisor =
@@ -83,7 +85,25 @@ pub async fn run(
         crate::source::SourceStore::open(config.data_dir.join("sources"))
             .context("opening the source archive store")?,
     );
-    let tls: Option<Arc<crate::tls::TlsManager>> = None;
+    let tls = match config.tls.mode {
+        TlsMode::Off => None,
+        _ => {
+            let tls_config = config.clone();
+            let tls_store: Arc<dyn crate::tls::TlsStore> = Arc::new(StoreTls(store.clone()));
+            let manager = tokio::task::spawn_blocking(move || {
+                crate::tls::TlsManager::new(
+                    &tls_config.tls,
+                    &tls_config.apps_domain,
+                    &tls_config.control_host,
+                    tls_store,
+                    Arc::new(crate::tls::SystemClock),
+                )
+            })
+            .await?
+            .context("setting up TLS (tls.mode)")?;
+            Some(manager)
+        }
+    };
     let runs_shutdown = CancellationToken::new();
     let pipeline = crate::pipeline::Pipeline::new(crate::pipeline::PipelineParts {
         config: config.clone(),
@@ -115,7 +135,7 @@ pub async fn run(
         sources,
         supervisor: supervisor.clone(),
         proxy: crate::proxy::Proxy::new(),
-        tls,
+        tls: tls.clone(),
         public_scheme,
         public_port_suffix: public_port,
     });
@@ -126,6 +146,7 @@ pub async fn run(
     pipeline.restore().await?;
 
     let dispatch = Arc::new(Dispatch {
+        acme: tls.clone(),
         ctx: ctx.clone(),
         redirect_plain: config.tls.mode != TlsMode::Off,
         https_port_suffix: bound
@@ -149,6 +170,7 @@ pub async fn run(
             ctx: ctx.clone(),
             redirect_plain: false,
             https_port_suffix: String::new(),
+            acme: None,
         });
         tracker.spawn(crate::server::serve(
             listener,
@@ -159,16 +181,25 @@ pub async fn run(
             DRAIN_DEADLINE,
         ));
     }
-    if let Some(listener) = https_listener {
-        tracing::warn!(addr = %listener.local_addr()?, "HTTPS listener bound; TLS termination arrives with the tls module");
-        drop(listener);
+    if let (Some(listener), Some(tls)) = (https_listener, &tls) {
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
+        tracker.spawn(crate::server::serve(
+            listener,
+            ListenerKind::Tls(acceptor),
+            dispatch.clone(),
+            limits,
+            shutdown.clone(),
+            DRAIN_DEADLINE,
+        ));
+        tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
 
     let admin_listener =
         crate::admin::bind(&config.data_dir).context("binding the admin socket")?;
+    let admin_tls = tls.clone();
     let admin_state = Arc::new(crate::admin::AdminState {
         tokens: tokens.clone(),
-        ca_root_pem: Box::new(|| None),
+        ca_root_pem: Box::new(move || admin_tls.as_ref().and_then(|tls| tls.root_pem())),
     });
     tracker.spawn(crate::admin::serve(
         admin_listener,
@@ -259,6 +290,12 @@ pub async fn project_deleted(ctx: &Arc<Context>, deleted: &DeletedProject) {
         let dir = ctx.pipeline.deployment_dir(deployment_id);
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     }
+    if let Some(tls) = &ctx.tls {
+        let name = format!("{}.{}", deleted.project.slug, ctx.config.apps_domain);
+        if let Err(error) = tls.forget(&name).await {
+            tracing::warn!(%error, %name, "could not drop the certificate of a deleted project");
+        }
+    }
     let app_data = ctx.pipeline.app_data_dir(&deleted.project.id);
     let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(app_data)).await;
     for sha in &deleted.source_sha256s {
@@ -266,5 +303,31 @@ pub async fn project_deleted(ctx: &Arc<Context>, deleted: &DeletedProject) {
         if let Ok(false) = ctx.store.call(move |s| s.source_hash_in_use(&sha2)).await {
             let _ = ctx.sources.remove(sha);
         }
+    }
+}
+
+/// The TLS module's persistence, over the store's `tls` table.
+struct StoreTls(Store);
+
+impl crate::tls::TlsStore for StoreTls {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::tls::TlsError> {
+        self.0
+            .tls_get(key)
+            .map_err(|e| crate::tls::TlsError::Store(e.to_string()))
+    }
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::tls::TlsError> {
+        self.0
+            .tls_put(key, value)
+            .map_err(|e| crate::tls::TlsError::Store(e.to_string()))
+    }
+    fn delete(&self, key: &str) -> Result<(), crate::tls::TlsError> {
+        self.0
+            .tls_delete(key)
+            .map_err(|e| crate::tls::TlsError::Store(e.to_string()))
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, crate::tls::TlsError> {
+        self.0
+            .tls_list(prefix)
+            .map_err(|e| crate::tls::TlsError::Store(e.to_string()))
     }
 }

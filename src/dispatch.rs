@@ -25,6 +25,8 @@ pub struct Dispatch {
     pub redirect_plain: bool,
     /// `:8443`-style suffix for redirects (empty for 443).
     pub https_port_suffix: String,
+    /// Answers ACME HTTP-01 challenges on plain HTTP (acme mode).
+    pub acme: Option<Arc<crate::tls::TlsManager>>,
 }
 
 impl Dispatch {
@@ -49,6 +51,30 @@ impl Dispatch {
         client: SocketAddr,
         scheme: Scheme,
     ) -> Response<Body> {
+        if scheme == Scheme::Http {
+            let challenge = request
+                .uri()
+                .path()
+                .strip_prefix("/.well-known/acme-challenge/");
+            if let (Some(tls), Some(token)) = (&self.acme, challenge) {
+                return match tls.http01_response(token) {
+                    Some(key_authorization) => {
+                        let mut response = Response::new(full(key_authorization));
+                        response.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/plain"),
+                        );
+                        response
+                    }
+                    None => pages::page(
+                        StatusCode::NOT_FOUND,
+                        "Not found",
+                        "No such ACME challenge.",
+                        &[],
+                    ),
+                };
+            }
+        }
         let host = request_host(&request)
             .unwrap_or_default()
             .to_ascii_lowercase();

@@ -140,7 +140,12 @@ async fn serve_connection(
                 }
                 Err(_) => return,
             };
-            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let alpn = tls.get_ref().1.alpn_protocol();
+            if alpn == Some(crate::tls::ACME_TLS_ALPN) {
+                // A TLS-ALPN-01 validation probe: the handshake was the whole point.
+                return;
+            }
+            let h2 = alpn == Some(b"h2");
             let service = service_fn(move |request: http::Request<Incoming>| {
                 let dispatch = dispatch.clone();
                 async move {

@@ -518,7 +518,8 @@ impl Pipeline {
             return;
         }
         let (dir, uid) = (workspace.to_owned(), project.uid);
-        let result = tokio::task::spawn_blocking(move || crate::sandbox::hand_over(&dir, uid)).await;
+        let result =
+            tokio::task::spawn_blocking(move || crate::sandbox::hand_over(&dir, uid)).await;
         if let Ok(Err(error)) = result {
             tracing::warn!(%error, "could not hand the workspace to the project's uid");
         }
