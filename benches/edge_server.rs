@@ -27,16 +27,26 @@ enum Mode {
 fn main() -> anyhow::Result<()> {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let (mode, listen) = match arguments.as_slice() {
-        [mode, listen, upstream] if mode == "proxy" => (Mode::Proxy { upstream: upstream.parse()? }, listen.parse()?),
-        [mode, listen, directory] if mode == "static" => {
-            (Mode::Static { site: StaticSite::load(&PathBuf::from(directory))? }, listen.parse()?)
-        }
+        [mode, listen, upstream] if mode == "proxy" => (
+            Mode::Proxy {
+                upstream: upstream.parse()?,
+            },
+            listen.parse()?,
+        ),
+        [mode, listen, directory] if mode == "static" => (
+            Mode::Static {
+                site: StaticSite::load(&PathBuf::from(directory))?,
+            },
+            listen.parse()?,
+        ),
         _ => {
             eprintln!("usage: edge_server proxy <listen> <upstream> | static <listen> <directory> (see benches/router.sh)");
             return Ok(());
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(serve(Arc::new(mode), listen))
 }
 
@@ -55,7 +65,9 @@ async fn serve(mode: Arc<Mode>, listen: SocketAddr) -> anyhow::Result<()> {
                 let proxy = proxy.clone();
                 async move {
                     let response = match &*mode {
-                        Mode::Proxy { upstream } => proxy.forward(request, *upstream, peer, "http").await,
+                        Mode::Proxy { upstream } => {
+                            proxy.forward(request, *upstream, peer, "http").await
+                        }
                         Mode::Static { site } => site.serve(&request),
                     };
                     Ok::<_, Infallible>(response)
