@@ -6,13 +6,17 @@
 # Needs: wrk nginx haproxy caddy (Debian packages) and cargo. Loopback only; every process it
 # starts is stopped by pid on exit.
 #
-#   benches/router.sh                  # wrk -t1 -c64 -d10s per target
-#   DURATION=5s CONNECTIONS=32 benches/router.sh
+#   benches/router.sh                  # wrk -t1 -c64 -d10s per target, 2 interleaved rounds
+#   DURATION=5s CONNECTIONS=32 ROUNDS=1 benches/router.sh
+#
+# The table shows the median over the rounds; figures move 20-40 % between runs on a shared
+# machine, so compare only the ratios of one run.
 set -euo pipefail
 
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-2}
 BASE=${BASE:-$((20000 + RANDOM % 20000))}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -160,27 +164,33 @@ PY
     tail -n1 "$RESULTS" >&2
 }
 
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency, loopback, $(nproc) cores" >&2
-run "nginx proxy (upstream keep-alive)" "$PID_nginx_proxy" "http://127.0.0.1:$NGINX_PROXY/"
-run "HAProxy proxy" "$PID_haproxy" "http://127.0.0.1:$HAPROXY/"
-run "Caddy proxy" "$PID_caddy" "http://127.0.0.1:$CADDY/"
-run "Slipway proxy" "$PID_slipway_proxy" "http://127.0.0.1:$SLIPWAY_PROXY/"
-run "nginx static 1 KiB" "$PID_nginx_static" "http://127.0.0.1:$NGINX_STATIC/1k.txt"
-run "Slipway static 1 KiB" "$PID_slipway_static" "http://127.0.0.1:$SLIPWAY_STATIC/1k.txt"
-run "nginx static 100 KiB" "$PID_nginx_static" "http://127.0.0.1:$NGINX_STATIC/100k.txt"
-run "Slipway static 100 KiB" "$PID_slipway_static" "http://127.0.0.1:$SLIPWAY_STATIC/100k.txt"
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency, loopback, $(nproc) cores, $ROUNDS rounds" >&2
+for round in $(seq 1 "$ROUNDS"); do
+    run "nginx proxy (upstream keep-alive)" "$PID_nginx_proxy" "http://127.0.0.1:$NGINX_PROXY/"
+    run "HAProxy proxy" "$PID_haproxy" "http://127.0.0.1:$HAPROXY/"
+    run "Caddy proxy" "$PID_caddy" "http://127.0.0.1:$CADDY/"
+    run "Slipway proxy" "$PID_slipway_proxy" "http://127.0.0.1:$SLIPWAY_PROXY/"
+    run "nginx static 1 KiB" "$PID_nginx_static" "http://127.0.0.1:$NGINX_STATIC/1k.txt"
+    run "Slipway static 1 KiB" "$PID_slipway_static" "http://127.0.0.1:$SLIPWAY_STATIC/1k.txt"
+    run "nginx static 100 KiB" "$PID_nginx_static" "http://127.0.0.1:$NGINX_STATIC/100k.txt"
+    run "Slipway static 100 KiB" "$PID_slipway_static" "http://127.0.0.1:$SLIPWAY_STATIC/100k.txt"
+done
 
 python3 - "$RESULTS" <<'PY'
-import sys
-rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-by = {row[0]: row for row in rows}
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    label, rate, p99, cpu, errors = line.rstrip("\n").split("\t")
+    rows.setdefault(label, []).append((float(rate), float(p99), float(cpu), int(errors)))
+median = {label: [statistics.median(column) for column in zip(*runs)] for label, runs in rows.items()}
 def reference(label):
-    if "static 1 KiB" in label: return by["nginx static 1 KiB"]
-    if "static 100 KiB" in label: return by["nginx static 100 KiB"]
-    return by["nginx proxy (upstream keep-alive)"]
+    for size in ("1 KiB", "100 KiB"):
+        if f"static {size}" in label:
+            return median[f"nginx static {size}"]
+    return median["nginx proxy (upstream keep-alive)"]
 print("| target | req/s | p99 ms | server CPU µs/req | non-2xx | req/s vs nginx | CPU/req vs nginx |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for label, rate, p99, cpu, errors in rows:
+for label, (rate, p99, cpu, errors) in median.items():
     ref = reference(label)
-    print(f"| {label} | {rate} | {p99} | {cpu} | {errors} | {float(rate)/float(ref[1]):.2f} | {float(cpu)/float(ref[3]):.2f} |")
+    print(f"| {label} | {rate:.0f} | {p99:.2f} | {cpu:.1f} | {errors:.0f} | {rate / ref[0]:.2f} | {cpu / ref[2]:.2f} |")
 PY
