@@ -220,11 +220,11 @@ fn upstream_uri(
     let path_and_query = path_and_query
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    Ok(Uri::builder()
+    Uri::builder()
         .scheme(Scheme::HTTP)
         .authority(authority)
         .path_and_query(path_and_query)
-        .build()?)
+        .build()
 }
 
 fn clone_head(head: &Request<Body>) -> Request<Body> {

@@ -145,7 +145,13 @@ fn walk(
 /// The canonical target of a symlink when it is a regular file inside `root`.
 fn resolve_symlink(root: &Path, link: &Path) -> Option<(PathBuf, fs::Metadata)> {
     let target = fs::canonicalize(link).ok()?;
-    if !target.starts_with(root) {
+    let inside = target.strip_prefix(root).ok()?;
+    // A link to `.env` or into `.git` must not publish what the walk itself skips.
+    let hidden = inside.iter().enumerate().any(|(depth, name)| {
+        let name = name.to_string_lossy();
+        name.starts_with('.') && !(depth == 0 && name == ".well-known")
+    });
+    if hidden {
         return None;
     }
     let metadata = fs::symlink_metadata(&target).ok()?;

@@ -39,7 +39,9 @@ pub(super) fn file(
         headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     }
 
-    if not_modified(file, representation, request) {
+    // Validators and ranges apply to the file itself, not to an error page made of it.
+    let plain_file = status == StatusCode::OK;
+    if plain_file && not_modified(file, representation, request) {
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         return response;
     }
@@ -55,7 +57,7 @@ pub(super) fn file(
     let mut range = 0..total;
     if let Some(value) = request
         .get(RANGE)
-        .filter(|_| status == StatusCode::OK && range_applies(file, representation, request))
+        .filter(|_| plain_file && range_applies(file, representation, request))
     {
         match parse_range(value.as_bytes(), total) {
             RangeRequest::Satisfiable(start, end) => {
@@ -96,11 +98,7 @@ pub(super) fn file(
 
 /// The build's `404.html`, with status 404 and no conditional or range handling.
 pub(super) fn not_found_page(page: &StaticFile, request: &HeaderMap, head: bool) -> Response<Body> {
-    let mut plain_request = request.clone();
-    for name in [IF_NONE_MATCH, IF_MODIFIED_SINCE, RANGE] {
-        plain_request.remove(name);
-    }
-    let mut response = file(page, &plain_request, head, StatusCode::NOT_FOUND);
+    let mut response = file(page, request, head, StatusCode::NOT_FOUND);
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));

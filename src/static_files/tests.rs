@@ -42,6 +42,7 @@ fn write_site(root: &Path, with_404: bool) {
     std::os::unix::fs::symlink("/etc/passwd", root.join("passwd")).unwrap();
     std::os::unix::fs::symlink(root.join("style.css"), root.join("linked.css")).unwrap();
     std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+    std::os::unix::fs::symlink(root.join(".env"), root.join("env.txt")).unwrap();
 }
 
 /// Serves `site` on a front server; only `big.bin` (64 KiB) goes to disk under these limits.
