@@ -15,7 +15,10 @@ pub const EXIT_CONFIG: i32 = 78;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid config: `{key}`: {message}")]
@@ -158,7 +161,9 @@ pub struct HostFacts {
 
 impl HostFacts {
     pub fn detect() -> HostFacts {
-        HostFacts { is_root: nix::unistd::geteuid().is_root() }
+        HostFacts {
+            is_root: nix::unistd::geteuid().is_root(),
+        }
     }
 }
 
@@ -168,8 +173,10 @@ impl Config {
         let raw = match path {
             None => RawConfig::default(),
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
                 toml::from_str(&text).map_err(|error| ConfigError::Parse {
                     path: path.to_owned(),
                     message: error.to_string().trim().replace('\n', " "),
@@ -190,18 +197,23 @@ impl Config {
 
     fn from_raw(raw: RawConfig, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
         let data_dir = raw.data_dir.unwrap_or_else(|| {
-            PathBuf::from(if dev { "./.slipway" } else { "/var/lib/slipway" })
+            PathBuf::from(if dev {
+                "./.slipway"
+            } else {
+                "/var/lib/slipway"
+            })
         });
-        let apps_domain = match raw.apps_domain {
-            Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
-            None if dev => "localhost".to_owned(),
-            None => {
-                return Err(ConfigError::Invalid {
+        let apps_domain =
+            match raw.apps_domain {
+                Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
+                None if dev => "localhost".to_owned(),
+                None => return Err(ConfigError::Invalid {
                     key: "apps_domain",
-                    message: "is required (e.g. apps_domain = \"apps.example.com\"), or run with --dev".into(),
-                })
-            }
-        };
+                    message:
+                        "is required (e.g. apps_domain = \"apps.example.com\"), or run with --dev"
+                            .into(),
+                }),
+            };
         if !is_hostname(&apps_domain) {
             return Err(ConfigError::Invalid {
                 key: "apps_domain",
@@ -220,11 +232,17 @@ impl Config {
         }
         let http_listen = parse_addr(
             "http_listen",
-            raw.http_listen.as_deref().unwrap_or(if dev { "127.0.0.1:8080" } else { "0.0.0.0:80" }),
+            raw.http_listen
+                .as_deref()
+                .unwrap_or(if dev { "127.0.0.1:8080" } else { "0.0.0.0:80" }),
         )?;
         let https_listen = parse_addr(
             "https_listen",
-            raw.https_listen.as_deref().unwrap_or(if dev { "127.0.0.1:8443" } else { "0.0.0.0:443" }),
+            raw.https_listen.as_deref().unwrap_or(if dev {
+                "127.0.0.1:8443"
+            } else {
+                "0.0.0.0:443"
+            }),
         )?;
         let api_listen = match raw.api_listen.as_deref() {
             None | Some("") => None,
@@ -268,7 +286,11 @@ impl Config {
         }
 
         let rate_limits = RateLimits {
-            requests_per_minute: positive("rate_limits.requests_per_minute", raw.rate_limits.requests_per_minute, 60)?,
+            requests_per_minute: positive(
+                "rate_limits.requests_per_minute",
+                raw.rate_limits.requests_per_minute,
+                60,
+            )?,
             posts_per_minute_per_endpoint: positive(
                 "rate_limits.posts_per_minute_per_endpoint",
                 raw.rate_limits.posts_per_minute_per_endpoint,
@@ -305,7 +327,10 @@ impl Config {
         if uid_base < 65_536 || uid_base > u32::MAX - 1_000_000 {
             return Err(ConfigError::Invalid {
                 key: "sandbox.uid_base",
-                message: format!("{uid_base} must be between 65536 and {}", u32::MAX - 1_000_000),
+                message: format!(
+                    "{uid_base} must be between 65536 and {}",
+                    u32::MAX - 1_000_000
+                ),
             });
         }
         let sandbox = SandboxConfig {
@@ -314,9 +339,17 @@ impl Config {
             subnet,
             pass_env: raw.sandbox.pass_env.unwrap_or_else(|| {
                 [
-                    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
-                    "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
-                    "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "NO_PROXY",
+                    "SSL_CERT_FILE",
+                    "SSL_CERT_DIR",
+                    "NODE_EXTRA_CA_CERTS",
+                    "REQUESTS_CA_BUNDLE",
+                    "PIP_CERT",
+                    "PIP_INDEX_URL",
+                    "CURL_CA_BUNDLE",
+                    "GIT_SSL_CAINFO",
                 ]
                 .map(String::from)
                 .to_vec()
@@ -344,10 +377,17 @@ impl Config {
     }
 }
 
-fn positive<T: PartialOrd + Default + Copy>(key: &'static str, value: Option<T>, default: T) -> Result<T, ConfigError> {
+fn positive<T: PartialOrd + Default + Copy>(
+    key: &'static str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, ConfigError> {
     let value = value.unwrap_or(default);
     if value <= T::default() {
-        return Err(ConfigError::Invalid { key, message: "must be greater than 0".into() });
+        return Err(ConfigError::Invalid {
+            key,
+            message: "must be greater than 0".into(),
+        });
     }
     Ok(value)
 }
@@ -376,7 +416,9 @@ fn is_hostname(name: &str) -> bool {
         && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -407,7 +449,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false, ROOT).unwrap_err();
+        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false, ROOT)
+            .unwrap_err();
         assert!(error.to_string().contains("http_lisen"), "{error}");
         let error = Config::from_toml("[limits]\npid = 3", true, ROOT).unwrap_err();
         assert!(error.to_string().contains("pid"), "{error}");

@@ -11,7 +11,9 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BodyError>;
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn empty() -> Body {

@@ -14,15 +14,23 @@ use crate::static_files::StaticSite;
 #[derive(Clone)]
 pub enum Target {
     /// A server-mode app listening at `upstream`.
-    Proxy { upstream: SocketAddr, deployment_id: String },
+    Proxy {
+        upstream: SocketAddr,
+        deployment_id: String,
+    },
     /// A static-mode build, held in memory.
-    Static { site: Arc<StaticSite>, deployment_id: String },
+    Static {
+        site: Arc<StaticSite>,
+        deployment_id: String,
+    },
 }
 
 impl Target {
     pub fn deployment_id(&self) -> &str {
         match self {
-            Target::Proxy { deployment_id, .. } | Target::Static { deployment_id, .. } => deployment_id,
+            Target::Proxy { deployment_id, .. } | Target::Static { deployment_id, .. } => {
+                deployment_id
+            }
         }
     }
 }
@@ -38,7 +46,10 @@ pub struct RouteTable {
 pub enum Destination<'a> {
     Control,
     /// A project exists; `None` while it has no live deployment.
-    App { slug: &'a str, target: Option<Target> },
+    App {
+        slug: &'a str,
+        target: Option<Target>,
+    },
     Unknown,
 }
 
@@ -51,7 +62,11 @@ pub struct Routes {
 
 impl Routes {
     pub fn new(control_host: String, apps_domain: String) -> Routes {
-        Routes { current: ArcSwap::from_pointee(RouteTable::default()), control_host, apps_domain }
+        Routes {
+            current: ArcSwap::from_pointee(RouteTable::default()),
+            control_host,
+            apps_domain,
+        }
     }
 
     pub fn snapshot(&self) -> Arc<RouteTable> {
@@ -89,7 +104,10 @@ impl Routes {
             return Destination::Unknown;
         };
         match self.current.load().apps.get(slug) {
-            Some(target) => Destination::App { slug, target: target.clone() },
+            Some(target) => Destination::App {
+                slug,
+                target: target.clone(),
+            },
             None => Destination::Unknown,
         }
     }
@@ -99,7 +117,11 @@ impl Routes {
 pub fn host_without_port(host: &str) -> &str {
     let name = match host.rsplit_once(':') {
         Some((name, port)) if !name.ends_with(']') || port.bytes().all(|b| b.is_ascii_digit()) => {
-            if port.bytes().all(|b| b.is_ascii_digit()) { name } else { host }
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
         }
         _ => host,
     };
@@ -133,11 +155,23 @@ mod tests {
         assert_eq!(app_slug("localhost", "localhost"), None);
         assert_eq!(app_slug("evil-localhost", "localhost"), None);
         let routes = Routes::new("slipway.localhost".into(), "localhost".into());
-        assert!(matches!(routes.resolve("slipway.localhost:8080"), Destination::Control));
-        assert!(matches!(routes.resolve("nope.localhost"), Destination::Unknown));
+        assert!(matches!(
+            routes.resolve("slipway.localhost:8080"),
+            Destination::Control
+        ));
+        assert!(matches!(
+            routes.resolve("nope.localhost"),
+            Destination::Unknown
+        ));
         routes.update(|t| {
             t.apps.insert("web".into(), None);
         });
-        assert!(matches!(routes.resolve("web.localhost"), Destination::App { slug: "web", target: None }));
+        assert!(matches!(
+            routes.resolve("web.localhost"),
+            Destination::App {
+                slug: "web",
+                target: None
+            }
+        ));
     }
 }

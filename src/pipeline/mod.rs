@@ -3,6 +3,8 @@
 //! goes down), supersession of an older run by a newer one, cancellation on shutdown
 //! (`INTERRUPTED`), and bringing live deployments back at start.
 
+mod commands;
+mod deploy;
 mod progress;
 mod restore;
 mod run;

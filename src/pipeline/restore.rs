@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::run::free_port;
+use super::deploy::free_port;
 use super::Pipeline;
 use crate::router::Target;
 use crate::store::records::{DeploymentMode, DeploymentState, RunError, RunStatus, StepState};

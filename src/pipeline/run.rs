@@ -4,21 +4,19 @@
 //! touches the deployment that was live before it.
 
 use std::future::Future;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::deploy::choose_output_dir;
 use super::{ActiveRun, Pipeline, StopReason};
-use crate::logs::{pump_lines, LogStream};
-use crate::router::Target;
-use crate::sandbox::{StepKind, StepSpec};
+use crate::logs::LogStream;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
     StepState,
 };
-use crate::supervisor::AppSpec;
 
 /// Why a run did not complete.
 #[derive(Debug)]
@@ -29,7 +27,11 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    fn new(step: &'static str, code: &'static str, message: impl Into<String>) -> Failure {
+    pub(super) fn new(
+        step: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Failure {
         Failure {
             step,
             code,
@@ -39,7 +41,7 @@ impl Failure {
 }
 
 /// What the deploy step prepared, activated after ssl_verification.
-enum Prepared {
+pub(super) enum Prepared {
     Static {
         site: Arc<crate::static_files::StaticSite>,
     },
@@ -51,7 +53,7 @@ enum Prepared {
 /// How long a replaced app keeps serving in-flight requests before it is stopped.
 pub(crate) const DRAIN_SECONDS: u64 = 10;
 
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(super) const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl Pipeline {
     pub(crate) async fn execute(
@@ -408,379 +410,6 @@ impl Pipeline {
         }
         self.hub.publish_status(&record.deployment_id, status);
     }
-
-    /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
-    /// the project's variables. Returns (env, number of project variables).
-    pub(crate) async fn environment(
-        &self,
-        project_id: &str,
-    ) -> Result<(Vec<(String, String)>, usize), String> {
-        let id = project_id.to_owned();
-        let sealed = self
-            .store
-            .call(move |s| s.env_vars(&id))
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut env = vec![
-            ("PATH".to_owned(), PATH.to_owned()),
-            ("LANG".to_owned(), "C.UTF-8".to_owned()),
-        ];
-        for name in &self.config.sandbox.pass_env {
-            if let Ok(value) = std::env::var(name) {
-                env.push((name.clone(), value));
-            }
-        }
-        let count = sealed.len();
-        for (key, value) in sealed {
-            let plain = self
-                .secrets
-                .open(&crate::api::env_context(project_id, &key), &value)
-                .map_err(|e| format!("cannot decrypt variable {key}: {e}"))?;
-            env.retain(|(k, _)| *k != key);
-            env.push((key, String::from_utf8_lossy(&plain).into_owned()));
-        }
-        Ok((env, count))
-    }
-
-    async fn fetch_source(
-        &self,
-        project: &ProjectRecord,
-        request: &crate::store::records::ProvisionRequest,
-        workspace: &Path,
-        env: &[(String, String)],
-        deadline: Instant,
-        deployment: &mut DeploymentRecord,
-    ) -> Result<(), Failure> {
-        let dpl = deployment.id.clone();
-        let fail = |message: String| Failure::new("source", "SOURCE_FAILED", message);
-        let dir = workspace.to_owned();
-        tokio::task::spawn_blocking(move || {
-            remove_dir_all_quiet(&dir);
-            std::fs::create_dir_all(&dir)
-        })
-        .await
-        .expect("blocking task")
-        .map_err(|e| fail(format!("cannot create the workspace: {e}")))?;
-        self.prepare_workspace_owner(project, workspace).await;
-        if let Some(source_id) = &request.source_id {
-            let id = source_id.clone();
-            let record = self
-                .store
-                .call(move |s| s.source(&id))
-                .await
-                .map_err(|e| fail(e.to_string()))?
-                .ok_or_else(|| fail(format!("source {source_id} no longer exists")))?;
-            self.hub.system(
-                &dpl,
-                &format!(
-                    "source: unpacking {} ({} files, {} bytes)",
-                    record.id, record.file_count, record.size_bytes
-                ),
-            );
-            let (sources, sha, dest) = (
-                self.sources.clone(),
-                record.sha256.clone(),
-                workspace.to_owned(),
-            );
-            let limits = super::source_limits(&self.config.limits);
-            tokio::task::spawn_blocking(move || sources.unpack(&sha, &dest, &limits))
-                .await
-                .expect("blocking task")
-                .map_err(|e| fail(format!("unpacking the source failed: {e}")))?;
-            self.prepare_workspace_owner(project, workspace).await;
-            deployment.source_sha256 = Some(record.sha256);
-            return Ok(());
-        }
-        let url = request
-            .git_url
-            .as_deref()
-            .ok_or_else(|| fail("no source".into()))?;
-        let command = crate::source::git_clone_command(url, request.git_ref.as_deref())
-            .map_err(|e| fail(e.to_string()))?;
-        self.hub.system(&dpl, &format!("source: cloning {url}"));
-        self.run_command(
-            project,
-            &dpl,
-            "source",
-            "SOURCE_FAILED",
-            LogStream::System,
-            &command,
-            workspace,
-            env,
-            deadline,
-        )
-        .await
-    }
-
-    /// In namespaces mode the project's code runs as its own uid: hand it the workspace.
-    async fn prepare_workspace_owner(&self, project: &ProjectRecord, workspace: &Path) {
-        if self.config.sandbox.mode != crate::config::SandboxMode::Namespaces {
-            return;
-        }
-        let (dir, uid) = (workspace.to_owned(), project.uid);
-        let result =
-            tokio::task::spawn_blocking(move || crate::sandbox::hand_over(&dir, uid)).await;
-        if let Ok(Err(error)) = result {
-            tracing::warn!(%error, "could not hand the workspace to the project's uid");
-        }
-    }
-
-    /// Runs a build-kind command in the workspace; output goes to the logs as it comes.
-    #[allow(clippy::too_many_arguments)]
-    async fn run_command(
-        &self,
-        project: &ProjectRecord,
-        dpl: &str,
-        step: &'static str,
-        code: &'static str,
-        stream: LogStream,
-        command: &str,
-        workspace: &Path,
-        env: &[(String, String)],
-        deadline: Instant,
-    ) -> Result<(), Failure> {
-        let spec = StepSpec {
-            name: format!("slipway-{dpl}-{step}"),
-            kind: StepKind::Build {
-                workspace: workspace.to_owned(),
-            },
-            command: command.to_owned(),
-            env: env.to_vec(),
-            project_uid: project.uid,
-            memory_mb: self.config.limits.build_memory_mb,
-            pids: self.config.limits.pids,
-            cpus: 2.0,
-            stop_grace: Duration::from_secs(5),
-        };
-        let runner = self.runner.clone();
-        let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))
-            .await
-            .expect("blocking task")
-            .map_err(|e| {
-                Failure::new(
-                    step,
-                    code,
-                    format!("could not start the {step} command: {e}"),
-                )
-            })?;
-        let mut pumps = Vec::new();
-        if let Some(stdout) = running.stdout.take() {
-            pumps.push(tokio::spawn(pump_lines(
-                stdout,
-                self.hub.clone(),
-                dpl.to_owned(),
-                stream,
-            )));
-        }
-        if let Some(stderr) = running.stderr.take() {
-            pumps.push(tokio::spawn(pump_lines(
-                stderr,
-                self.hub.clone(),
-                dpl.to_owned(),
-                stream,
-            )));
-        }
-        let exit = tokio::select! {
-            exit = running.wait() => exit,
-            _ = tokio::time::sleep_until(deadline) => {
-                running.kill();
-                let _ = running.stop(Duration::from_millis(100)).await;
-                return Err(Failure::new(step, "TIMEOUT", format!(
-                    "the build did not finish within {} s (limits.build_timeout_s); the {step} command was stopped",
-                    self.config.limits.build_timeout_s
-                )));
-            }
-        };
-        for pump in pumps {
-            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
-        }
-        match exit {
-            Ok(exit) if exit.success() => Ok(()),
-            Ok(exit) => Err(Failure::new(
-                step,
-                code,
-                format!("the {step} command {}", exit.describe()),
-            )),
-            Err(error) => Err(Failure::new(
-                step,
-                code,
-                format!("the {step} command could not be waited for: {error}"),
-            )),
-        }
-    }
-
-    /// The deploy step: load the static output, or start the app and wait until it is healthy.
-    async fn prepare(
-        &self,
-        project: &ProjectRecord,
-        deployment: &mut DeploymentRecord,
-        env: &[(String, String)],
-    ) -> Result<Prepared, Failure> {
-        let workspace = self.workspace(&deployment.id);
-        match deployment.mode {
-            Some(DeploymentMode::Static) | None => {
-                let output = deployment.output_dir.clone().unwrap_or_default();
-                let root = workspace.join(&output);
-                self.hub.system(
-                    &deployment.id,
-                    &format!(
-                        "deploy: serving static files from {}",
-                        if output.is_empty() { "." } else { &output }
-                    ),
-                );
-                let site = tokio::task::spawn_blocking(move || {
-                    crate::static_files::StaticSite::load(&root)
-                })
-                .await
-                .expect("blocking task")
-                .map_err(|e| {
-                    Failure::new(
-                        "deploy",
-                        "START_FAILED",
-                        format!("cannot load the static output: {e}"),
-                    )
-                })?;
-                Ok(Prepared::Static {
-                    site: Arc::new(site),
-                })
-            }
-            Some(DeploymentMode::Server) => {
-                if self.supervisor.is_running(&deployment.id) {
-                    // A rollback to the deployment that is still running (e.g. being drained).
-                    self.supervisor.stop(&deployment.id).await;
-                }
-                let port = deployment
-                    .port
-                    .filter(|p| port_is_free(*p))
-                    .map_or_else(free_port, Ok)
-                    .map_err(|e| {
-                        Failure::new("deploy", "START_FAILED", format!("no free port: {e}"))
-                    })?;
-                deployment.port = Some(port);
-                let command = deployment.start_command.clone().unwrap_or_default();
-                self.hub.system(
-                    &deployment.id,
-                    &format!("deploy: $ {command} (PORT={port})"),
-                );
-                let spec = self.app_spec(project, deployment, env.to_vec(), port);
-                let address = self
-                    .supervisor
-                    .start(
-                        spec,
-                        Duration::from_secs(self.config.limits.health_timeout_s),
-                    )
-                    .await
-                    .map_err(|f| Failure::new("deploy", f.code, f.message))?;
-                Ok(Prepared::Server { address })
-            }
-        }
-    }
-
-    pub(crate) fn app_spec(
-        &self,
-        project: &ProjectRecord,
-        deployment: &DeploymentRecord,
-        env: Vec<(String, String)>,
-        port: u16,
-    ) -> AppSpec {
-        AppSpec {
-            deployment_id: deployment.id.clone(),
-            slug: project.slug.clone(),
-            uid: project.uid,
-            root: self.workspace(&deployment.id),
-            data_dir: self.app_data_dir(&project.id),
-            command: deployment.start_command.clone().unwrap_or_default(),
-            env,
-            port,
-            health_check_path: deployment.health_check_path.clone(),
-            memory_mb: self.config.limits.app_memory_mb,
-            pids: self.config.limits.pids,
-        }
-    }
-
-    /// The atomic switch: record, route, then drain and stop the previous deployment.
-    async fn activate(
-        &self,
-        project: &ProjectRecord,
-        run: &crate::store::records::RunRecord,
-        deployment: &DeploymentRecord,
-        prepared: Prepared,
-    ) -> Result<(), Failure> {
-        let lock = self.deploy_lock(&project.id);
-        let _guard = lock.lock().await;
-        let (r, d) = (run.clone(), deployment.clone());
-        let previous = self
-            .store
-            .call(move |s| s.activate(&r, &d))
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    "deploy",
-                    "INTERNAL_ERROR",
-                    format!("could not record the deployment: {e}"),
-                )
-            })?;
-        let target = match prepared {
-            Prepared::Static { site } => Target::Static {
-                site,
-                deployment_id: deployment.id.clone(),
-            },
-            Prepared::Server { address } => Target::Proxy {
-                upstream: address,
-                deployment_id: deployment.id.clone(),
-            },
-        };
-        let slug = project.slug.clone();
-        self.routes.update(|table| {
-            table.apps.insert(slug, Some(target));
-        });
-        if let Some(previous) = previous {
-            self.hub
-                .system(&previous, &format!("replaced by {}", deployment.id));
-            self.hub.end(&previous);
-            let supervisor = self.supervisor.clone();
-            let drain = DRAIN_SECONDS;
-            tokio::spawn(async move {
-                // In-flight requests to the old app finish during the drain period.
-                tokio::time::sleep(Duration::from_secs(drain)).await;
-                supervisor.stop(&previous).await;
-            });
-        }
-        self.retain_recent(project).await;
-        Ok(())
-    }
-
-    /// Keeps logs of the last 10 deployments and workspaces of the last 5 (rollback targets).
-    async fn retain_recent(&self, project: &ProjectRecord) {
-        let id = project.id.clone();
-        let Ok(deployments) = self.store.call(move |s| s.project_deployments(&id)).await else {
-            return;
-        };
-        let live = self
-            .routes
-            .snapshot()
-            .apps
-            .get(&project.slug)
-            .cloned()
-            .flatten()
-            .map(|t| t.deployment_id().to_owned());
-        for (index, deployment) in deployments.iter().enumerate() {
-            if Some(&deployment.id) == live.as_ref()
-                || deployment.state == DeploymentState::Building
-            {
-                continue;
-            }
-            if index >= 5 || deployment.state != DeploymentState::Inactive {
-                let dir = self.deployment_dir(&deployment.id);
-                let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;
-            }
-            if index >= 10 {
-                self.hub.remove(&deployment.id);
-                let id = deployment.id.clone();
-                let _ = self.store.call(move |s| s.delete_logs(&id)).await;
-            }
-        }
-    }
 }
 
 /// A step's result value: `bool` says done (true) or skipped (false); other values are done.
@@ -796,51 +425,6 @@ impl StepValue for bool {
 }
 impl StepValue for Vec<(String, String)> {}
 impl StepValue for Prepared {}
-
-/// The contract's rule: `outputDirectory`, else the first of dist, build, out, public that the
-/// build produced, else the source root.
-pub(crate) fn choose_output_dir(
-    workspace: &Path,
-    requested: Option<&str>,
-) -> Result<String, Failure> {
-    if let Some(requested) = requested.filter(|r| !r.trim().is_empty()) {
-        let relative = Path::new(requested.trim_start_matches("./"));
-        let safe = relative
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)));
-        if !safe {
-            return Err(Failure::new(
-                "deploy",
-                "START_FAILED",
-                format!("outputDirectory {requested:?} must be a relative path inside the project"),
-            ));
-        }
-        if !workspace.join(relative).is_dir() {
-            return Err(Failure::new(
-                "deploy",
-                "START_FAILED",
-                format!("outputDirectory {requested:?} does not exist after the build"),
-            ));
-        }
-        return Ok(relative.to_string_lossy().into_owned());
-    }
-    for candidate in ["dist", "build", "out", "public"] {
-        let path = workspace.join(candidate);
-        if path.is_dir() && !path.is_symlink() {
-            return Ok(candidate.to_owned());
-        }
-    }
-    Ok(String::new())
-}
-
-pub(crate) fn free_port() -> std::io::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn port_is_free(port: u16) -> bool {
-    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-}
 
 pub(crate) fn remove_dir_all_quiet(dir: &PathBuf) {
     if let Err(error) = std::fs::remove_dir_all(dir) {

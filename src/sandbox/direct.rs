@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use super::{Exit, Running, RunningProcess, Runner, StepKind, StepSpec};
+use super::{Exit, Runner, Running, RunningProcess, StepKind, StepSpec};
 
 pub struct DirectRunner;
 
@@ -54,7 +54,11 @@ impl Runner for DirectRunner {
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            inner: Box::new(DirectProcess { child, pgid: pid, exited: None }),
+            inner: Box::new(DirectProcess {
+                child,
+                pgid: pid,
+                exited: None,
+            }),
         })
     }
 }

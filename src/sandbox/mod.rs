@@ -104,7 +104,10 @@ pub trait RunningProcess: Send {
     /// killed too.
     fn wait(&mut self) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
     /// SIGTERM, `grace`, then SIGKILL of the whole tree; returns once everything is gone.
-    fn stop(&mut self, grace: Duration) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
+    fn stop(
+        &mut self,
+        grace: Duration,
+    ) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
     /// SIGKILL of the whole tree, without waiting.
     fn kill(&mut self);
 }

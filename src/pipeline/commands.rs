@@ -1,0 +1,215 @@
+//! The commands of a run: the step environment, fetching the source (unpack or git clone) and
+//! running install/build commands through the sandbox runner with their output in the logs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::run::{remove_dir_all_quiet, Failure, PATH};
+use super::Pipeline;
+use crate::logs::{pump_lines, LogStream};
+use crate::sandbox::{StepKind, StepSpec};
+use crate::store::records::{DeploymentRecord, ProjectRecord};
+
+impl Pipeline {
+    /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
+    /// the project's variables. Returns (env, number of project variables).
+    pub(crate) async fn environment(
+        &self,
+        project_id: &str,
+    ) -> Result<(Vec<(String, String)>, usize), String> {
+        let id = project_id.to_owned();
+        let sealed = self
+            .store
+            .call(move |s| s.env_vars(&id))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut env = vec![
+            ("PATH".to_owned(), PATH.to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
+        for name in &self.config.sandbox.pass_env {
+            if let Ok(value) = std::env::var(name) {
+                env.push((name.clone(), value));
+            }
+        }
+        let count = sealed.len();
+        for (key, value) in sealed {
+            let plain = self
+                .secrets
+                .open(&crate::api::env_context(project_id, &key), &value)
+                .map_err(|e| format!("cannot decrypt variable {key}: {e}"))?;
+            env.retain(|(k, _)| *k != key);
+            env.push((key, String::from_utf8_lossy(&plain).into_owned()));
+        }
+        Ok((env, count))
+    }
+
+    pub(super) async fn fetch_source(
+        &self,
+        project: &ProjectRecord,
+        request: &crate::store::records::ProvisionRequest,
+        workspace: &Path,
+        env: &[(String, String)],
+        deadline: Instant,
+        deployment: &mut DeploymentRecord,
+    ) -> Result<(), Failure> {
+        let dpl = deployment.id.clone();
+        let fail = |message: String| Failure::new("source", "SOURCE_FAILED", message);
+        let dir = workspace.to_owned();
+        tokio::task::spawn_blocking(move || {
+            remove_dir_all_quiet(&dir);
+            std::fs::create_dir_all(&dir)
+        })
+        .await
+        .expect("blocking task")
+        .map_err(|e| fail(format!("cannot create the workspace: {e}")))?;
+        self.prepare_workspace_owner(project, workspace).await;
+        if let Some(source_id) = &request.source_id {
+            let id = source_id.clone();
+            let record = self
+                .store
+                .call(move |s| s.source(&id))
+                .await
+                .map_err(|e| fail(e.to_string()))?
+                .ok_or_else(|| fail(format!("source {source_id} no longer exists")))?;
+            self.hub.system(
+                &dpl,
+                &format!(
+                    "source: unpacking {} ({} files, {} bytes)",
+                    record.id, record.file_count, record.size_bytes
+                ),
+            );
+            let (sources, sha, dest) = (
+                self.sources.clone(),
+                record.sha256.clone(),
+                workspace.to_owned(),
+            );
+            let limits = super::source_limits(&self.config.limits);
+            tokio::task::spawn_blocking(move || sources.unpack(&sha, &dest, &limits))
+                .await
+                .expect("blocking task")
+                .map_err(|e| fail(format!("unpacking the source failed: {e}")))?;
+            self.prepare_workspace_owner(project, workspace).await;
+            deployment.source_sha256 = Some(record.sha256);
+            return Ok(());
+        }
+        let url = request
+            .git_url
+            .as_deref()
+            .ok_or_else(|| fail("no source".into()))?;
+        let command = crate::source::git_clone_command(url, request.git_ref.as_deref())
+            .map_err(|e| fail(e.to_string()))?;
+        self.hub.system(&dpl, &format!("source: cloning {url}"));
+        self.run_command(
+            project,
+            &dpl,
+            "source",
+            "SOURCE_FAILED",
+            LogStream::System,
+            &command,
+            workspace,
+            env,
+            deadline,
+        )
+        .await
+    }
+
+    /// In namespaces mode the project's code runs as its own uid: hand it the workspace.
+    pub(super) async fn prepare_workspace_owner(&self, project: &ProjectRecord, workspace: &Path) {
+        if self.config.sandbox.mode != crate::config::SandboxMode::Namespaces {
+            return;
+        }
+        let (dir, uid) = (workspace.to_owned(), project.uid);
+        let result =
+            tokio::task::spawn_blocking(move || crate::sandbox::hand_over(&dir, uid)).await;
+        if let Ok(Err(error)) = result {
+            tracing::warn!(%error, "could not hand the workspace to the project's uid");
+        }
+    }
+
+    /// Runs a build-kind command in the workspace; output goes to the logs as it comes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run_command(
+        &self,
+        project: &ProjectRecord,
+        dpl: &str,
+        step: &'static str,
+        code: &'static str,
+        stream: LogStream,
+        command: &str,
+        workspace: &Path,
+        env: &[(String, String)],
+        deadline: Instant,
+    ) -> Result<(), Failure> {
+        let spec = StepSpec {
+            name: format!("slipway-{dpl}-{step}"),
+            kind: StepKind::Build {
+                workspace: workspace.to_owned(),
+            },
+            command: command.to_owned(),
+            env: env.to_vec(),
+            project_uid: project.uid,
+            memory_mb: self.config.limits.build_memory_mb,
+            pids: self.config.limits.pids,
+            cpus: 2.0,
+            stop_grace: Duration::from_secs(5),
+        };
+        let runner = self.runner.clone();
+        let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))
+            .await
+            .expect("blocking task")
+            .map_err(|e| {
+                Failure::new(
+                    step,
+                    code,
+                    format!("could not start the {step} command: {e}"),
+                )
+            })?;
+        let mut pumps = Vec::new();
+        if let Some(stdout) = running.stdout.take() {
+            pumps.push(tokio::spawn(pump_lines(
+                stdout,
+                self.hub.clone(),
+                dpl.to_owned(),
+                stream,
+            )));
+        }
+        if let Some(stderr) = running.stderr.take() {
+            pumps.push(tokio::spawn(pump_lines(
+                stderr,
+                self.hub.clone(),
+                dpl.to_owned(),
+                stream,
+            )));
+        }
+        let exit = tokio::select! {
+            exit = running.wait() => exit,
+            _ = tokio::time::sleep_until(deadline) => {
+                running.kill();
+                let _ = running.stop(Duration::from_millis(100)).await;
+                return Err(Failure::new(step, "TIMEOUT", format!(
+                    "the build did not finish within {} s (limits.build_timeout_s); the {step} command was stopped",
+                    self.config.limits.build_timeout_s
+                )));
+            }
+        };
+        for pump in pumps {
+            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+        }
+        match exit {
+            Ok(exit) if exit.success() => Ok(()),
+            Ok(exit) => Err(Failure::new(
+                step,
+                code,
+                format!("the {step} command {}", exit.describe()),
+            )),
+            Err(error) => Err(Failure::new(
+                step,
+                code,
+                format!("the {step} command could not be waited for: {error}"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The deploy step and the switch: loading static output or starting the app until healthy,
+//! then — after ssl_verification — recording it live, moving the route, draining the previous
+//! deployment, and keeping only recent builds and logs.
+
+use std::path::{Component, Path};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::run::{remove_dir_all_quiet, Failure, Prepared, DRAIN_SECONDS};
+use super::Pipeline;
+use crate::router::Target;
+use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord};
+use crate::supervisor::AppSpec;
+
+impl Pipeline {
+    /// The deploy step: load the static output, or start the app and wait until it is healthy.
+    pub(super) async fn prepare(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        env: &[(String, String)],
+    ) -> Result<Prepared, Failure> {
+        let workspace = self.workspace(&deployment.id);
+        match deployment.mode {
+            Some(DeploymentMode::Static) | None => {
+                let output = deployment.output_dir.clone().unwrap_or_default();
+                let root = workspace.join(&output);
+                self.hub.system(
+                    &deployment.id,
+                    &format!(
+                        "deploy: serving static files from {}",
+                        if output.is_empty() { "." } else { &output }
+                    ),
+                );
+                let site = tokio::task::spawn_blocking(move || {
+                    crate::static_files::StaticSite::load(&root)
+                })
+                .await
+                .expect("blocking task")
+                .map_err(|e| {
+                    Failure::new(
+                        "deploy",
+                        "START_FAILED",
+                        format!("cannot load the static output: {e}"),
+                    )
+                })?;
+                Ok(Prepared::Static {
+                    site: Arc::new(site),
+                })
+            }
+            Some(DeploymentMode::Server) => {
+                if self.supervisor.is_running(&deployment.id) {
+                    // A rollback to the deployment that is still running (e.g. being drained).
+                    self.supervisor.stop(&deployment.id).await;
+                }
+                let port = deployment
+                    .port
+                    .filter(|p| port_is_free(*p))
+                    .map_or_else(free_port, Ok)
+                    .map_err(|e| {
+                        Failure::new("deploy", "START_FAILED", format!("no free port: {e}"))
+                    })?;
+                deployment.port = Some(port);
+                let command = deployment.start_command.clone().unwrap_or_default();
+                self.hub.system(
+                    &deployment.id,
+                    &format!("deploy: $ {command} (PORT={port})"),
+                );
+                let spec = self.app_spec(project, deployment, env.to_vec(), port);
+                let address = self
+                    .supervisor
+                    .start(
+                        spec,
+                        Duration::from_secs(self.config.limits.health_timeout_s),
+                    )
+                    .await
+                    .map_err(|f| Failure::new("deploy", f.code, f.message))?;
+                Ok(Prepared::Server { address })
+            }
+        }
+    }
+
+    pub(crate) fn app_spec(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+        env: Vec<(String, String)>,
+        port: u16,
+    ) -> AppSpec {
+        AppSpec {
+            deployment_id: deployment.id.clone(),
+            slug: project.slug.clone(),
+            uid: project.uid,
+            root: self.workspace(&deployment.id),
+            data_dir: self.app_data_dir(&project.id),
+            command: deployment.start_command.clone().unwrap_or_default(),
+            env,
+            port,
+            health_check_path: deployment.health_check_path.clone(),
+            memory_mb: self.config.limits.app_memory_mb,
+            pids: self.config.limits.pids,
+        }
+    }
+
+    /// The atomic switch: record, route, then drain and stop the previous deployment.
+    pub(super) async fn activate(
+        &self,
+        project: &ProjectRecord,
+        run: &crate::store::records::RunRecord,
+        deployment: &DeploymentRecord,
+        prepared: Prepared,
+    ) -> Result<(), Failure> {
+        let lock = self.deploy_lock(&project.id);
+        let _guard = lock.lock().await;
+        let (r, d) = (run.clone(), deployment.clone());
+        let previous = self
+            .store
+            .call(move |s| s.activate(&r, &d))
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    "INTERNAL_ERROR",
+                    format!("could not record the deployment: {e}"),
+                )
+            })?;
+        let target = match prepared {
+            Prepared::Static { site } => Target::Static {
+                site,
+                deployment_id: deployment.id.clone(),
+            },
+            Prepared::Server { address } => Target::Proxy {
+                upstream: address,
+                deployment_id: deployment.id.clone(),
+            },
+        };
+        let slug = project.slug.clone();
+        self.routes.update(|table| {
+            table.apps.insert(slug, Some(target));
+        });
+        if let Some(previous) = previous {
+            self.hub
+                .system(&previous, &format!("replaced by {}", deployment.id));
+            self.hub.end(&previous);
+            let supervisor = self.supervisor.clone();
+            let drain = DRAIN_SECONDS;
+            tokio::spawn(async move {
+                // In-flight requests to the old app finish during the drain period.
+                tokio::time::sleep(Duration::from_secs(drain)).await;
+                supervisor.stop(&previous).await;
+            });
+        }
+        self.retain_recent(project).await;
+        Ok(())
+    }
+
+    /// Keeps logs of the last 10 deployments and workspaces of the last 5 (rollback targets).
+    pub(super) async fn retain_recent(&self, project: &ProjectRecord) {
+        let id = project.id.clone();
+        let Ok(deployments) = self.store.call(move |s| s.project_deployments(&id)).await else {
+            return;
+        };
+        let live = self
+            .routes
+            .snapshot()
+            .apps
+            .get(&project.slug)
+            .cloned()
+            .flatten()
+            .map(|t| t.deployment_id().to_owned());
+        for (index, deployment) in deployments.iter().enumerate() {
+            if Some(&deployment.id) == live.as_ref()
+                || deployment.state == DeploymentState::Building
+            {
+                continue;
+            }
+            if index >= 5 || deployment.state != DeploymentState::Inactive {
+                let dir = self.deployment_dir(&deployment.id);
+                let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;
+            }
+            if index >= 10 {
+                self.hub.remove(&deployment.id);
+                let id = deployment.id.clone();
+                let _ = self.store.call(move |s| s.delete_logs(&id)).await;
+            }
+        }
+    }
+}
+
+/// The contract's rule: `outputDirectory`, else the first of dist, build, out, public that the
+/// build produced, else the source root.
+pub(crate) fn choose_output_dir(
+    workspace: &Path,
+    requested: Option<&str>,
+) -> Result<String, Failure> {
+    if let Some(requested) = requested.filter(|r| !r.trim().is_empty()) {
+        let relative = Path::new(requested.trim_start_matches("./"));
+        let safe = relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+        if !safe {
+            return Err(Failure::new(
+                "deploy",
+                "START_FAILED",
+                format!("outputDirectory {requested:?} must be a relative path inside the project"),
+            ));
+        }
+        if !workspace.join(relative).is_dir() {
+            return Err(Failure::new(
+                "deploy",
+                "START_FAILED",
+                format!("outputDirectory {requested:?} does not exist after the build"),
+            ));
+        }
+        return Ok(relative.to_string_lossy().into_owned());
+    }
+    for candidate in ["dist", "build", "out", "public"] {
+        let path = workspace.join(candidate);
+        if path.is_dir() && !path.is_symlink() {
+            return Ok(candidate.to_owned());
+        }
+    }
+    Ok(String::new())
+}
+
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
