@@ -147,6 +147,11 @@ impl Pipeline {
                 {
                     tracing::error!(%error, run = %record.id, "could not record the run's end");
                 }
+                // An app this run started (a canceled deploy step drops the wait, not the
+                // app) must not outlive the run, unless it is the live one (a rollback).
+                if !self.is_live(&project, &dpl) {
+                    self.supervisor.stop(&dpl).await;
+                }
                 if !rollback {
                     let dir = self.deployment_dir(&dpl);
                     let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;

@@ -602,3 +602,59 @@ async fn a_newer_run_supersedes_an_older_one() {
     assert_eq!(newer_status["status"], "provisioning_complete");
     assert_eq!(daemon.app_get("twice", "/", &[]).await.text().trim(), "new");
 }
+
+#[tokio::test]
+async fn a_superseded_deploy_leaves_no_app_behind() {
+    if node_missing() {
+        return;
+    }
+    let daemon = TestDaemon::start();
+    let upload = daemon
+        .upload("swap", targz(&[("server.js", NODE_APP, 0o644)]))
+        .await;
+    assert_eq!(upload.status, 201);
+    let marker = format!("superseded-{}", std::process::id());
+    // The older run's app starts slowly, so the newer run arrives during its deploy step.
+    // (Its code is inline, so it does not depend on the workspace that a failed run removes.)
+    let slow_app = format!(
+        "sleep 1; exec node -e \"require('http').createServer((q, r) => r.end('old')).listen(process.env.PORT)\" {marker}"
+    );
+    let older = daemon
+        .provision("swap", json!({ "startCommand": slow_app }))
+        .await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let newer = daemon
+        .provision("swap", json!({"startCommand": "node server.js"}))
+        .await;
+    let older_status = daemon
+        .wait_run(
+            older["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(
+        older_status["status"], "provisioning_canceled",
+        "{older_status}"
+    );
+    let newer_status = daemon
+        .wait_run(
+            newer["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(
+        newer_status["status"], "provisioning_complete",
+        "{newer_status}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let leftovers = std::process::Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        leftovers.stdout.is_empty(),
+        "the superseded run's app is still running: {}",
+        String::from_utf8_lossy(&leftovers.stdout)
+    );
+    assert_eq!(daemon.app_get("swap", "/", &[]).await.status, 200);
+}
