@@ -324,7 +324,7 @@ impl Config {
             message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
         })?;
         let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
-        if uid_base < 65_536 || uid_base > u32::MAX - 1_000_000 {
+        if !(65_536..=u32::MAX - 1_000_000).contains(&uid_base) {
             return Err(ConfigError::Invalid {
                 key: "sandbox.uid_base",
                 message: format!(

@@ -48,7 +48,7 @@ pub async fn upload(
     let limits = crate::pipeline::source_limits(&ctx.config.limits);
     let archive = read_body(request, limits.max_archive_bytes as usize).await?;
     let sources = ctx.sources.clone();
-    let ingest_limits = limits.clone();
+    let ingest_limits = limits;
     let ingested = tokio::task::spawn_blocking(move || sources.ingest(&archive, &ingest_limits))
         .await
         .map_err(ApiError::internal)?
