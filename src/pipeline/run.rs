@@ -410,7 +410,7 @@ impl Pipeline {
         stored.progress = active
             .shown_progress
             .load(std::sync::atomic::Ordering::Relaxed);
-        if let Err(error) = self.store.call(move |s| s.put_run(&stored)).await {
+        if let Err(error) = self.store.call(move |s| s.put_run_progress(&stored)).await {
             tracing::error!(%error, "could not record step progress");
         }
         self.hub.publish_status(&record.deployment_id, status);

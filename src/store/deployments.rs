@@ -62,6 +62,17 @@ impl Store {
         Ok(())
     }
 
+    /// Records a run's step progress without waiting for the disk: the next durable commit
+    /// (the run's end, or any other write) persists it. A crash in between loses only progress
+    /// of a run that restart recovery marks `INTERRUPTED` anyway.
+    pub fn put_run_progress(&self, run: &RunRecord) -> Result<()> {
+        let mut txn = self.write()?;
+        txn.set_durability(redb::Durability::None).map_err(|e| super::StoreError::Db(e.to_string()))?;
+        put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
+        txn.commit()?;
+        Ok(())
+    }
+
     pub fn run(&self, id: &str) -> Result<Option<RunRecord>> {
         let txn = self.read()?;
         get_record(&txn.open_table(tables::RUNS)?, "runs", id)
