@@ -119,15 +119,22 @@ pub async fn connect(
     let target = format!("{}:{}", endpoint.host, endpoint.port);
     let mut last_error = String::from("no address to try");
     let mut stream = None;
-    for address in resolve(&endpoint.host, endpoint.port).await? {
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
+    let addresses = resolve(&endpoint.host, endpoint.port).await?;
+    for address in &addresses {
+        let failure = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await
+        {
             Ok(Ok(connected)) => {
                 stream = Some(connected);
                 break;
             }
-            Ok(Err(error)) => last_error = format!("{address}: {error}"),
-            Err(_) => last_error = format!("{address}: no answer within {CONNECT_TIMEOUT:?}"),
-        }
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        };
+        // Name the address only when the target's own name does not already say it.
+        last_error = match endpoint.host.parse::<IpAddr>() {
+            Ok(_) => failure,
+            Err(_) => format!("{address}: {failure}"),
+        };
     }
     let stream = stream.ok_or_else(|| ClientError::Connect {
         target: target.clone(),

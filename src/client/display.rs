@@ -11,7 +11,7 @@ use serde_json::Value;
 pub fn format_log_line(line: &Value) -> String {
     let stream = line["stream"].as_str().unwrap_or("?");
     let message = line["message"].as_str().unwrap_or("");
-    format!("{stream:>6} | {message}")
+    format!("{stream:>7} | {message}")
 }
 
 /// The progress of an in-progress status object: `(step, percentage, seconds left)`.
@@ -20,6 +20,15 @@ pub fn progress_of(status: &Value) -> Option<(String, u64, Option<u64>)> {
         return None;
     }
     let step = status["currentStep"].as_str()?.to_owned();
+    // Between a step's end and the run's end, `currentStep` names the next (pending) step;
+    // only a running step is shown, so a failed build never reads as "deploy".
+    let state = status["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["name"] == step.as_str()))
+        .and_then(|s| s["state"].as_str());
+    if state.is_some_and(|state| state != "running") {
+        return None;
+    }
     let percentage = status["progressPercentage"].as_u64().unwrap_or(0);
     let remaining = status["estimatedTimeRemaining"]
         .as_u64()
@@ -134,7 +143,7 @@ mod tests {
     fn lines_and_bars_read_well() {
         assert_eq!(
             format_log_line(&json!({"stream":"build","message":"compiled"})),
-            " build | compiled"
+            "  build | compiled"
         );
         assert_eq!(
             format_bar("build", 47, Some(52)),

@@ -116,25 +116,21 @@ pub async fn follow_logs(
                 continue;
             }
         };
-        loop {
-            match events.next().await {
-                Ok(Some(event)) => {
-                    reconnects = 0;
-                    match event.name.as_str() {
-                        "log" => print_line(&event, &mut last_seq, display)?,
-                        "status" => {
-                            if let Ok(status) = serde_json::from_str::<Value>(&event.data) {
-                                display.status(&status);
-                            }
-                        }
-                        "end" => {
-                            display.finish();
-                            return Ok(());
-                        }
-                        _ => {}
+        // The loop ends when the stream closes or breaks; either way, reconnect.
+        while let Ok(Some(event)) = events.next().await {
+            reconnects = 0;
+            match event.name.as_str() {
+                "log" => print_line(&event, &mut last_seq, display)?,
+                "status" => {
+                    if let Ok(status) = serde_json::from_str::<Value>(&event.data) {
+                        display.status(&status);
                     }
                 }
-                Ok(None) | Err(StreamBroken(_)) => break,
+                "end" => {
+                    display.finish();
+                    return Ok(());
+                }
+                _ => {}
             }
         }
         reconnects += 1;
