@@ -26,6 +26,8 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// Reconnections in a row before giving up on the stream.
 const MAX_RECONNECTS: u32 = 10;
 const RECONNECT_DELAY: Duration = Duration::from_secs(2);
+/// The pause before resuming a stream that closed after delivering events.
+const RESUME_DELAY: Duration = Duration::from_millis(500);
 /// The longest a client waits for one run (the daemon's own build timeout is 15 min).
 const RUN_DEADLINE: Duration = Duration::from_secs(3 * 60 * 60);
 
@@ -76,7 +78,10 @@ pub async fn follow_run(
         match run.follow(deployment_id).await {
             Ok(StreamOutcome::Final(status)) => return Ok(status),
             Ok(StreamOutcome::Ended) => streaming = false,
-            Ok(StreamOutcome::Progressed) => reconnects = 0,
+            Ok(StreamOutcome::Progressed) => {
+                reconnects = 0;
+                tokio::time::sleep(RESUME_DELAY).await;
+            }
             Err(StreamBroken(why)) => {
                 reconnects += 1;
                 if reconnects > MAX_RECONNECTS {

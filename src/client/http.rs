@@ -243,6 +243,17 @@ async fn read_body(body: Incoming, timeout: Duration) -> Result<Bytes, ClientErr
 /// Turns a non-2xx answer into `ClientError::Api` (from the envelope when there is one).
 async fn error_from(response: Response<Incoming>) -> ClientError {
     let status = response.status();
+    // The daemon redirects plain HTTP to HTTPS for clients off the machine.
+    if status.is_redirection() {
+        let location = response
+            .headers()
+            .get(http::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("another address");
+        return ClientError::Config(format!(
+            "the API answered {status} to {location}; set SLIPWAY_URL to that scheme and host"
+        ));
+    }
     let bytes = read_body(response.into_body(), REQUEST_TIMEOUT)
         .await
         .unwrap_or_default();
