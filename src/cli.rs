@@ -1,5 +1,6 @@
-//! The command line: server side (`serve`, `check-config`, `token`, `ca`) and the hidden
-//! `sandbox-exec` helper entry. Parsing only; `main.rs` acts on it.
+//! The command line: server side (`serve`, `check-config`, `token`, `ca`), client side
+//! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`; run by `client::main`) and the
+//! hidden `sandbox-exec` helper entry. Parsing only; `main.rs` acts on it.
 
 use std::path::PathBuf;
 
@@ -51,6 +52,92 @@ pub enum Command {
     /// Internal: the sandbox helper the daemon execs (reads its spec from a pipe).
     #[command(hide = true)]
     SandboxExec,
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// The client side: talks to a daemon's API from any machine with a token (`SLIPWAY_URL` and
+/// `SLIPWAY_TOKEN`, else the file `slipway login` writes).
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Save the API URL and token to ~/.config/slipway/credentials.toml (0600).
+    Login {
+        /// The daemon's API URL, e.g. https://slipway.apps.example.com.
+        #[arg(long, value_name = "URL")]
+        url: String,
+        /// The API token (read from stdin when omitted, so it stays out of `ps`).
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+    },
+    /// Pack a directory (respecting .gitignore), upload, build and serve it; follows the logs.
+    Deploy(DeployArgs),
+    /// Print a deployment's logs (`-f`: follow them live until the deployment ends).
+    Logs {
+        /// A deployment id (dpl_…).
+        deployment: String,
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// A project's environment variables (applied to its next deployment).
+    Env {
+        #[command(subcommand)]
+        action: EnvAction,
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, global = true, value_name = "SLUG")]
+        project: Option<String>,
+    },
+    /// List projects: slug, state, URL and live deployment.
+    Projects,
+    /// Re-activate an earlier successful deployment without rebuilding, and wait for it.
+    Rollback {
+        /// The project's slug or id.
+        project: String,
+        /// The deployment to go back to (dpl_…).
+        deployment: String,
+    },
+}
+
+/// `slipway deploy`: every flag overrides the same key of `DIR/slipway.toml`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DeployArgs {
+    /// The directory to deploy.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Project slug (default: the directory's name, slugified).
+    #[arg(long, value_name = "SLUG")]
+    pub project: Option<String>,
+    /// Install command, e.g. `npm ci`.
+    #[arg(long, value_name = "CMD")]
+    pub install: Option<String>,
+    /// Build command, e.g. `npm run build`.
+    #[arg(long, value_name = "CMD")]
+    pub build: Option<String>,
+    /// Start command (server mode; it must listen on $PORT). Without it the output is served
+    /// statically.
+    #[arg(long, value_name = "CMD")]
+    pub start: Option<String>,
+    /// The build's output directory to serve (static mode).
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<String>,
+    /// A path the app must answer with 2xx/3xx before it goes live, e.g. /healthz.
+    #[arg(long, value_name = "PATH")]
+    pub health: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvAction {
+    /// Set variables: `slipway env set KEY=value OTHER=value`.
+    Set {
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// List the variables and their values.
+    Ls,
+    /// Remove a variable.
+    Rm {
+        #[arg(value_name = "KEY")]
+        key: String,
+    },
 }
 
 /// Which daemon to talk to: its data dir (from the config, --dev, or given directly).

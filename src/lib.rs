@@ -4,13 +4,15 @@
 //! [`dispatch`] (host dispatch) → [`router`] (the route snapshot) → [`api`] (the REST API) →
 //! [`store`] (redb) → [`pipeline`] (provisioning runs) → [`source`] (archives, git) →
 //! [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps) → [`logs`] (the log
-//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`].
+//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`]. Apart: [`client`], the
+//! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API.
 
 pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod dashboard;
 pub mod dispatch;

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
             action: CaAction::Export,
             target,
         } => admin(target, slipway::admin::AdminRequest::CaExport),
+        Command::Client(command) => slipway::client::main(command),
     }
 }
 

@@ -1,0 +1,274 @@
+//! The smaller client commands: `login`, `logs`, `env set|ls|rm`, `projects` and `rollback`
+//! (which waits for its run like `deploy`). Output meant for scripts (values, tables, the URL)
+//! goes to stdout; notes and errors to stderr.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use serde_json::{Map, Value};
+
+use super::credentials::{self, Credentials};
+use super::deploy::report_run;
+use super::display::{format_log_line, Display};
+use super::follow::{follow_logs, follow_run};
+use super::http::ApiClient;
+use super::project_file::ProjectFile;
+use super::{path_segment, ClientError};
+use crate::cli::EnvAction;
+
+/// Most pages `logs` reads (5000 lines at most each, so far past any retention).
+const MAX_LOG_PAGES: usize = 10_000;
+
+/// `slipway login`: checks the token against the API, then saves URL and token (0600).
+pub async fn login(url: &str, token: Option<String>) -> Result<ExitCode, ClientError> {
+    let token = match token {
+        Some(token) => token,
+        None => {
+            eprint!("API token: ");
+            let _ = std::io::stderr().flush();
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .map_err(|error| ClientError::Io(format!("reading the token: {error}")))?;
+            line
+        }
+    };
+    let credentials = Credentials {
+        url: url.trim().trim_end_matches('/').to_owned(),
+        token: token.trim().to_owned(),
+    };
+    if credentials.token.is_empty() {
+        return Err(ClientError::Config("the token is empty".into()));
+    }
+    let api = super::api_client(&credentials)?;
+    api.get("/api/projects").await?;
+    let path = credentials::credentials_path(
+        std::env::var("XDG_CONFIG_HOME").ok().as_deref(),
+        std::env::var("HOME").ok().as_deref(),
+    )
+    .ok_or_else(|| {
+        ClientError::Config("neither HOME nor XDG_CONFIG_HOME is set: nowhere to save".into())
+    })?;
+    credentials::save(&path, &credentials)?;
+    eprintln!(
+        "Logged in to {}; credentials saved to {} (SLIPWAY_URL and SLIPWAY_TOKEN override them)",
+        api.base_url(),
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `slipway logs DEPLOYMENT [-f]`.
+pub async fn logs(
+    api: &ApiClient,
+    deployment: &str,
+    follow: bool,
+) -> Result<ExitCode, ClientError> {
+    let deployment = path_segment(deployment);
+    let mut display = Display::for_terminal();
+    if follow {
+        follow_logs(api, &deployment, &mut display).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut since = 0;
+    let mut stdout = std::io::stdout().lock();
+    for _ in 0..MAX_LOG_PAGES {
+        let page = api
+            .get(&format!(
+                "/api/deployments/{deployment}/logs?since={since}&limit=5000"
+            ))
+            .await?;
+        let lines = page["logs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        for line in lines {
+            writeln!(stdout, "{}", format_log_line(line))
+                .map_err(|error| ClientError::Io(format!("writing the log: {error}")))?;
+        }
+        let next = page["nextSince"].as_u64().unwrap_or(since);
+        if page["hasMore"] != Value::Bool(true) || next <= since {
+            break;
+        }
+        since = next;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `slipway env set|ls|rm` for `--project`, else the project named in ./slipway.toml.
+pub async fn env(
+    api: &ApiClient,
+    action: EnvAction,
+    project: Option<&str>,
+) -> Result<ExitCode, ClientError> {
+    let project = match project {
+        Some(project) => project.to_owned(),
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|error| ClientError::Io(format!("no current directory: {error}")))?;
+            ProjectFile::load(&here)?
+                .and_then(|file| file.project)
+                .ok_or_else(|| {
+                    ClientError::Config(
+                        "which project? Pass --project SLUG, or run this where a slipway.toml \
+                         sets `project`"
+                            .into(),
+                    )
+                })?
+        }
+    };
+    let base = format!("/api/projects/{}/env-vars", path_segment(&project));
+    match action {
+        EnvAction::Set { pairs } => {
+            let body = parse_pairs(&pairs)?;
+            let answer = api.post_json(&base, &Value::Object(body)).await?;
+            let updated: Vec<&str> = answer["updated"]
+                .as_array()
+                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            println!("{project}: set {}", updated.join(", "));
+            eprintln!("(applies to the next deployment)");
+        }
+        EnvAction::Ls => {
+            let answer = api.get(&base).await?;
+            let mut vars: Vec<(&String, &Value)> = answer["envVars"]
+                .as_object()
+                .map(|vars| vars.iter().collect())
+                .unwrap_or_default();
+            vars.sort_by(|a, b| a.0.cmp(b.0));
+            if vars.is_empty() {
+                eprintln!("{project} has no environment variables");
+            }
+            for (key, value) in vars {
+                println!("{key}={}", value.as_str().unwrap_or(""));
+            }
+        }
+        EnvAction::Rm { key } => {
+            api.delete(&format!("{base}/{}", path_segment(&key)))
+                .await?;
+            println!("{project}: removed {key}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `KEY=value` arguments into the API's body; a value may contain `=`.
+pub fn parse_pairs(pairs: &[String]) -> Result<Map<String, Value>, ClientError> {
+    let mut body = Map::new();
+    for pair in pairs {
+        match pair.split_once('=') {
+            Some((key, value)) if !key.is_empty() => {
+                body.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+            _ => return Err(ClientError::Config(format!("{pair:?} is not KEY=VALUE"))),
+        }
+    }
+    Ok(body)
+}
+
+/// `slipway projects`: a table of slug, state, URL and live deployment.
+pub async fn projects(api: &ApiClient) -> Result<ExitCode, ClientError> {
+    let answer = api.get("/api/projects").await?;
+    let projects = answer["projects"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if projects.is_empty() {
+        eprintln!("no projects yet: `slipway deploy` creates one");
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", projects_table(projects));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `projects` table, columns padded to their widest cell.
+pub fn projects_table(projects: &[Value]) -> String {
+    let mut rows = vec![[
+        "SLUG".to_owned(),
+        "STATE".to_owned(),
+        "URL".to_owned(),
+        "LIVE DEPLOYMENT".to_owned(),
+    ]];
+    for project in projects {
+        let text = |field: &str| project[field].as_str().unwrap_or("-").to_owned();
+        rows.push([
+            text("slug"),
+            text("state"),
+            text("url"),
+            text("liveDeploymentId"),
+        ]);
+    }
+    let widths: Vec<usize> = (0..4)
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut table = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            if column == 3 {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[column]));
+            }
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+/// `slipway rollback PROJECT DEPLOYMENT`: re-activates the build and waits for the run.
+pub async fn rollback(
+    api: &ApiClient,
+    project: &str,
+    deployment: &str,
+) -> Result<ExitCode, ClientError> {
+    let started = api
+        .post_json(
+            &format!("/api/projects/{}/rollback", path_segment(project)),
+            &serde_json::json!({ "deploymentId": deployment }),
+        )
+        .await?;
+    let provisioning_id = started["provisioningId"].as_str().unwrap_or_default();
+    eprintln!("Rolling {project} back to {deployment} (run {provisioning_id})");
+    let mut display = Display::for_terminal();
+    // The rollback's lines land in the old deployment's log after its first run's; polling the
+    // status alone keeps the output to this run.
+    let status = follow_run(api, provisioning_id, deployment, false, &mut display).await?;
+    Ok(report_run(&status, "rollback", &mut display))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pairs_split_at_the_first_equals_sign() {
+        let body =
+            parse_pairs(&["A=1".into(), "URL=postgres://x?a=b".into(), "EMPTY=".into()]).unwrap();
+        assert_eq!(
+            Value::Object(body),
+            json!({"A": "1", "URL": "postgres://x?a=b", "EMPTY": ""})
+        );
+        assert!(parse_pairs(&["NOVALUE".into()]).is_err());
+        assert!(parse_pairs(&["=x".into()]).is_err());
+    }
+
+    #[test]
+    fn the_projects_table_lines_up() {
+        let table = projects_table(&[
+            json!({"slug":"web","state":"live","url":"https://web.localhost","liveDeploymentId":"dpl_1"}),
+            json!({"slug":"api-server","state":"new","url":"https://api-server.localhost","liveDeploymentId":null}),
+        ]);
+        assert_eq!(
+            table,
+            "SLUG        STATE  URL                           LIVE DEPLOYMENT\n\
+             web         live   https://web.localhost         dpl_1\n\
+             api-server  new    https://api-server.localhost  -\n"
+        );
+    }
+}

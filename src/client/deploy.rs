@@ -1,0 +1,238 @@
+//! `slipway deploy [DIR]`: flags over `DIR/slipway.toml` into a plan (pure), then pack,
+//! upload (`POST /api/projects/{slug}/source`), provision (`POST …/provision`), follow the
+//! run live, and report: the URL and exit 0, or the failed step, code and message and exit 1.
+//! `report_run` is shared with `rollback`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use super::display::Display;
+use super::follow::follow_run;
+use super::http::ApiClient;
+use super::pack::pack;
+use super::project_file::{slugify, ProjectFile};
+use super::{path_segment, ClientError};
+use crate::cli::DeployArgs;
+
+/// What one deploy does, once flags and the project file are merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployPlan {
+    pub dir: PathBuf,
+    pub project: String,
+    pub install: Option<String>,
+    pub build: Option<String>,
+    pub start: Option<String>,
+    pub output: Option<String>,
+    pub health: Option<String>,
+}
+
+impl DeployPlan {
+    /// Flags win over the file; the project defaults to the directory's name (`dir_name`),
+    /// slugified.
+    pub fn new(
+        args: DeployArgs,
+        file: ProjectFile,
+        dir_name: Option<&str>,
+    ) -> Result<DeployPlan, ClientError> {
+        let project = match args.project.or(file.project) {
+            Some(project) => project,
+            None => dir_name.and_then(slugify).ok_or_else(|| {
+                ClientError::Config(format!(
+                    "cannot make a project name from the directory {:?}; pass --project SLUG or \
+                     set `project` in slipway.toml",
+                    dir_name.unwrap_or("")
+                ))
+            })?,
+        };
+        Ok(DeployPlan {
+            dir: args.dir,
+            project,
+            install: args.install.or(file.install),
+            build: args.build.or(file.build),
+            start: args.start.or(file.start),
+            output: args.output.or(file.output),
+            health: args.health.or(file.health),
+        })
+    }
+
+    /// The provision request for the uploaded source `source_id`.
+    pub fn provision_body(&self, source_id: &str) -> Value {
+        let mut body = Map::new();
+        body.insert("projectSlug".into(), json!(self.project));
+        body.insert("sourceId".into(), json!(source_id));
+        let optional = [
+            ("installCommand", &self.install),
+            ("buildCommand", &self.build),
+            ("startCommand", &self.start),
+            ("outputDirectory", &self.output),
+            ("healthCheckPath", &self.health),
+        ];
+        for (field, value) in optional {
+            if let Some(value) = value {
+                body.insert(field.into(), json!(value));
+            }
+        }
+        Value::Object(body)
+    }
+}
+
+pub async fn deploy(api: &ApiClient, args: DeployArgs) -> Result<ExitCode, ClientError> {
+    let dir = args.dir.clone();
+    if !dir.is_dir() {
+        return Err(ClientError::Config(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let file = ProjectFile::load(&dir)?.unwrap_or_default();
+    let canonical = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+    let dir_name = canonical
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned());
+    let plan = DeployPlan::new(args, file, dir_name.as_deref())?;
+    let mut display = Display::for_terminal();
+
+    let packed = {
+        let dir = plan.dir.clone();
+        tokio::task::spawn_blocking(move || pack(&dir))
+            .await
+            .map_err(|error| ClientError::Io(format!("packing stopped: {error}")))??
+    };
+    for skipped in &packed.skipped {
+        eprintln!("slipway: left out {skipped}");
+    }
+    eprintln!(
+        "Packed {} files from {} ({} → {} compressed)",
+        packed.file_count,
+        display_dir(&plan.dir),
+        human_bytes(packed.content_bytes),
+        human_bytes(packed.archive.len() as u64)
+    );
+    let slug = path_segment(&plan.project);
+    let upload = api
+        .post_archive(
+            &format!("/api/projects/{slug}/source"),
+            Bytes::from(packed.archive),
+        )
+        .await?;
+    let source_id = required_str(&upload, "sourceId")?;
+    let started = api
+        .post_json(
+            &format!("/api/projects/{slug}/provision"),
+            &plan.provision_body(&source_id),
+        )
+        .await?;
+    let provisioning_id = required_str(&started, "provisioningId")?;
+    let deployment_id = required_str(&started, "deploymentId")?;
+    eprintln!(
+        "Deploying {} to {}: deployment {deployment_id} (run {provisioning_id})",
+        plan.project,
+        api.base_url()
+    );
+    let status = follow_run(api, &provisioning_id, &deployment_id, true, &mut display).await?;
+    Ok(report_run(&status, "deploy", &mut display))
+}
+
+/// Prints a final status: the URL on stdout (exit 0), or what failed on stderr (exit 1).
+pub fn report_run(status: &Value, what: &str, display: &mut Display) -> ExitCode {
+    display.finish();
+    let seconds = status["totalDurationMs"].as_u64().unwrap_or(0) as f64 / 1000.0;
+    let deployment = status["deploymentId"].as_str().unwrap_or("?");
+    match status["status"].as_str() {
+        Some("provisioning_complete") => {
+            let url = status["url"].as_str().unwrap_or("");
+            eprintln!("{what} succeeded in {seconds:.1} s: {deployment} is live");
+            println!("{url}");
+            ExitCode::SUCCESS
+        }
+        Some("provisioning_canceled") => {
+            let message = status["error"]["message"]
+                .as_str()
+                .unwrap_or("a newer run replaced it");
+            eprintln!("{what} canceled after {seconds:.1} s: {message}");
+            ExitCode::FAILURE
+        }
+        _ => {
+            let step = status["failedStep"].as_str().unwrap_or("?");
+            let code = status["error"]["code"].as_str().unwrap_or("?");
+            let message = status["error"]["message"].as_str().unwrap_or("");
+            eprintln!("{what} failed at step {step} after {seconds:.1} s: {code}: {message}");
+            eprintln!("  logs: slipway logs {deployment}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn required_str(value: &Value, field: &str) -> Result<String, ClientError> {
+    value[field]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| ClientError::Protocol(format!("the answer has no `{field}`: {value}")))
+}
+
+fn display_dir(dir: &Path) -> String {
+    if dir == Path::new(".") {
+        "the current directory".into()
+    } else {
+        dir.display().to_string()
+    }
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let value = bytes as f64;
+    if value < KIB {
+        format!("{bytes} B")
+    } else if value < KIB * KIB {
+        format!("{:.1} KiB", value / KIB)
+    } else {
+        format!("{:.1} MiB", value / (KIB * KIB))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_and_the_directory_names_the_project() {
+        let file = ProjectFile {
+            project: None,
+            build: Some("make".into()),
+            start: Some("./serve".into()),
+            ..ProjectFile::default()
+        };
+        let args = DeployArgs {
+            dir: "site".into(),
+            start: Some("node app.js".into()),
+            health: Some("/up".into()),
+            ..DeployArgs::default()
+        };
+        let plan = DeployPlan::new(args, file, Some("My Site")).unwrap();
+        assert_eq!(plan.project, "my-site");
+        assert_eq!(plan.build.as_deref(), Some("make"));
+        assert_eq!(plan.start.as_deref(), Some("node app.js"));
+        assert_eq!(
+            plan.provision_body("src_1"),
+            json!({"projectSlug": "my-site", "sourceId": "src_1", "buildCommand": "make",
+                   "startCommand": "node app.js", "healthCheckPath": "/up"})
+        );
+        let file = ProjectFile {
+            project: Some("from-file".into()),
+            ..ProjectFile::default()
+        };
+        let plan = DeployPlan::new(DeployArgs::default(), file, Some("dir")).unwrap();
+        assert_eq!(plan.project, "from-file");
+        assert!(DeployPlan::new(DeployArgs::default(), ProjectFile::default(), Some("_")).is_err());
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human_bytes(12), "12 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,137 @@
+//! The client side of the `slipway` binary, for any machine with a token: `login`, `deploy`,
+//! `logs`, `env`, `projects`, `rollback` (`main.rs` calls [`main`] with the parsed
+//! [`ClientCommand`]). It speaks only the public REST API, never the daemon's store or
+//! admin socket.
+//!
+//! Reading order: [`credentials`] (URL + token) → [`http`] over [`connect`] (HTTP/1.1,
+//! rustls, `*.localhost` as loopback) → [`deploy`] ([`project_file`], [`pack`] with
+//! [`gitignore`]) → [`follow`] (SSE via [`sse`], status polling) → [`display`] →
+//! [`commands`] (the smaller commands).
+
+pub mod commands;
+pub mod connect;
+pub mod credentials;
+pub mod deploy;
+pub mod display;
+pub mod follow;
+pub mod gitignore;
+pub mod http;
+pub mod pack;
+pub mod project_file;
+pub mod sse;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::cli::ClientCommand;
+
+/// Everything that stops a client command before it has an outcome to report.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Missing or invalid credentials, `slipway.toml`, or arguments.
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot reach {target}: {detail}")]
+    Connect { target: String, detail: String },
+    /// The API answered with its error envelope (or another non-2xx answer).
+    #[error("{message} ({code})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("unexpected answer from the API: {0}")]
+    Protocol(String),
+    #[error("timed out: {0}")]
+    Timeout(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("cannot pack the directory: {0}")]
+    Pack(#[from] pack::PackError),
+}
+
+/// Runs one client command on a small runtime; the exit code says how it went (0 success,
+/// 1 a failed run or any error, printed on stderr).
+pub fn main(command: ClientCommand) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("slipway: cannot start the tokio runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(command)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("slipway: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one client command against the API named by the environment or credentials file.
+pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
+    let api = || api_client(&credentials::load()?);
+    match command {
+        ClientCommand::Login { url, token } => commands::login(&url, token).await,
+        ClientCommand::Deploy(args) => deploy::deploy(&api()?, args).await,
+        ClientCommand::Logs { deployment, follow } => {
+            commands::logs(&api()?, &deployment, follow).await
+        }
+        ClientCommand::Env { action, project } => {
+            commands::env(&api()?, action, project.as_deref()).await
+        }
+        ClientCommand::Projects => commands::projects(&api()?).await,
+        ClientCommand::Rollback {
+            project,
+            deployment,
+        } => commands::rollback(&api()?, &project, &deployment).await,
+    }
+}
+
+/// An API client for `credentials`, trusting for `https` the webpki roots, the system bundle
+/// and `SLIPWAY_CA_FILE` when set.
+pub fn api_client(credentials: &credentials::Credentials) -> Result<http::ApiClient, ClientError> {
+    let endpoint = connect::Endpoint::parse(&credentials.url)?;
+    let tls = match endpoint.https {
+        true => {
+            let extra = std::env::var_os("SLIPWAY_CA_FILE")
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from);
+            Some(connect::tls_config(
+                std::path::Path::new(connect::SYSTEM_CA_FILE),
+                extra.as_deref(),
+            )?)
+        }
+        false => None,
+    };
+    http::ApiClient::new(credentials, tls)
+}
+
+/// Percent-encodes one path segment (ids and slugs pass unchanged).
+pub fn path_segment(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => {
+                encoded.push(byte as char)
+            }
+            other => encoded.push_str(&format!("%{other:02X}")),
+        }
+    }
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn path_segments_cannot_escape() {
+        assert_eq!(super::path_segment("dpl_abc-1"), "dpl_abc-1");
+        assert_eq!(super::path_segment("../x y/"), "%2E%2E%2Fx%20y%2F");
+    }
+}
