@@ -8,4 +8,5 @@ mod pipeline;
 mod sandbox;
 mod support;
 mod tls;
+mod tls_daemon;
 mod vite;

@@ -1,7 +1,7 @@
 //! Tests of the `tls` module against real sockets, real curl and a real ACME CA (Pebble).
 
 mod acme;
-mod files;
+pub(crate) mod files;
 mod internal;
-mod pebble;
-mod support;
+pub(crate) mod pebble;
+pub(crate) mod support;

@@ -56,6 +56,11 @@ fn wait_for_port(port: u16, within: Duration) -> bool {
 }
 
 impl Pebble {
+    /// Pebble's own log so far (e.g. its `Issued certificate serial …` lines).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("pebble.log")).unwrap_or_default()
+    }
+
     pub async fn start(http_port: u16, tls_port: u16) -> Result<Pebble, String> {
         let pebble =
             find_binary("pebble").ok_or("pebble is not installed (Debian package `pebble`)")?;

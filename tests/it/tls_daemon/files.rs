@@ -1,0 +1,75 @@
+//! `tls.mode = "files"` through the real daemon: the operator's wildcard certificate (made
+//! here with rcgen, signed by a test CA) serves a provisioned app, and replacing the files
+//! changes the served certificate without a restart.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::tls::files::TestCa;
+use crate::tls::support::{have_tool, served_leaf};
+
+use super::support::{assert_curl_page, eventually, Daemon};
+
+/// The SHA-256 of the first certificate in a PEM chain.
+fn leaf_sha256(chain_pem: &str) -> String {
+    let chain = slipway::tls::certs::parse_chain(chain_pem).unwrap();
+    slipway::tls::certs::sha256_hex(&chain[0])
+}
+
+/// Replaces a file the way operators' tooling should: write aside, then rename.
+fn replace(path: &Path, contents: &str) {
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, contents).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+#[tokio::test]
+async fn an_operator_wildcard_serves_apps_and_is_swapped_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("Operator test CA");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca.cert_pem).unwrap();
+    // The chain ends with the operator's root, which is how ssl_verification trusts it.
+    let (leaf, key) = ca.leaf(&["*.apps.test"]);
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, format!("{leaf}{}", ca.cert_pem)).unwrap();
+    std::fs::write(&key_file, &key).unwrap();
+    let tls = format!(
+        "mode = \"files\"\ncert_file = {:?}\nkey_file = {:?}\n",
+        cert_file.display().to_string(),
+        key_file.display().to_string(),
+    );
+
+    let daemon = Daemon::start("apps.test", 0, &tls);
+    daemon.deploy_verified("shop", "<h1>shop</h1>").await;
+    let https = daemon.https();
+    let first = served_leaf(https, "shop.apps.test").await.unwrap();
+    assert_eq!(first, leaf_sha256(&leaf));
+    if have_tool("curl") {
+        assert_curl_page("shop.apps.test", https, &ca_file, "<h1>shop</h1>").await;
+    } else {
+        eprintln!("SKIP (part): curl is not installed");
+    }
+
+    // New files: the key first, then the certificate (between the two the pair does not
+    // match and the old certificate stays in service).
+    let (second_leaf, second_key) = ca.leaf(&["*.apps.test"]);
+    let second = leaf_sha256(&second_leaf);
+    replace(&key_file, &second_key);
+    replace(&cert_file, &format!("{second_leaf}{}", ca.cert_pem));
+    let swapped = eventually(Duration::from_secs(10), || async {
+        served_leaf(https, "shop.apps.test").await.ok().as_deref() == Some(second.as_str())
+    })
+    .await;
+    assert!(
+        swapped,
+        "the new files were not served within 10 s; log:\n{}",
+        daemon.inner.log_text()
+    );
+    if have_tool("curl") {
+        assert_curl_page("shop.apps.test", https, &ca_file, "<h1>shop</h1>").await;
+    }
+    // A new provisioning verifies against the new certificate.
+    daemon.deploy_verified("shop", "<h1>shop v2</h1>").await;
+    assert_eq!(served_leaf(https, "shop.apps.test").await.unwrap(), second);
+}
