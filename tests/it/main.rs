@@ -5,6 +5,7 @@ mod api;
 mod logs;
 mod pipeline;
 mod sandbox;
+mod sandboxed;
 mod support;
 mod tls;
 mod vite;
