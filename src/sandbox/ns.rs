@@ -370,8 +370,10 @@ impl NamespaceProcess {
             .resources
             .as_ref()
             .map(|resources| self.shared.cgroups.events(&resources.cgroup));
+        // A step that hit a limit failed even if its main process exited 0: a classic fork
+        // bomb's shell returns at once while the bomb fills the pids limit, and a process the
+        // OOM killer ended was part of the step's work.
         let exit = match (status.code(), status.signal()) {
-            (Some(0), _) => Exit::Code(0),
             _ if events.is_some_and(|events| events.oom_kills > 0) => Exit::OutOfMemory,
             _ if events.is_some_and(|events| events.pids_limit_hits > 0) => Exit::PidsExhausted,
             (Some(code), _) => Exit::Code(code),
