@@ -40,7 +40,8 @@ impl Sandboxed {
         let uid_base = 300_000 + (pid % 10_000) * 64 + (n % 8) * 8;
         let subnet = format!("10.214.{}.0/24", (pid.wrapping_mul(8) + n) % 256);
         let extra_toml = format!(
-            "uid_base = {uid_base}\ninstance = \"{instance}\"\nsubnet = \"{subnet}\"\n\n{extra}"
+            "uid_base = {uid_base}\ninstance = \"{instance}\"\nsubnet = \"{subnet}\"\n\n{extra}\n\
+             [rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n"
         );
         // Under /var/tmp: the sandbox's own /tmp would hide a data dir under /tmp anyway.
         let daemon = TestDaemon::start_in(

@@ -170,3 +170,59 @@ async fn fork_and_memory_bombs_fail_the_build_and_leave_nothing_behind() {
         assert_eq!(sandboxed.healthz().await, 200, "after {what}");
     }
 }
+
+/// The daemon reads a static build's output as root: a build that points the output (or a
+/// file in it) at the host with a symlink must not get the host's files published.
+#[tokio::test]
+async fn a_static_build_cannot_publish_host_files_through_symlinks() {
+    let Some(sandboxed) = Sandboxed::start("symlinked output", "") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    let data = daemon.data_dir();
+    let key = std::fs::read(data.join("secret.key")).unwrap();
+    let token = std::fs::read_to_string(data.join("initial-admin-token")).unwrap();
+    let links = format!(
+        "ln -s {data} store && ln -s {parent} up && mkdir -p dist && echo ok > dist/index.html \
+         && ln -s {data}/secret.key dist/key && ln -s /etc/passwd dist/passwd",
+        data = data.display(),
+        parent = data.parent().unwrap().display(),
+    );
+    for output in ["store", "up/data", "./store"] {
+        let (status, logs) = sandboxed
+            .run(
+                "linker",
+                &[("x", "x", 0o644)],
+                json!({"buildCommand": links, "outputDirectory": output}),
+                Duration::from_secs(60),
+            )
+            .await;
+        for path in ["/secret.key", "/initial-admin-token", "/slipway.redb"] {
+            let response = daemon.app_get("linker", path, &[]).await;
+            assert!(
+                response.status != 200
+                    && response.body.as_ref() != key.as_slice()
+                    && !response.text().contains(token.trim()),
+                "outputDirectory {output:?} published {path}: {status}\n{logs}"
+            );
+        }
+        assert_eq!(status["status"], "provisioning_failed", "{output}: {status}");
+        assert_eq!(status["failedStep"], "deploy", "{status}");
+        let message = status["error"]["message"].as_str().unwrap();
+        assert!(message.contains("symbolic link"), "{message}");
+    }
+    // Without outputDirectory `dist` is chosen; its links out are skipped.
+    let (status, logs) = sandboxed
+        .run(
+            "linker",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": links}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(status["status"], "provisioning_complete", "{status}\n{logs}");
+    assert_eq!(daemon.app_get("linker", "/", &[]).await.text(), "ok\n");
+    for path in ["/key", "/passwd"] {
+        assert_eq!(daemon.app_get("linker", path, &[]).await.status, 404, "{path}");
+    }
+}
