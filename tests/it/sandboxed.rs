@@ -106,6 +106,25 @@ impl Sandboxed {
         (status, logs)
     }
 
+    /// The host ends of this daemon's veth pairs (named `sw` + 16 bits of the instance's
+    /// FNV-1a hash + the link index).
+    pub fn interfaces(&self) -> Vec<String> {
+        let hash = self.instance.bytes().fold(0x811c_9dc5u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+        let prefix = format!("sw{:04x}", hash & 0xffff);
+        let output = std::process::Command::new("ip")
+            .args(["-o", "link", "show"])
+            .output()
+            .expect("ip link");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split(": ").nth(1))
+            .map(|name| name.split('@').next().unwrap_or(name).to_owned())
+            .filter(|name| name.starts_with(&prefix))
+            .collect()
+    }
+
     /// `GET /healthz` on the control host.
     pub async fn healthz(&self) -> u16 {
         self.daemon
@@ -287,6 +306,7 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
 
     assert_eq!(sandboxed.daemon.stop(), Some(0));
     assert!(!table_exists(), "a clean stop removes the nftables table");
+    assert_eq!(sandboxed.interfaces(), Vec::<String>::new());
     sandboxed.assert_no_project_processes("the daemon stopped");
     sandboxed.daemon.restart();
     // Ready means the live apps are back.
@@ -298,4 +318,45 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
         response.text()
     );
     assert!(table_exists());
+
+    // A daemon killed outright (no cleanup of its own) with a build in flight: its sandboxes
+    // die with it, and the next start sweeps what it left and brings the app back.
+    let slow = sandboxed
+        .daemon
+        .provision("lasting", json!({"buildCommand": "echo working; sleep 60"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let mut child = sandboxed.daemon.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sandboxed.project_processes().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sandboxes outlived the killed daemon: {:?}",
+            sandboxed.project_processes()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sandboxed.daemon.restart();
+    let response = sandboxed.daemon.app_get("lasting", "/", &[]).await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let status = sandboxed
+        .daemon
+        .wait_run(
+            slow["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(status["error"]["code"], "INTERRUPTED", "{status}");
+    assert_eq!(
+        sandboxed.interfaces().len(),
+        1,
+        "only the app's link: {:?}",
+        sandboxed.interfaces()
+    );
+    assert_eq!(sandboxed.daemon.stop(), Some(0));
+    assert!(!table_exists());
+    assert_eq!(sandboxed.interfaces(), Vec::<String>::new());
+    sandboxed.assert_no_project_processes("the daemon stopped");
 }

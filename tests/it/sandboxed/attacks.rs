@@ -73,7 +73,10 @@ async fn a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_d
         status["status"], "provisioning_complete",
         "{status}\n{logs}"
     );
-    assert!(!logs.contains("[build] LEAK"), "an attempt succeeded:\n{logs}");
+    assert!(
+        !logs.contains("[build] LEAK"),
+        "an attempt succeeded:\n{logs}"
+    );
     assert_eq!(
         logs.matches("[build] denied: ").count(),
         attempts.len(),
@@ -206,7 +209,10 @@ async fn a_static_build_cannot_publish_host_files_through_symlinks() {
                 "outputDirectory {output:?} published {path}: {status}\n{logs}"
             );
         }
-        assert_eq!(status["status"], "provisioning_failed", "{output}: {status}");
+        assert_eq!(
+            status["status"], "provisioning_failed",
+            "{output}: {status}"
+        );
         assert_eq!(status["failedStep"], "deploy", "{status}");
         let message = status["error"]["message"].as_str().unwrap();
         assert!(message.contains("symbolic link"), "{message}");
@@ -220,9 +226,16 @@ async fn a_static_build_cannot_publish_host_files_through_symlinks() {
             Duration::from_secs(60),
         )
         .await;
-    assert_eq!(status["status"], "provisioning_complete", "{status}\n{logs}");
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
     assert_eq!(daemon.app_get("linker", "/", &[]).await.text(), "ok\n");
     for path in ["/key", "/passwd"] {
-        assert_eq!(daemon.app_get("linker", path, &[]).await.status, 404, "{path}");
+        assert_eq!(
+            daemon.app_get("linker", path, &[]).await.status,
+            404,
+            "{path}"
+        );
     }
 }

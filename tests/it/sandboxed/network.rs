@@ -110,7 +110,10 @@ async fn a_build_reaches_neither_the_daemon_nor_the_host_nor_another_app() {
         logs.contains("[build] control: reached the sandbox's own loopback"),
         "the probe works:\n{logs}"
     );
-    assert!(!logs.contains("[build] LEAK"), "a connection succeeded:\n{logs}");
+    assert!(
+        !logs.contains("[build] LEAK"),
+        "a connection succeeded:\n{logs}"
+    );
     let expected = targets.len() + 2 + 2;
     assert_eq!(
         logs.matches("[build] denied: ").count(),
