@@ -264,6 +264,10 @@ async fn builds_run_as_uid_1000_without_privileges_and_leave_nothing_behind() {
     );
 }
 
+/// Prints the app's identity, then becomes the Node server.
+const START_WITH_IDENTITY: &str =
+    "id -u; grep -E 'CapEff|NoNewPrivs|Seccomp' /proc/self/status; exec node server.js";
+
 #[tokio::test]
 async fn a_live_app_comes_back_after_a_daemon_restart() {
     if node_missing("restart") {
@@ -276,7 +280,7 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
         .run(
             "lasting",
             &[("server.js", crate::pipeline::NODE_APP, 0o644)],
-            json!({"startCommand": "node server.js"}),
+            json!({"startCommand": START_WITH_IDENTITY}),
             Duration::from_secs(120),
         )
         .await;
@@ -288,6 +292,18 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
         sandboxed.daemon.app_get("lasting", "/", &[]).await.status,
         200
     );
+    // The app has the build's identity and restrictions too.
+    for expected in [
+        "[stdout] 1000\n",
+        "[stdout] CapEff:\t0000000000000000",
+        "[stdout] NoNewPrivs:\t1",
+        "[stdout] Seccomp:\t2",
+    ] {
+        assert!(
+            logs.contains(expected),
+            "{expected:?} missing from:\n{logs}"
+        );
+    }
     let running = sandboxed.project_processes();
     assert!(
         running
@@ -323,7 +339,10 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
     // die with it, and the next start sweeps what it left and brings the app back.
     let slow = sandboxed
         .daemon
-        .provision("lasting", json!({"buildCommand": "echo working; sleep 60"}))
+        .provision(
+            "lasting",
+            json!({"buildCommand": "echo working; sleep 60", "startCommand": START_WITH_IDENTITY}),
+        )
         .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let mut child = sandboxed.daemon.child.take().unwrap();

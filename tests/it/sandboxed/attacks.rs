@@ -239,3 +239,60 @@ async fn a_static_build_cannot_publish_host_files_through_symlinks() {
         );
     }
 }
+
+/// Builds the daemon stops (the timeout, a newer run) take every process with them, even one
+/// that ignores SIGTERM and one in a session of its own.
+#[tokio::test]
+async fn stopped_builds_leave_nothing_behind() {
+    let Some(sandboxed) = Sandboxed::start("stopped builds", "[limits]\nbuild_timeout_s = 3\n")
+    else {
+        return;
+    };
+    let started = Instant::now();
+    let (status, logs) = sandboxed
+        .run(
+            "stubborn",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": "trap '' TERM; setsid sleep 100 & echo waiting; sleep 100"}),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(status["error"]["code"], "TIMEOUT", "{status}\n{logs}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    sandboxed.assert_no_project_processes("the timeout");
+
+    let daemon = &sandboxed.daemon;
+    let older = daemon
+        .provision(
+            "stubborn",
+            json!({"buildCommand": "trap '' TERM; setsid sleep 100 & sleep 2.5"}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let newer = daemon
+        .provision(
+            "stubborn",
+            json!({"buildCommand": "mkdir -p dist && echo new > dist/index.html"}),
+        )
+        .await;
+    let older = daemon
+        .wait_run(
+            older["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(older["status"], "provisioning_canceled", "{older}");
+    let newer = daemon
+        .wait_run(
+            newer["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(newer["status"], "provisioning_complete", "{newer}");
+    sandboxed.assert_no_project_processes("the newer run");
+    assert_eq!(daemon.app_get("stubborn", "/", &[]).await.text(), "new\n");
+}
