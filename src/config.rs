@@ -90,6 +90,9 @@ pub struct SandboxConfig {
     /// The private IPv4 range sandboxes get their /30 links from: (network, prefix length).
     pub subnet: (std::net::Ipv4Addr, u8),
     pub pass_env: Vec<String>,
+    /// Names the host objects the namespaced runner owns (nftables table `inet <instance>`,
+    /// veth prefix, cgroup directory); two daemons on one machine need different ones.
+    pub instance: String,
 }
 
 pub const LETS_ENCRYPT_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
@@ -151,6 +154,7 @@ struct RawSandbox {
     uid_base: Option<u32>,
     subnet: Option<String>,
     pass_env: Option<Vec<String>>,
+    instance: Option<String>,
 }
 
 /// Facts about the machine that change defaults (kept apart so parsing stays pure).
@@ -333,7 +337,18 @@ impl Config {
                 ),
             });
         }
+        let instance = raw.sandbox.instance.unwrap_or_else(|| "slipway".into());
+        if !valid_instance(&instance) {
+            return Err(ConfigError::Invalid {
+                key: "sandbox.instance",
+                message: format!(
+                    "{instance:?} must start with a lowercase letter and hold only lowercase \
+                     letters, digits and _ (at most 24)"
+                ),
+            });
+        }
         let sandbox = SandboxConfig {
+            instance,
             mode: sandbox_mode,
             uid_base,
             subnet,
@@ -399,6 +414,16 @@ fn parse_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> 
     })
 }
 
+/// A name usable for an nftables table and a cgroup directory.
+pub fn valid_instance(instance: &str) -> bool {
+    !instance.is_empty()
+        && instance.len() <= 24
+        && instance.starts_with(|c: char| c.is_ascii_lowercase())
+        && instance
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
 fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
     let (addr, prefix) = text.split_once('/')?;
     let addr: std::net::Ipv4Addr = addr.parse().ok()?;
@@ -462,6 +487,7 @@ mod tests {
             ("[tls]\nmode = \"acm\"", "tls.mode"),
             ("http_listen = \"localhost\"", "http_listen"),
             ("[sandbox]\nsubnet = \"10.0.0.0/30\"", "sandbox.subnet"),
+            ("[sandbox]\ninstance = \"Bad-Name\"", "sandbox.instance"),
             ("[limits]\npids = 0", "limits.pids"),
         ] {
             let error = Config::from_toml(text, true, ROOT).unwrap_err();

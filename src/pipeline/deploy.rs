@@ -205,12 +205,31 @@ pub(crate) fn choose_output_dir(
                 format!("outputDirectory {requested:?} must be a relative path inside the project"),
             ));
         }
-        if !workspace.join(relative).is_dir() {
-            return Err(Failure::new(
-                "deploy",
-                "START_FAILED",
-                format!("outputDirectory {requested:?} does not exist after the build"),
-            ));
+        // The daemon reads the output as root: a symlink anywhere on the way (made by the
+        // build) would publish whatever it points at on the host, the store included.
+        let mut path = workspace.to_owned();
+        for component in relative.components() {
+            path.push(component);
+            match std::fs::symlink_metadata(&path) {
+                Ok(metadata) if metadata.file_type().is_symlink() => {
+                    return Err(Failure::new(
+                        "deploy",
+                        "START_FAILED",
+                        format!(
+                            "outputDirectory {requested:?} must not be or pass through a \
+                             symbolic link"
+                        ),
+                    ))
+                }
+                Ok(metadata) if metadata.is_dir() => {}
+                _ => {
+                    return Err(Failure::new(
+                        "deploy",
+                        "START_FAILED",
+                        format!("outputDirectory {requested:?} does not exist after the build"),
+                    ))
+                }
+            }
         }
         return Ok(relative.to_string_lossy().into_owned());
     }

@@ -78,9 +78,11 @@ pub struct Running {
 pub enum Exit {
     Code(i32),
     Signal(i32),
-    /// The memory limit was hit (the OOM killer ended the step).
+    /// The memory limit was hit (the OOM killer ended a process of the step), whatever the
+    /// main process's exit code.
     OutOfMemory,
-    /// The pids limit was hit and the step failed.
+    /// The pids limit was hit (a fork failed in the step), whatever the main process's exit
+    /// code.
     PidsExhausted,
 }
 

@@ -75,13 +75,13 @@ struct Shared {
 }
 
 impl NamespaceRunner {
-    /// The production runner: instance `slipway` (nftables table `inet slipway`, cgroups
-    /// under `<daemon cgroup>/slipway`).
+    /// The daemon's runner, named after `sandbox.instance` (default `slipway`: nftables table
+    /// `inet slipway`, cgroups under `<daemon cgroup>/slipway`).
     pub fn start(
         config: &SandboxConfig,
         daemon_exe: PathBuf,
     ) -> Result<NamespaceRunner, SandboxError> {
-        NamespaceRunner::start_instance("slipway", config, daemon_exe)
+        NamespaceRunner::start_instance(&config.instance, config, daemon_exe)
     }
 
     /// A runner whose table, interfaces and cgroups are named after `instance`, so that
@@ -91,13 +91,7 @@ impl NamespaceRunner {
         config: &SandboxConfig,
         daemon_exe: PathBuf,
     ) -> Result<NamespaceRunner, SandboxError> {
-        let valid = !instance.is_empty()
-            && instance.len() <= 24
-            && instance.starts_with(|c: char| c.is_ascii_lowercase())
-            && instance
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !valid {
+        if !crate::config::valid_instance(instance) {
             return Err(SandboxError::InvalidInstance(instance.to_owned()));
         }
         check_machine(&daemon_exe)?;
@@ -376,8 +370,10 @@ impl NamespaceProcess {
             .resources
             .as_ref()
             .map(|resources| self.shared.cgroups.events(&resources.cgroup));
+        // A step that hit a limit failed even if its main process exited 0: a classic fork
+        // bomb's shell returns at once while the bomb fills the pids limit, and a process the
+        // OOM killer ended was part of the step's work.
         let exit = match (status.code(), status.signal()) {
-            (Some(0), _) => Exit::Code(0),
             _ if events.is_some_and(|events| events.oom_kills > 0) => Exit::OutOfMemory,
             _ if events.is_some_and(|events| events.pids_limit_hits > 0) => Exit::PidsExhausted,
             (Some(code), _) => Exit::Code(code),

@@ -67,7 +67,8 @@ impl Store {
     /// of a run that restart recovery marks `INTERRUPTED` anyway.
     pub fn put_run_progress(&self, run: &RunRecord) -> Result<()> {
         let mut txn = self.write()?;
-        txn.set_durability(redb::Durability::None).map_err(|e| super::StoreError::Db(e.to_string()))?;
+        txn.set_durability(redb::Durability::None)
+            .map_err(|e| super::StoreError::Db(e.to_string()))?;
         put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
         txn.commit()?;
         Ok(())

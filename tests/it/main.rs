@@ -6,6 +6,7 @@ mod client;
 mod logs;
 mod pipeline;
 mod sandbox;
+mod sandboxed;
 mod support;
 mod tls;
 mod tls_daemon;

@@ -372,6 +372,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         uid_base: 200_000,
         subnet: (std::net::Ipv4Addr::new(10, 213, 0, 0), 16),
         pass_env: Vec::new(),
+        instance: "slipway".into(),
     };
     let sandbox =
         slipway::sandbox::Sandbox::start(&config, env!("CARGO_BIN_EXE_slipway").into()).unwrap();

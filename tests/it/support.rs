@@ -49,7 +49,12 @@ impl TestDaemon {
     }
 
     pub fn start_with(options: DaemonOptions) -> TestDaemon {
-        let dir = tempfile::tempdir().expect("temp dir");
+        TestDaemon::start_in(&std::env::temp_dir(), options)
+    }
+
+    /// Like [`TestDaemon::start_with`], with the temp dir (and so the data dir) under `parent`.
+    pub fn start_in(parent: &Path, options: DaemonOptions) -> TestDaemon {
+        let dir = tempfile::tempdir_in(parent).expect("temp dir");
         let mut daemon = TestDaemon {
             dir,
             options,

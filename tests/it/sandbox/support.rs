@@ -38,6 +38,7 @@ impl TestRunner {
                 24,
             ),
             pass_env: Vec::new(),
+            instance: instance.clone(),
         };
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         match NamespaceRunner::start_instance(&instance, &config, exe) {

@@ -1,0 +1,298 @@
+//! Builds that attack the machine: reading the store, another project's workspace and
+//! `/root`, writing system directories, fork and memory bombs. Each must fail inside the
+//! sandbox while the build itself reports its own result cleanly.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::Sandboxed;
+
+#[tokio::test]
+async fn a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_dirs() {
+    let Some(sandboxed) = Sandboxed::start("confinement", "") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    // Another project first: its workspace holds a secret.
+    let victim = daemon
+        .deploy(
+            "victim",
+            &[("secret.txt", "victim-secret-5f3a", 0o644)],
+            json!({"buildCommand": "mkdir -p dist && echo victim > dist/index.html"}),
+        )
+        .await;
+    let data = daemon.data_dir();
+    let victim_file = data
+        .join("deployments")
+        .join(victim["deploymentId"].as_str().unwrap())
+        .join("app/secret.txt");
+    let targets = [
+        data.join("slipway.redb"),
+        data.join("secret.key"),
+        data.join("initial-admin-token"),
+        victim_file.clone(),
+        "/root/.bashrc".into(),
+    ];
+    for target in &targets {
+        assert!(target.exists(), "{} exists on the host", target.display());
+    }
+    let marker = format!("slipway-pwned-{}", std::process::id());
+    let mut attempts: Vec<String> = targets
+        .iter()
+        .map(|target| format!("cat {}", target.display()))
+        .collect();
+    attempts.extend([
+        format!("ls {}", data.display()),
+        format!("ls {}", data.join("deployments").display()),
+        format!("test -e {}", data.join("admin.sock").display()),
+        "ls /root".into(),
+        format!("touch /usr/{marker}"),
+        format!("touch /usr/bin/{marker}"),
+        format!("touch /etc/{marker}"),
+        "echo 6.6.6.6 evil >> /etc/hosts".into(),
+    ]);
+    let hosts_before = std::fs::read_to_string("/etc/hosts").unwrap();
+    let mut script = String::from(
+        "attempt() { if sh -c \"$1\" >/dev/null 2>&1; then echo \"LEAK: $1\"; else echo \"denied: $1\"; fi; }\n",
+    );
+    for attempt in &attempts {
+        script.push_str(&format!("attempt '{attempt}'\n"));
+    }
+    script.push_str("mkdir -p dist && echo attacker > dist/index.html; exit 0\n");
+    let (status, logs) = sandboxed
+        .run(
+            "attacker",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": script, "installCommand": ""}),
+            Duration::from_secs(60),
+        )
+        .await;
+    eprintln!("{logs}");
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    assert!(
+        !logs.contains("[build] LEAK"),
+        "an attempt succeeded:\n{logs}"
+    );
+    assert_eq!(
+        logs.matches("[build] denied: ").count(),
+        attempts.len(),
+        "every attempt reported:\n{logs}"
+    );
+    let token = std::fs::read_to_string(data.join("initial-admin-token")).unwrap();
+    assert!(!logs.contains(token.trim()) && !logs.contains("victim-secret-5f3a"));
+    for dir in ["/usr", "/usr/bin", "/etc"] {
+        assert!(!std::path::Path::new(dir).join(&marker).exists());
+    }
+    assert_eq!(std::fs::read_to_string("/etc/hosts").unwrap(), hosts_before);
+    assert_eq!(
+        daemon.app_get("attacker", "/", &[]).await.text(),
+        "attacker\n"
+    );
+
+    // The build's own failure comes through as it is.
+    let (status, logs) = sandboxed
+        .run(
+            "attacker",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": "echo compiling; exit 3"}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(status["status"], "provisioning_failed", "{status}");
+    assert_eq!(status["error"]["code"], "BUILD_FAILED");
+    let message = status["error"]["message"].as_str().unwrap();
+    assert!(message.contains("exited with code 3"), "{message}");
+    assert!(logs.contains("[build] compiling"), "{logs}");
+}
+
+/// Bombs are bounded by small limits; each must end as BUILD_FAILED naming the limit, well
+/// within the build timeout, and leave no process behind.
+#[tokio::test]
+async fn fork_and_memory_bombs_fail_the_build_and_leave_nothing_behind() {
+    let Some(sandboxed) = Sandboxed::start(
+        "bombs",
+        "[limits]\npids = 64\nbuild_memory_mb = 128\nbuild_timeout_s = 60\n",
+    ) else {
+        return;
+    };
+    let cases = [
+        (
+            "a loop that forks until it cannot",
+            "while true; do sleep 100 & done",
+            "process limit",
+        ),
+        (
+            "the classic fork bomb",
+            "bomb() { bomb | bomb & }; bomb; sleep 5; echo survived",
+            "process limit",
+        ),
+        (
+            "a pipeline that buffers 1 GiB",
+            "head -c 1024m /dev/zero | tail > /dev/null",
+            "memory limit",
+        ),
+        (
+            "a node heap that grows without end",
+            "node -e 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))'",
+            "memory limit",
+        ),
+        (
+            "a tmpfs /tmp filled with 1 GiB",
+            "head -c 1024m /dev/zero > /tmp/fill",
+            "memory limit",
+        ),
+    ];
+    for (what, command, limit) in cases {
+        let started = Instant::now();
+        let (status, logs) = sandboxed
+            .run(
+                "bombs",
+                &[("x", "x", 0o644)],
+                json!({"buildCommand": command, "installCommand": ""}),
+                Duration::from_secs(90),
+            )
+            .await;
+        let elapsed = started.elapsed();
+        eprintln!("{what}: {status} after {elapsed:?}");
+        assert_eq!(
+            status["status"], "provisioning_failed",
+            "{what}: {status}\n{logs}"
+        );
+        assert_eq!(status["error"]["code"], "BUILD_FAILED", "{what}: {status}");
+        let message = status["error"]["message"].as_str().unwrap();
+        assert!(message.contains(limit), "{what}: {message}");
+        assert!(
+            elapsed < Duration::from_secs(60),
+            "{what} took {elapsed:?}, past the build timeout"
+        );
+        sandboxed.assert_no_project_processes(what);
+        assert_eq!(sandboxed.healthz().await, 200, "after {what}");
+    }
+}
+
+/// The daemon reads a static build's output as root: a build that points the output (or a
+/// file in it) at the host with a symlink must not get the host's files published.
+#[tokio::test]
+async fn a_static_build_cannot_publish_host_files_through_symlinks() {
+    let Some(sandboxed) = Sandboxed::start("symlinked output", "") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    let data = daemon.data_dir();
+    let key = std::fs::read(data.join("secret.key")).unwrap();
+    let token = std::fs::read_to_string(data.join("initial-admin-token")).unwrap();
+    let links = format!(
+        "ln -s {data} store && ln -s {parent} up && mkdir -p dist && echo ok > dist/index.html \
+         && ln -s {data}/secret.key dist/key && ln -s /etc/passwd dist/passwd",
+        data = data.display(),
+        parent = data.parent().unwrap().display(),
+    );
+    for output in ["store", "up/data", "./store"] {
+        let (status, logs) = sandboxed
+            .run(
+                "linker",
+                &[("x", "x", 0o644)],
+                json!({"buildCommand": links, "outputDirectory": output}),
+                Duration::from_secs(60),
+            )
+            .await;
+        for path in ["/secret.key", "/initial-admin-token", "/slipway.redb"] {
+            let response = daemon.app_get("linker", path, &[]).await;
+            assert!(
+                response.status != 200
+                    && response.body.as_ref() != key.as_slice()
+                    && !response.text().contains(token.trim()),
+                "outputDirectory {output:?} published {path}: {status}\n{logs}"
+            );
+        }
+        assert_eq!(
+            status["status"], "provisioning_failed",
+            "{output}: {status}"
+        );
+        assert_eq!(status["failedStep"], "deploy", "{status}");
+        let message = status["error"]["message"].as_str().unwrap();
+        assert!(message.contains("symbolic link"), "{message}");
+    }
+    // Without outputDirectory `dist` is chosen; its links out are skipped.
+    let (status, logs) = sandboxed
+        .run(
+            "linker",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": links}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    assert_eq!(daemon.app_get("linker", "/", &[]).await.text(), "ok\n");
+    for path in ["/key", "/passwd"] {
+        assert_eq!(
+            daemon.app_get("linker", path, &[]).await.status,
+            404,
+            "{path}"
+        );
+    }
+}
+
+/// Builds the daemon stops (the timeout, a newer run) take every process with them, even one
+/// that ignores SIGTERM and one in a session of its own.
+#[tokio::test]
+async fn stopped_builds_leave_nothing_behind() {
+    let Some(sandboxed) = Sandboxed::start("stopped builds", "[limits]\nbuild_timeout_s = 3\n")
+    else {
+        return;
+    };
+    let started = Instant::now();
+    let (status, logs) = sandboxed
+        .run(
+            "stubborn",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": "trap '' TERM; setsid sleep 100 & echo waiting; sleep 100"}),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(status["error"]["code"], "TIMEOUT", "{status}\n{logs}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    sandboxed.assert_no_project_processes("the timeout");
+
+    let daemon = &sandboxed.daemon;
+    let older = daemon
+        .provision(
+            "stubborn",
+            json!({"buildCommand": "trap '' TERM; setsid sleep 100 & sleep 2.5"}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let newer = daemon
+        .provision(
+            "stubborn",
+            json!({"buildCommand": "mkdir -p dist && echo new > dist/index.html"}),
+        )
+        .await;
+    let older = daemon
+        .wait_run(
+            older["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(older["status"], "provisioning_canceled", "{older}");
+    let newer = daemon
+        .wait_run(
+            newer["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(newer["status"], "provisioning_complete", "{newer}");
+    sandboxed.assert_no_project_processes("the newer run");
+    assert_eq!(daemon.app_get("stubborn", "/", &[]).await.text(), "new\n");
+}
