@@ -34,6 +34,15 @@ pub async fn run(
     shutdown: CancellationToken,
     on_ready: impl FnOnce(&Bound),
 ) -> anyhow::Result<()> {
+    for visible in ["/usr", "/etc", "/opt"] {
+        if config.data_dir.starts_with(visible) {
+            anyhow::bail!(
+                "data_dir {} is under {visible}, which every sandbox sees (read-only); choose a data_dir \
+                 outside /usr, /etc and /opt (the default is /var/lib/slipway)",
+                config.data_dir.display()
+            );
+        }
+    }
     let config = Arc::new(config);
     prepare_data_dir(&config)?;
     let store = Store::open(&config.data_dir)?;
