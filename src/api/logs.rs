@@ -192,15 +192,16 @@ async fn follow(
     let _ = sender
         .send(Bytes::from_static(b": connected\nretry: 2000\n\n"))
         .await;
+    // Replay: everything after `since` that exists now (store, then pending); then the run's
+    // current status, so a client that stops at a final status has seen every line before it.
+    let mut last = since;
+    if !replay(&hub, &deployment_id, &mut last, &sender, &wanted).await {
+        return;
+    }
     if let Some(status) = &status {
         if sender.send(status_event(status)).await.is_err() {
             return;
         }
-    }
-    // Replay: everything after `since` that exists now (store, then pending).
-    let mut last = since;
-    if !replay(&hub, &deployment_id, &mut last, &sender, &wanted).await {
-        return;
     }
     if subscription.ended {
         let _ = sender.send(Bytes::from_static(END_EVENT.as_bytes())).await;

@@ -216,8 +216,21 @@ impl RunStream<'_> {
                 event = events.next() => match event {
                     Ok(Some(event)) => {
                         received = true;
-                        if let Some(outcome) = self.event(&event).map_err(|e| StreamBroken(e.to_string()))? {
-                            return Ok(outcome);
+                        match self.event(&event).map_err(|e| StreamBroken(e.to_string()))? {
+                            // A final status: the lines before `end` may still be on the way.
+                            Some(StreamOutcome::Final(status)) => {
+                                if polled_final.is_none() {
+                                    polled_final = Some((status, tokio::time::Instant::now() + DRAIN));
+                                }
+                            }
+                            Some(StreamOutcome::Ended) => {
+                                return Ok(match polled_final.take() {
+                                    Some((status, _)) => StreamOutcome::Final(status),
+                                    None => StreamOutcome::Ended,
+                                });
+                            }
+                            Some(outcome) => return Ok(outcome),
+                            None => {}
                         }
                     }
                     Ok(None) | Err(_) => {
