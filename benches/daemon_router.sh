@@ -18,6 +18,9 @@
 #   benches/daemon_router.sh                    # both modes as root, 2 interleaved rounds
 #   MODES=none ROUNDS=1 DURATION=5s benches/daemon_router.sh
 #   SLIPWAY_BIN=target/release/slipway benches/daemon_router.sh   # skip the cargo build
+#   EDGE_BIN=target/release/deps/edge_server-<hash> benches/daemon_router.sh
+#       # adds benches/edge_server.rs (bare Proxy::forward / StaticSite) on the same backend
+#       # and files, to separate the daemon's own overhead from the proxy's
 #
 # wrk only ever targets 127.0.0.1. The front proxies dial the backend the daemon reports: on
 # 127.0.0.1 in mode `none`; in mode `namespaces` at the app's address inside the network
@@ -329,8 +332,16 @@ EOF
     start PID_haproxy "$P/haproxy.out" haproxy -db -f "$P/haproxy.cfg"
     start PID_caddy "$P/caddy.out" env HOME="$P" XDG_DATA_HOME="$P" XDG_CONFIG_HOME="$P" \
         caddy run --adapter caddyfile --config "$P/Caddyfile"
-    for port in $NGINX_PROXY $HAPROXY $CADDY $NGINX_STATIC; do wait_http "http://127.0.0.1:$port/"; done
-    for port in $NGINX_PROXY $HAPROXY $CADDY; do check_body proxy 23 "http://127.0.0.1:$port/"; done
+    PROXY_PORTS="$NGINX_PROXY $HAPROXY $CADDY"
+    if [ -n "${EDGE_BIN:-}" ]; then
+        EDGE_PROXY=$((O + 5)) EDGE_STATIC=$((O + 6))
+        start PID_edge_proxy "$P/edge_proxy.out" "$EDGE_BIN" proxy "127.0.0.1:$EDGE_PROXY" "$BACKEND"
+        start PID_edge_static "$P/edge_static.out" "$EDGE_BIN" static "127.0.0.1:$EDGE_STATIC" "$WORK/site"
+        PROXY_PORTS="$PROXY_PORTS $EDGE_PROXY"
+        wait_http "http://127.0.0.1:$EDGE_STATIC/1k.txt"
+    fi
+    for port in $PROXY_PORTS $NGINX_STATIC; do wait_http "http://127.0.0.1:$port/"; done
+    for port in $PROXY_PORTS; do check_body proxy 23 "http://127.0.0.1:$port/"; done
     check_body daemon 23 "http://$ADDR/" bench-app.localhost
     check_body "nginx static" 1024 "http://127.0.0.1:$NGINX_STATIC/1k.txt"
     check_body "nginx static" 102400 "http://127.0.0.1:$NGINX_STATIC/100k.txt"
@@ -344,10 +355,19 @@ EOF
         run "HAProxy proxy" "$PID_haproxy" 0 "$BACKEND_PID" "http://127.0.0.1:$HAPROXY/"
         run "Caddy proxy" "$PID_caddy" 0 "$BACKEND_PID" "http://127.0.0.1:$CADDY/"
         run "Slipway daemon proxy" "$DAEMON_PID" 0 "$BACKEND_PID" "http://$ADDR/" bench-app.localhost
+        if [ -n "${EDGE_BIN:-}" ]; then
+            run "edge_server proxy (bare Proxy::forward)" "$PID_edge_proxy" 0 "$BACKEND_PID" "http://127.0.0.1:$EDGE_PROXY/"
+        fi
         run "nginx static 1 KiB" "$PID_nginx_static" 1 "" "http://127.0.0.1:$NGINX_STATIC/1k.txt"
         run "Slipway daemon static 1 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/1k.txt" bench-static.localhost
+        if [ -n "${EDGE_BIN:-}" ]; then
+            run "edge_server static 1 KiB" "$PID_edge_static" 0 "" "http://127.0.0.1:$EDGE_STATIC/1k.txt"
+        fi
         run "nginx static 100 KiB" "$PID_nginx_static" 1 "" "http://127.0.0.1:$NGINX_STATIC/100k.txt"
         run "Slipway daemon static 100 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/100k.txt" bench-static.localhost
+        if [ -n "${EDGE_BIN:-}" ]; then
+            run "edge_server static 100 KiB" "$PID_edge_static" 0 "" "http://127.0.0.1:$EDGE_STATIC/100k.txt"
+        fi
     done
     echo "$MODE after: $(cat /proc/loadavg)" >>"$LOADS"
     stop_pass
