@@ -36,7 +36,7 @@ impl Dispatch {
         client: SocketAddr,
         scheme: Scheme,
     ) -> Response<Body> {
-        let request_id = crate::ids::new_id("req_");
+        let request_id = crate::ids::request_id();
         let span = tracing::debug_span!("request", id = %request_id, method = %request.method(), path = %request.uri().path());
         let mut response = self.route(request, client, scheme).instrument(span).await;
         if let Ok(value) = HeaderValue::from_str(&request_id) {

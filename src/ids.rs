@@ -44,6 +44,20 @@ pub fn new_token_secret() -> String {
     format!("slw_{}", base32(&random_bytes::<32>()))
 }
 
+/// A request id: a random per-process prefix and a counter, so the hot path makes no
+/// `getrandom` call per request. Unique within a process, unlikely to repeat across restarts.
+pub fn request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| base32(&random_bytes::<10>()));
+    format!(
+        "req_{prefix}{:010x}",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
