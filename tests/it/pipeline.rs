@@ -583,23 +583,7 @@ async fn a_newer_run_supersedes_an_older_one() {
             json!({"buildCommand": "mkdir -p dist && echo new > dist/index.html"}),
         )
         .await;
-    let older_status = daemon
-        .wait_run(
-            older["provisioningId"].as_str().unwrap(),
-            Duration::from_secs(20),
-        )
-        .await;
-    assert_eq!(
-        older_status["status"], "provisioning_canceled",
-        "{older_status}"
-    );
-    let newer_status = daemon
-        .wait_run(
-            newer["provisioningId"].as_str().unwrap(),
-            Duration::from_secs(30),
-        )
-        .await;
-    assert_eq!(newer_status["status"], "provisioning_complete");
+    assert_superseded(&daemon, &older, &newer).await;
     assert_eq!(daemon.app_get("twice", "/", &[]).await.text().trim(), "new");
 }
 
@@ -626,6 +610,26 @@ async fn a_superseded_deploy_leaves_no_app_behind() {
     let newer = daemon
         .provision("swap", json!({"startCommand": "node server.js"}))
         .await;
+    assert_superseded(&daemon, &older, &newer).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let leftovers = std::process::Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        leftovers.stdout.is_empty(),
+        "the superseded run's app is still running: {}",
+        String::from_utf8_lossy(&leftovers.stdout)
+    );
+    assert_eq!(daemon.app_get("swap", "/", &[]).await.status, 200);
+}
+
+/// Waits for both runs of a project: the older must end canceled, the newer complete.
+async fn assert_superseded(
+    daemon: &TestDaemon,
+    older: &serde_json::Value,
+    newer: &serde_json::Value,
+) {
     let older_status = daemon
         .wait_run(
             older["provisioningId"].as_str().unwrap(),
@@ -646,15 +650,4 @@ async fn a_superseded_deploy_leaves_no_app_behind() {
         newer_status["status"], "provisioning_complete",
         "{newer_status}"
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let leftovers = std::process::Command::new("pgrep")
-        .args(["-f", &marker])
-        .output()
-        .unwrap();
-    assert!(
-        leftovers.stdout.is_empty(),
-        "the superseded run's app is still running: {}",
-        String::from_utf8_lossy(&leftovers.stdout)
-    );
-    assert_eq!(daemon.app_get("swap", "/", &[]).await.status, 200);
 }
