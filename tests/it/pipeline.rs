@@ -651,3 +651,113 @@ async fn assert_superseded(
         "{newer_status}"
     );
 }
+
+#[tokio::test]
+async fn provisions_from_a_git_url() {
+    use std::os::unix::process::CommandExt;
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: git is not installed");
+        return;
+    }
+    // A repository with one commit, served by `git daemon` on loopback.
+    let repos = tempfile::tempdir().unwrap();
+    let work = repos.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("index.html"), "from git\n").unwrap();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    git(&work, &["init", "-q"]);
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-qm", "first"]);
+    git(repos.path(), &["clone", "-q", "--bare", "work", "site.git"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("git")
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+        ])
+        .arg(format!("--port={port}"))
+        .arg(format!("--base-path={}", repos.path().display()))
+        .arg(repos.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "git daemon did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let daemon = TestDaemon::start();
+    let started = daemon
+        .provision(
+            "from-git",
+            json!({"gitUrl": format!("git://127.0.0.1:{port}/site.git"), "gitRef": "main",
+                   "buildCommand": "mkdir -p dist && cp index.html dist/"}),
+        )
+        .await;
+    let status = daemon
+        .wait_run(
+            started["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    let dpl = started["deploymentId"].as_str().unwrap();
+    assert_eq!(
+        status["status"],
+        "provisioning_complete",
+        "{status}\n{}",
+        daemon.logs_text(dpl).await
+    );
+    assert_eq!(
+        daemon.app_get("from-git", "/", &[]).await.text(),
+        "from git\n"
+    );
+    assert!(daemon
+        .logs_text(dpl)
+        .await
+        .contains("source: cloning git://127.0.0.1"));
+    // A URL that git would treat as a command is refused before anything runs.
+    daemon
+        .api(
+            "POST",
+            "/api/projects/from-git/provision",
+            Some(json!({"projectSlug": "from-git", "gitUrl": "ext::sh -c touch% /tmp/pwned"})),
+        )
+        .await
+        .assert_error(400, "INVALID_GIT_URL");
+    // `git daemon` runs its server as a child: end the whole group.
+    let group = nix::unistd::Pid::from_raw(server.id() as i32);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+    let _ = server.wait();
+}
