@@ -726,19 +726,10 @@ async fn provisions_from_a_git_url() {
                    "buildCommand": "mkdir -p dist && cp index.html dist/"}),
         )
         .await;
-    let status = daemon
-        .wait_run(
-            started["provisioningId"].as_str().unwrap(),
-            Duration::from_secs(60),
-        )
+    daemon
+        .wait_complete(&started, Duration::from_secs(60))
         .await;
     let dpl = started["deploymentId"].as_str().unwrap();
-    assert_eq!(
-        status["status"],
-        "provisioning_complete",
-        "{status}\n{}",
-        daemon.logs_text(dpl).await
-    );
     assert_eq!(
         daemon.app_get("from-git", "/", &[]).await.text(),
         "from git\n"

@@ -454,18 +454,25 @@ impl TestDaemon {
         let upload = self.upload(slug, targz(files)).await;
         assert_eq!(upload.status, 201, "upload: {}", upload.text());
         let started = self.provision(slug, body).await;
+        self.wait_complete(&started, Duration::from_secs(120)).await
+    }
+
+    /// Waits for the run a provision answer names; asserts it completed (showing its logs
+    /// when not) and returns the final status.
+    pub async fn wait_complete(
+        &self,
+        started: &serde_json::Value,
+        timeout: Duration,
+    ) -> serde_json::Value {
         let status = self
-            .wait_run(
-                started["provisioningId"].as_str().unwrap(),
-                Duration::from_secs(120),
-            )
+            .wait_run(started["provisioningId"].as_str().unwrap(), timeout)
             .await;
+        let deployment_id = started["deploymentId"].as_str().unwrap();
         assert_eq!(
             status["status"],
             "provisioning_complete",
             "{status}\nlogs: {}",
-            self.logs_text(started["deploymentId"].as_str().unwrap())
-                .await
+            self.logs_text(deployment_id).await
         );
         status
     }

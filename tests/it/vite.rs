@@ -83,19 +83,10 @@ async fn vite_project_builds_and_serves_from_dist() {
     let started = daemon
         .provision("vite-app", json!({"installCommand": "npm ci --no-audit --no-fund", "buildCommand": "npm run build"}))
         .await;
-    let status = daemon
-        .wait_run(
-            started["provisioningId"].as_str().unwrap(),
-            Duration::from_secs(300),
-        )
+    daemon
+        .wait_complete(&started, Duration::from_secs(300))
         .await;
     let dpl = started["deploymentId"].as_str().unwrap();
-    assert_eq!(
-        status["status"],
-        "provisioning_complete",
-        "{status}\n{}",
-        daemon.logs_text(dpl).await
-    );
     let logs = daemon.logs_text(dpl).await;
     assert!(
         logs.contains("[install]") && logs.contains("[build]"),
