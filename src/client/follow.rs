@@ -218,11 +218,10 @@ impl RunStream<'_> {
                         received = true;
                         match self.event(&event).map_err(|e| StreamBroken(e.to_string()))? {
                             // A final status: the lines before `end` may still be on the way.
-                            Some(StreamOutcome::Final(status)) => {
-                                if polled_final.is_none() {
-                                    polled_final = Some((status, tokio::time::Instant::now() + DRAIN));
-                                }
+                            Some(StreamOutcome::Final(status)) if polled_final.is_none() => {
+                                polled_final = Some((status, tokio::time::Instant::now() + DRAIN));
                             }
+                            Some(StreamOutcome::Final(_)) => {}
                             Some(StreamOutcome::Ended) => {
                                 return Ok(match polled_final.take() {
                                     Some((status, _)) => StreamOutcome::Final(status),
