@@ -16,6 +16,7 @@ pub mod client;
 pub mod config;
 pub mod dashboard;
 pub mod dispatch;
+pub mod error_code;
 pub mod http_util;
 pub mod ids;
 pub mod logs;

@@ -3,6 +3,7 @@
 //! backoff (1 s doubling to 60 s) when it exits, and stops it (SIGTERM, grace, SIGKILL).
 //! The pipeline decides *when* an app becomes live; the supervisor keeps it running.
 
+use crate::error_code::ErrorCode;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,7 +40,7 @@ pub struct AppSpec {
 #[derive(Debug, Clone)]
 pub struct StartFailure {
     /// `START_FAILED` or `HEALTHCHECK_FAILED`.
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -96,7 +97,7 @@ impl Supervisor {
         }
         let result = first_rx.await.unwrap_or_else(|_| {
             Err(StartFailure {
-                code: "START_FAILED",
+                code: ErrorCode::StartFailed,
                 message: "the app supervisor stopped".into(),
             })
         });
@@ -164,7 +165,7 @@ impl Supervisor {
                     self.hub.system(&dpl, &message);
                     if let Some(first) = first.take() {
                         let _ = first.send(Err(StartFailure {
-                            code: "START_FAILED",
+                            code: ErrorCode::StartFailed,
                             message,
                         }));
                         return;
@@ -220,7 +221,7 @@ impl Supervisor {
                     let _ = running.stop(self.stop_grace).await;
                     if let Some(first) = first.take() {
                         let _ = first.send(Err(StartFailure {
-                            code: "HEALTHCHECK_FAILED",
+                            code: ErrorCode::HealthcheckFailed,
                             message,
                         }));
                         return;
@@ -238,7 +239,7 @@ impl Supervisor {
                     self.hub.system(&dpl, &message);
                     if let Some(first) = first.take() {
                         let _ = first.send(Err(StartFailure {
-                            code: "START_FAILED",
+                            code: ErrorCode::StartFailed,
                             message,
                         }));
                         return;

@@ -5,7 +5,7 @@ use http::Request;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::{ApiError, ErrorKind};
+use super::{ApiError, ErrorCode};
 
 /// Largest JSON body the API accepts (env vars: 500 × 64 KiB values fit).
 pub const MAX_JSON_BYTES: usize = 40 * 1024 * 1024;
@@ -14,7 +14,7 @@ pub const MAX_JSON_BYTES: usize = 40 * 1024 * 1024;
 pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
-            ErrorKind::PayloadTooLarge,
+            ErrorCode::PayloadTooLarge,
             format!("request body is larger than the limit of {max} bytes"),
         )
     };
@@ -31,8 +31,7 @@ pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::
     match Limited::new(request.into_body(), max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(error) => Err(ApiError::invalid(
-            "INVALID_BODY",
+        Err(error) => Err(ApiError::new(ErrorCode::InvalidBody,
             format!("could not read the request body: {error}"),
         )),
     }
@@ -50,8 +49,7 @@ pub async fn read_json_object(
         .to_ascii_lowercase();
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if essence != "application/json" {
-        return Err(ApiError::invalid(
-            "INVALID_CONTENT_TYPE",
+        return Err(ApiError::new(ErrorCode::InvalidContentType,
             format!(
                 "expected Content-Type: application/json, got {:?}",
                 if essence.is_empty() {
@@ -64,15 +62,13 @@ pub async fn read_json_object(
     }
     let bytes = read_body(request, MAX_JSON_BYTES).await?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::invalid(
-            "INVALID_JSON",
+        ApiError::new(ErrorCode::InvalidJson,
             format!("request body is not valid JSON: {error}"),
         )
     })?;
     match value {
         serde_json::Value::Object(map) => Ok(map),
-        _ => Err(ApiError::invalid(
-            "INVALID_BODY",
+        _ => Err(ApiError::new(ErrorCode::InvalidBody,
             "request body must be a JSON object",
         )),
     }
@@ -88,14 +84,12 @@ pub fn validate_slug(slug: &str, reserved: &str) -> Result<(), ApiError> {
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         });
     if !well_formed {
-        return Err(ApiError::invalid(
-            "INVALID_SLUG_FORMAT",
+        return Err(ApiError::new(ErrorCode::InvalidSlugFormat,
             format!("slug {slug:?} must be 2 to 63 characters of lowercase letters, digits and single inner hyphens (kebab-case)"),
         ));
     }
     if slug == reserved {
-        return Err(ApiError::invalid(
-            "INVALID_SLUG_RESERVED",
+        return Err(ApiError::new(ErrorCode::InvalidSlugReserved,
             format!("slug {slug:?} is reserved for the control host"),
         ));
     }
@@ -110,8 +104,7 @@ pub fn optional_string(
     match map.get(field) {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::invalid(
-            "INVALID_BODY",
+        Some(_) => Err(ApiError::new(ErrorCode::InvalidBody,
             format!("field `{field}` must be a string"),
         )),
     }
@@ -123,8 +116,7 @@ pub fn only_fields(
     allowed: &[&str],
 ) -> Result<(), ApiError> {
     match map.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(ApiError::invalid(
-            "INVALID_BODY",
+        Some(key) => Err(ApiError::new(ErrorCode::InvalidBody,
             format!(
                 "unknown field `{key}`; allowed fields: {}",
                 allowed.join(", ")
@@ -155,11 +147,11 @@ mod tests {
             "",
         ] {
             let error = validate_slug(bad, "slipway").unwrap_err();
-            assert_eq!(error.kind.code(), "INVALID_SLUG_FORMAT", "{bad}");
+            assert_eq!(error.code, ErrorCode::InvalidSlugFormat, "{bad}");
         }
         assert_eq!(
-            validate_slug("slipway", "slipway").unwrap_err().kind.code(),
-            "INVALID_SLUG_RESERVED"
+            validate_slug("slipway", "slipway").unwrap_err().code,
+            ErrorCode::InvalidSlugReserved
         );
     }
 }

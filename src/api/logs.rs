@@ -2,6 +2,7 @@
 //! `GET …/logs/stream` (server-sent events: replay from `Last-Event-ID`/`since`, then live
 //! lines, status events, keepalives, and `end`).
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +39,7 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
         match key {
             "since" => {
                 parsed.since = value.parse().map_err(|_| {
-                    ApiError::invalid(
-                        "INVALID_QUERY",
+                    ApiError::new(ErrorCode::InvalidQuery,
                         format!("since={value:?} must be a log sequence number (integer ≥ 0)"),
                     )
                 })?
@@ -50,16 +50,14 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
                     .ok_or_else(|| {
-                        ApiError::invalid(
-                            "INVALID_QUERY",
+                        ApiError::new(ErrorCode::InvalidQuery,
                             format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}"),
                         )
                     })?
             }
             "stream" => {
                 parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
-                    ApiError::invalid(
-                        "INVALID_QUERY",
+                    ApiError::new(ErrorCode::InvalidQuery,
                         format!(
                         "stream={value:?} must be one of system, install, build, stdout, stderr"
                     ),
@@ -67,8 +65,7 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                 })?)
             }
             other => {
-                return Err(ApiError::invalid(
-                    "INVALID_QUERY",
+                return Err(ApiError::new(ErrorCode::InvalidQuery,
                     format!("unknown query parameter {other:?}; use since, limit, stream"),
                 ))
             }
@@ -127,8 +124,7 @@ pub async fn stream(
         .map(str::trim);
     let since = match last_event_id {
         Some(value) if !value.is_empty() => value.parse().map_err(|_| {
-            ApiError::invalid(
-                "INVALID_QUERY",
+            ApiError::new(ErrorCode::InvalidQuery,
                 format!("Last-Event-ID {value:?} must be a log sequence number"),
             )
         })?,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-pub use error::{ApiError, ErrorKind};
+pub use error::{ApiError, ErrorCode};
 pub use openapi::openapi_document;
 pub use projects::env_context;
 
@@ -242,7 +242,7 @@ pub async fn handle(
     );
     let result = if !decision.allowed {
         Err(ApiError::new(
-            ErrorKind::RateLimited,
+            ErrorCode::RateLimited,
             format!(
                 "rate limit of {} requests per minute exceeded; retry in {} s",
                 decision.limit, decision.retry_after
@@ -276,7 +276,7 @@ async fn dispatch(
         Matched::Route(route, _, params) => (route, params),
         Matched::WrongMethod(allowed) => {
             return Err(ApiError::new(
-                ErrorKind::MethodNotAllowed,
+                ErrorCode::MethodNotAllowed,
                 format!(
                     "{} is not allowed here; allowed: {}",
                     request.method(),

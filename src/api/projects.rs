@@ -1,5 +1,6 @@
 //! Projects and their env vars: `/api/projects[/{projectId}[/env-vars[/{key}]]]`.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
@@ -83,7 +84,7 @@ pub async fn create(
     let body = read_json_object(request).await?;
     only_fields(&body, &["slug"])?;
     let slug = optional_string(&body, "slug")?
-        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `slug` is required"))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `slug` is required"))?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let uid_base = ctx.config.sandbox.uid_base;
     let owned = slug.clone();
@@ -100,8 +101,7 @@ pub async fn create(
                 &project_json(ctx, &record),
             ))
         }
-        CreateProject::SlugTaken(_) => Err(ApiError::invalid(
-            "INVALID_SLUG_TAKEN",
+        CreateProject::SlugTaken(_) => Err(ApiError::new(ErrorCode::InvalidSlugTaken,
             format!("a project with slug {slug:?} already exists; use GET /api/projects/{slug}"),
         )),
     }
@@ -150,14 +150,12 @@ pub async fn set_env_vars(
     for (key, value) in &body {
         validate_env_key(key)?;
         let serde_json::Value::String(value) = value else {
-            return Err(ApiError::invalid(
-                "INVALID_ENV_VALUE",
+            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
                 format!("value of {key:?} must be a string"),
             ));
         };
         if value.len() > MAX_ENV_VALUE_BYTES {
-            return Err(ApiError::invalid(
-                "INVALID_ENV_VALUE",
+            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
                 format!(
                     "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
                     value.len()
@@ -165,22 +163,19 @@ pub async fn set_env_vars(
             ));
         }
         if value.contains('\0') {
-            return Err(ApiError::invalid(
-                "INVALID_ENV_VALUE",
+            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
                 format!("value of {key:?} contains a NUL byte"),
             ));
         }
         plain.push((key.clone(), value.clone()));
     }
     if plain.is_empty() {
-        return Err(ApiError::invalid(
-            "INVALID_BODY",
+        return Err(ApiError::new(ErrorCode::InvalidBody,
             "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
         ));
     }
     if plain.len() > MAX_ENV_VARS {
-        return Err(ApiError::invalid(
-            "INVALID_ENV_KEY",
+        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
             format!("at most {MAX_ENV_VARS} variables per project"),
         ));
     }
@@ -203,8 +198,7 @@ pub async fn set_env_vars(
     {
         SetEnvVars::Stored => {}
         SetEnvVars::TooMany { would_have } => {
-            return Err(ApiError::invalid(
-                "INVALID_ENV_KEY",
+            return Err(ApiError::new(ErrorCode::InvalidEnvKey,
                 format!(
                     "the project would have {would_have} variables; the limit is {MAX_ENV_VARS}"
                 ),
@@ -286,14 +280,12 @@ fn validate_env_key(key: &str) -> Result<(), ApiError> {
     let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !well_formed || key.len() > MAX_ENV_KEY_LEN {
-        return Err(ApiError::invalid(
-            "INVALID_ENV_KEY",
+        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
             format!("{key:?} is not a valid name: use letters, digits and _ (not first a digit), at most {MAX_ENV_KEY_LEN} characters"),
         ));
     }
     if key == "PORT" {
-        return Err(ApiError::invalid(
-            "INVALID_ENV_KEY",
+        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
             "PORT is reserved: Slipway sets it for the app's start command",
         ));
     }

@@ -1,6 +1,7 @@
 //! Provisioning: `POST /api/projects/{projectId}/provision`, `POST …/rollback`,
 //! `GET /api/provisioning/{provisioningId}/status`, `GET /api/projects/{projectId}/deployments`.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
@@ -38,7 +39,7 @@ pub async fn provision(
     let body = read_json_object(request).await?;
     only_fields(&body, FIELDS)?;
     let slug = optional_string(&body, "projectSlug")?
-        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `projectSlug` is required"))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `projectSlug` is required"))?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let mut parsed = ProvisionRequest {
         project_slug: slug.clone(),
@@ -59,8 +60,7 @@ pub async fn provision(
             .as_ref()
             .is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0'))
         {
-            return Err(ApiError::invalid(
-                "INVALID_BODY",
+            return Err(ApiError::new(ErrorCode::InvalidBody,
                 format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL"),
             ));
         }
@@ -68,8 +68,7 @@ pub async fn provision(
     }
     if let Some(path) = &parsed.health_check_path {
         if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ApiError::invalid(
-                "INVALID_BODY",
+            return Err(ApiError::new(ErrorCode::InvalidBody,
                 "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")",
             ));
         }
@@ -80,25 +79,22 @@ pub async fn provision(
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_)))
         {
-            return Err(ApiError::invalid("INVALID_BODY", "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
+            return Err(ApiError::new(ErrorCode::InvalidBody, "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
         }
     }
     if parsed.git_ref.is_some() && parsed.git_url.is_none() {
-        return Err(ApiError::invalid(
-            "INVALID_BODY",
+        return Err(ApiError::new(ErrorCode::InvalidBody,
             "field `gitRef` needs `gitUrl`",
         ));
     }
     if !id_or_slug.starts_with("prj_") && id_or_slug != slug {
-        return Err(ApiError::invalid(
-            "INVALID_SLUG_MISMATCH",
+        return Err(ApiError::new(ErrorCode::InvalidSlugMismatch,
             format!("the path names project {id_or_slug:?} but projectSlug is {slug:?}"),
         ));
     }
     let project = find_or_create(ctx, id_or_slug).await?;
     if project.slug != slug {
-        return Err(ApiError::invalid(
-            "INVALID_SLUG_MISMATCH",
+        return Err(ApiError::new(ErrorCode::InvalidSlugMismatch,
             format!(
                 "project {} has slug {:?}, but projectSlug is {slug:?}",
                 project.id, project.slug
@@ -115,7 +111,7 @@ pub async fn provision(
 
 fn provision_error(error: ProvisionError) -> ApiError {
     match error {
-        ProvisionError::Invalid(code, message) => ApiError::invalid(code, message),
+        ProvisionError::Invalid(code, message) => ApiError::new(code, message),
         ProvisionError::Store(error) => ApiError::internal(error),
     }
 }
@@ -141,15 +137,14 @@ pub async fn rollback(
     let body = read_json_object(request).await?;
     only_fields(&body, &["deploymentId"])?;
     let deployment_id = optional_string(&body, "deploymentId")?
-        .ok_or_else(|| ApiError::invalid("INVALID_BODY", "field `deploymentId` is required"))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `deploymentId` is required"))?;
     let project = find(ctx, id_or_slug).await?;
     let id = deployment_id.clone();
     let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;
     let deployment = match deployment {
         Some(d) if d.project_id == project.id => d,
         _ => {
-            return Err(ApiError::invalid(
-                "INVALID_DEPLOYMENT_ID",
+            return Err(ApiError::new(ErrorCode::InvalidDeploymentId,
                 format!("{deployment_id:?} is not a deployment of {}", project.slug),
             ))
         }
@@ -159,8 +154,7 @@ pub async fn rollback(
         DeploymentState::Live | DeploymentState::Inactive
     );
     if !built || !ctx.pipeline.workspace(&deployment.id).is_dir() {
-        return Err(ApiError::invalid(
-            "INVALID_DEPLOYMENT_ID",
+        return Err(ApiError::new(ErrorCode::InvalidDeploymentId,
             format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
         ));
     }

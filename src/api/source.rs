@@ -1,6 +1,7 @@
 //! `POST /api/projects/{projectId}/source`: a gzip'd tar upload, validated and stored
 //! content-addressed (the same archive twice is kept once).
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
@@ -37,8 +38,7 @@ pub async fn upload(
         .trim()
         .to_ascii_lowercase();
     if !ACCEPTED_TYPES.contains(&content_type.as_str()) {
-        return Err(ApiError::invalid(
-            "INVALID_CONTENT_TYPE",
+        return Err(ApiError::new(ErrorCode::InvalidContentType,
             format!("upload a .tar.gz with Content-Type: application/gzip (got {content_type:?})"),
         ));
     }
@@ -54,10 +54,10 @@ pub async fn upload(
         .map_err(ApiError::internal)?
         .map_err(|error| match error {
             SourceError::InvalidArchive(message) => {
-                ApiError::invalid("INVALID_SOURCE_ARCHIVE", message)
+                ApiError::new(ErrorCode::InvalidSourceArchive, message)
             }
             SourceError::TooLarge { .. } => {
-                ApiError::new(super::ErrorKind::PayloadTooLarge, error.to_string())
+                ApiError::new(ErrorCode::PayloadTooLarge, error.to_string())
             }
             other => ApiError::internal(other),
         })?;

@@ -1,5 +1,6 @@
 //! `POST/GET /api/tokens`, `DELETE /api/tokens/{tokenId}`.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
@@ -28,14 +29,12 @@ pub async fn create(
     let body = read_json_object(request).await?;
     only_fields(&body, &["name"])?;
     let name = optional_string(&body, "name")?.ok_or_else(|| {
-        ApiError::invalid(
-            "INVALID_BODY",
+        ApiError::new(ErrorCode::InvalidBody,
             "field `name` is required (a label for the token)",
         )
     })?;
     if name.trim().is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "INVALID_BODY",
+        return Err(ApiError::new(ErrorCode::InvalidBody,
             "field `name` must be 1 to 100 printable characters",
         ));
     }

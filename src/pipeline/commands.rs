@@ -1,6 +1,7 @@
 //! The commands of a run: the step environment, fetching the source (unpack or git clone) and
 //! running install/build commands through the sandbox runner with their output in the logs.
 
+use crate::error_code::ErrorCode;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,7 +57,7 @@ impl Pipeline {
         deployment: &mut DeploymentRecord,
     ) -> Result<(), Failure> {
         let dpl = deployment.id.clone();
-        let fail = |message: String| Failure::new("source", "SOURCE_FAILED", message);
+        let fail = |message: String| Failure::new("source", ErrorCode::SourceFailed, message);
         let dir = workspace.to_owned();
         tokio::task::spawn_blocking(move || {
             remove_dir_all_quiet(&dir);
@@ -106,7 +107,7 @@ impl Pipeline {
             project,
             &dpl,
             "source",
-            "SOURCE_FAILED",
+            ErrorCode::SourceFailed,
             LogStream::System,
             &command,
             workspace,
@@ -136,7 +137,7 @@ impl Pipeline {
         project: &ProjectRecord,
         dpl: &str,
         step: &'static str,
-        code: &'static str,
+        code: ErrorCode,
         stream: LogStream,
         command: &str,
         workspace: &Path,
@@ -189,7 +190,7 @@ impl Pipeline {
             _ = tokio::time::sleep_until(deadline) => {
                 running.kill();
                 let _ = running.stop(Duration::from_millis(100)).await;
-                return Err(Failure::new(step, "TIMEOUT", format!(
+                return Err(Failure::new(step, ErrorCode::Timeout, format!(
                     "the build did not finish within {} s (limits.build_timeout_s); the {step} command was stopped",
                     self.config.limits.build_timeout_s
                 )));

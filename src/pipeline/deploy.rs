@@ -2,6 +2,7 @@
 //! then — after ssl_verification — recording it live, moving the route, draining the previous
 //! deployment, and keeping only recent builds and logs.
 
+use crate::error_code::ErrorCode;
 use std::path::{Component, Path};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +41,7 @@ impl Pipeline {
                 .map_err(|e| {
                     Failure::new(
                         "deploy",
-                        "START_FAILED",
+                        ErrorCode::StartFailed,
                         format!("cannot load the static output: {e}"),
                     )
                 })?;
@@ -58,7 +59,7 @@ impl Pipeline {
                     .filter(|p| port_is_free(*p))
                     .map_or_else(free_port, Ok)
                     .map_err(|e| {
-                        Failure::new("deploy", "START_FAILED", format!("no free port: {e}"))
+                        Failure::new("deploy", ErrorCode::StartFailed, format!("no free port: {e}"))
                     })?;
                 deployment.port = Some(port);
                 let command = deployment.start_command.clone().unwrap_or_default();
@@ -120,7 +121,7 @@ impl Pipeline {
             .map_err(|e| {
                 Failure::new(
                     "deploy",
-                    "INTERNAL_ERROR",
+                    ErrorCode::InternalError,
                     format!("could not record the deployment: {e}"),
                 )
             })?;
@@ -201,7 +202,7 @@ pub(crate) fn choose_output_dir(
         if !safe {
             return Err(Failure::new(
                 "deploy",
-                "START_FAILED",
+                ErrorCode::StartFailed,
                 format!("outputDirectory {requested:?} must be a relative path inside the project"),
             ));
         }
@@ -214,7 +215,7 @@ pub(crate) fn choose_output_dir(
                 Ok(metadata) if metadata.file_type().is_symlink() => {
                     return Err(Failure::new(
                         "deploy",
-                        "START_FAILED",
+                        ErrorCode::StartFailed,
                         format!(
                             "outputDirectory {requested:?} must not be or pass through a \
                              symbolic link"
@@ -225,7 +226,7 @@ pub(crate) fn choose_output_dir(
                 _ => {
                     return Err(Failure::new(
                         "deploy",
-                        "START_FAILED",
+                        ErrorCode::StartFailed,
                         format!("outputDirectory {requested:?} does not exist after the build"),
                     ))
                 }

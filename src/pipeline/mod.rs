@@ -10,6 +10,7 @@ mod restore;
 mod run;
 mod status;
 
+use crate::error_code::ErrorCode;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -83,7 +84,7 @@ pub struct Accepted {
 #[derive(Debug)]
 pub enum ProvisionError {
     /// `INVALID_*` code and message.
-    Invalid(&'static str, String),
+    Invalid(ErrorCode, String),
     Store(crate::store::StoreError),
 }
 
@@ -276,7 +277,7 @@ impl Pipeline {
                 Some(record) if record.project_id == project.id => return Ok(()),
                 _ => {
                     return Err(ProvisionError::Invalid(
-                        "INVALID_SOURCE_ID",
+                        ErrorCode::InvalidSourceId,
                         format!("sourceId {source_id:?} is not an upload of this project; upload with POST /api/projects/{}/source", project.slug),
                     ))
                 }
@@ -286,9 +287,9 @@ impl Pipeline {
             crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| {
                 match error {
                     crate::source::SourceError::InvalidGitRef(message) => {
-                        ProvisionError::Invalid("INVALID_BODY", format!("gitRef: {message}"))
+                        ProvisionError::Invalid(ErrorCode::InvalidBody, format!("gitRef: {message}"))
                     }
-                    other => ProvisionError::Invalid("INVALID_GIT_URL", other.to_string()),
+                    other => ProvisionError::Invalid(ErrorCode::InvalidGitUrl, other.to_string()),
                 }
             })?;
             return Ok(());
@@ -300,7 +301,7 @@ impl Pipeline {
                 Ok(())
             }
             None => Err(ProvisionError::Invalid(
-                "INVALID_SOURCE_MISSING",
+                ErrorCode::InvalidSourceMissing,
                 format!(
                     "project {} has no source: upload a .tar.gz with POST /api/projects/{}/source, or pass gitUrl",
                     project.slug, project.slug

@@ -2,6 +2,7 @@
 //! every live deployment is served again (static output reloaded, apps restarted) before the
 //! daemon reports ready.
 
+use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ impl Pipeline {
             run.status = RunStatus::ProvisioningFailed;
             run.failed_step = failed_step.or_else(|| Some("project_creation".into()));
             run.error = Some(RunError {
-                code: "INTERRUPTED".into(),
+                code: ErrorCode::Interrupted.into(),
                 message: "the daemon stopped while this run was in progress; provision again"
                     .into(),
             });
@@ -107,7 +108,7 @@ impl Pipeline {
                             deployment_id: deployment.id.clone(),
                         }),
                         Err(failure) => {
-                            tracing::error!(project = %project.slug, code = failure.code, message = %failure.message, "live app did not come back");
+                            tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "live app did not come back");
                             None
                         }
                     }

@@ -3,6 +3,7 @@
 //! deployment only becomes live after every step succeeded, so a failed or canceled run never
 //! touches the deployment that was live before it.
 
+use crate::error_code::ErrorCode;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,14 +23,14 @@ use crate::store::records::{
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub step: &'static str,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl Failure {
     pub(super) fn new(
         step: &'static str,
-        code: &'static str,
+        code: ErrorCode,
         message: impl Into<String>,
     ) -> Failure {
         Failure {
@@ -104,14 +105,14 @@ impl Pipeline {
                         self.hub.system(&dpl, &failure.message);
                         record.status = RunStatus::ProvisioningFailed;
                         record.error = Some(RunError {
-                            code: failure.code.into(),
+                            code: failure.code,
                             message: failure.message,
                         });
                     }
                 }
             }
             Err(failure) => {
-                let canceled = failure.code == "CANCELED";
+                let canceled = failure.code == ErrorCode::Canceled;
                 record.status = if canceled {
                     RunStatus::ProvisioningCanceled
                 } else {
@@ -128,7 +129,7 @@ impl Pipeline {
                     ),
                 );
                 record.error = Some(RunError {
-                    code: failure.code.into(),
+                    code: failure.code,
                     message: failure.message,
                 });
                 if !rollback {
@@ -192,7 +193,7 @@ impl Pipeline {
                 tls.ensure_certificate(&hostname).await.map_err(|e| {
                     Failure::new(
                         "domain_binding",
-                        "CERTIFICATE_FAILED",
+                        ErrorCode::CertificateFailed,
                         format!("certificate for {hostname}: {e}"),
                     )
                 })?;
@@ -208,7 +209,7 @@ impl Pipeline {
                 let env = self
                     .environment(&project.id)
                     .await
-                    .map_err(|m| Failure::new("environment_setup", "INTERNAL_ERROR", m))?;
+                    .map_err(|m| Failure::new("environment_setup", ErrorCode::InternalError, m))?;
                 self.hub
                     .system(&dpl, &format!("environment: {} project variable(s)", env.1));
                 Ok(env.0)
@@ -233,13 +234,13 @@ impl Pipeline {
                     "install",
                     request.install_command.as_deref(),
                     LogStream::Install,
-                    "INSTALL_FAILED",
+                    ErrorCode::InstallFailed,
                 ),
                 (
                     "build",
                     request.build_command.as_deref(),
                     LogStream::Build,
-                    "BUILD_FAILED",
+                    ErrorCode::BuildFailed,
                 ),
             ] {
                 let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
@@ -291,7 +292,7 @@ impl Pipeline {
                 tls.verify(&hostname, addr).await.map_err(|e| {
                     Failure::new(
                         "ssl_verification",
-                        "CERTIFICATE_FAILED",
+                        ErrorCode::CertificateFailed,
                         format!("{hostname}: {e}"),
                     )
                 })?;
@@ -346,7 +347,7 @@ impl Pipeline {
                 self.set_step(active, name, StepState::Skipped, None, duration)
                     .await
             }
-            Err(failure) if failure.code == "CANCELED" => {
+            Err(failure) if failure.code == ErrorCode::Canceled => {
                 self.set_step(active, name, StepState::Skipped, None, duration)
                     .await
             }
@@ -373,12 +374,12 @@ impl Pipeline {
         match *active.reason.lock().expect("reason poisoned") {
             Some(StopReason::Superseded) => Failure::new(
                 step,
-                "CANCELED",
+                ErrorCode::Canceled,
                 "superseded by a newer provisioning run of this project",
             ),
             Some(StopReason::Interrupted) | None => Failure::new(
                 step,
-                "INTERRUPTED",
+                ErrorCode::Interrupted,
                 "the daemon stopped while this run was in progress; provision again",
             ),
         }

@@ -105,7 +105,7 @@ pub enum RunStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunError {
-    pub code: String,
+    pub code: crate::error_code::ErrorCode,
     pub message: String,
 }
 

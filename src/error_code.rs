@@ -1,0 +1,245 @@
+//! Every error code Slipway puts in front of a client, in one enum: the API's error envelope
+//! (`api/error.rs` turns a code into its HTTP status here and nowhere else) and the failure codes
+//! of a provisioning run (`pipeline/`, `supervisor.rs`), which travel in status bodies and
+//! deployment records. A code written as a string literal anywhere else is a bug.
+
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+/// One error code of the contract. Serialized as its `SCREAMING_SNAKE_CASE` name, which is also
+/// how run records store it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    // 400: the request is wrong; the message names the field.
+    InvalidBody,
+    InvalidJson,
+    InvalidContentType,
+    InvalidQuery,
+    InvalidSlugFormat,
+    InvalidSlugReserved,
+    InvalidSlugTaken,
+    InvalidSlugMismatch,
+    InvalidSourceArchive,
+    InvalidSourceMissing,
+    InvalidSourceId,
+    InvalidGitUrl,
+    InvalidDeploymentId,
+    InvalidEnvKey,
+    InvalidEnvValue,
+    // The other API statuses.
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    RateLimited,
+    InternalError,
+    // Why a provisioning run failed (HTTP 200 status bodies, not API errors).
+    SourceFailed,
+    InstallFailed,
+    BuildFailed,
+    StartFailed,
+    HealthcheckFailed,
+    CertificateFailed,
+    Timeout,
+    Interrupted,
+    Canceled,
+}
+
+impl ErrorCode {
+    /// Every code, for the table test and the OpenAPI document.
+    pub const ALL: [ErrorCode; 32] = [
+        ErrorCode::InvalidBody,
+        ErrorCode::InvalidJson,
+        ErrorCode::InvalidContentType,
+        ErrorCode::InvalidQuery,
+        ErrorCode::InvalidSlugFormat,
+        ErrorCode::InvalidSlugReserved,
+        ErrorCode::InvalidSlugTaken,
+        ErrorCode::InvalidSlugMismatch,
+        ErrorCode::InvalidSourceArchive,
+        ErrorCode::InvalidSourceMissing,
+        ErrorCode::InvalidSourceId,
+        ErrorCode::InvalidGitUrl,
+        ErrorCode::InvalidDeploymentId,
+        ErrorCode::InvalidEnvKey,
+        ErrorCode::InvalidEnvValue,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::InternalError,
+        ErrorCode::SourceFailed,
+        ErrorCode::InstallFailed,
+        ErrorCode::BuildFailed,
+        ErrorCode::StartFailed,
+        ErrorCode::HealthcheckFailed,
+        ErrorCode::CertificateFailed,
+        ErrorCode::Timeout,
+        ErrorCode::Interrupted,
+        ErrorCode::Canceled,
+    ];
+
+    /// The code as the contract spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidBody => "INVALID_BODY",
+            ErrorCode::InvalidJson => "INVALID_JSON",
+            ErrorCode::InvalidContentType => "INVALID_CONTENT_TYPE",
+            ErrorCode::InvalidQuery => "INVALID_QUERY",
+            ErrorCode::InvalidSlugFormat => "INVALID_SLUG_FORMAT",
+            ErrorCode::InvalidSlugReserved => "INVALID_SLUG_RESERVED",
+            ErrorCode::InvalidSlugTaken => "INVALID_SLUG_TAKEN",
+            ErrorCode::InvalidSlugMismatch => "INVALID_SLUG_MISMATCH",
+            ErrorCode::InvalidSourceArchive => "INVALID_SOURCE_ARCHIVE",
+            ErrorCode::InvalidSourceMissing => "INVALID_SOURCE_MISSING",
+            ErrorCode::InvalidSourceId => "INVALID_SOURCE_ID",
+            ErrorCode::InvalidGitUrl => "INVALID_GIT_URL",
+            ErrorCode::InvalidDeploymentId => "INVALID_DEPLOYMENT_ID",
+            ErrorCode::InvalidEnvKey => "INVALID_ENV_KEY",
+            ErrorCode::InvalidEnvValue => "INVALID_ENV_VALUE",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+            ErrorCode::SourceFailed => "SOURCE_FAILED",
+            ErrorCode::InstallFailed => "INSTALL_FAILED",
+            ErrorCode::BuildFailed => "BUILD_FAILED",
+            ErrorCode::StartFailed => "START_FAILED",
+            ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
+            ErrorCode::CertificateFailed => "CERTIFICATE_FAILED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::Interrupted => "INTERRUPTED",
+            ErrorCode::Canceled => "CANCELED",
+        }
+    }
+
+    /// The HTTP status of an API error with this code. Run failure codes are reported inside a
+    /// 200 status body; should one ever reach the API's error path it is a server error.
+    pub const fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidBody
+            | ErrorCode::InvalidJson
+            | ErrorCode::InvalidContentType
+            | ErrorCode::InvalidQuery
+            | ErrorCode::InvalidSlugFormat
+            | ErrorCode::InvalidSlugReserved
+            | ErrorCode::InvalidSlugTaken
+            | ErrorCode::InvalidSlugMismatch
+            | ErrorCode::InvalidSourceArchive
+            | ErrorCode::InvalidSourceMissing
+            | ErrorCode::InvalidSourceId
+            | ErrorCode::InvalidGitUrl
+            | ErrorCode::InvalidDeploymentId
+            | ErrorCode::InvalidEnvKey
+            | ErrorCode::InvalidEnvValue => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::InternalError
+            | ErrorCode::SourceFailed
+            | ErrorCode::InstallFailed
+            | ErrorCode::BuildFailed
+            | ErrorCode::StartFailed
+            | ErrorCode::HealthcheckFailed
+            | ErrorCode::CertificateFailed
+            | ErrorCode::Timeout
+            | ErrorCode::Interrupted
+            | ErrorCode::Canceled => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Whether this code ends a provisioning run (as opposed to answering an API request).
+    pub const fn is_run_failure(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::SourceFailed
+                | ErrorCode::InstallFailed
+                | ErrorCode::BuildFailed
+                | ErrorCode::StartFailed
+                | ErrorCode::HealthcheckFailed
+                | ErrorCode::CertificateFailed
+                | ErrorCode::Timeout
+                | ErrorCode::Interrupted
+                | ErrorCode::Canceled
+                | ErrorCode::InternalError
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole table: code → spelling → status. A new code must be added here too.
+    #[test]
+    fn every_code_has_its_spelling_and_status() {
+        let table: &[(ErrorCode, &str, u16)] = &[
+            (ErrorCode::InvalidBody, "INVALID_BODY", 400),
+            (ErrorCode::InvalidJson, "INVALID_JSON", 400),
+            (ErrorCode::InvalidContentType, "INVALID_CONTENT_TYPE", 400),
+            (ErrorCode::InvalidQuery, "INVALID_QUERY", 400),
+            (ErrorCode::InvalidSlugFormat, "INVALID_SLUG_FORMAT", 400),
+            (ErrorCode::InvalidSlugReserved, "INVALID_SLUG_RESERVED", 400),
+            (ErrorCode::InvalidSlugTaken, "INVALID_SLUG_TAKEN", 400),
+            (ErrorCode::InvalidSlugMismatch, "INVALID_SLUG_MISMATCH", 400),
+            (ErrorCode::InvalidSourceArchive, "INVALID_SOURCE_ARCHIVE", 400),
+            (ErrorCode::InvalidSourceMissing, "INVALID_SOURCE_MISSING", 400),
+            (ErrorCode::InvalidSourceId, "INVALID_SOURCE_ID", 400),
+            (ErrorCode::InvalidGitUrl, "INVALID_GIT_URL", 400),
+            (ErrorCode::InvalidDeploymentId, "INVALID_DEPLOYMENT_ID", 400),
+            (ErrorCode::InvalidEnvKey, "INVALID_ENV_KEY", 400),
+            (ErrorCode::InvalidEnvValue, "INVALID_ENV_VALUE", 400),
+            (ErrorCode::Unauthorized, "UNAUTHORIZED", 401),
+            (ErrorCode::Forbidden, "FORBIDDEN", 403),
+            (ErrorCode::NotFound, "NOT_FOUND", 404),
+            (ErrorCode::MethodNotAllowed, "METHOD_NOT_ALLOWED", 405),
+            (ErrorCode::Conflict, "CONFLICT", 409),
+            (ErrorCode::PayloadTooLarge, "PAYLOAD_TOO_LARGE", 413),
+            (ErrorCode::RateLimited, "RATE_LIMITED", 429),
+            (ErrorCode::InternalError, "INTERNAL_ERROR", 500),
+            (ErrorCode::SourceFailed, "SOURCE_FAILED", 500),
+            (ErrorCode::InstallFailed, "INSTALL_FAILED", 500),
+            (ErrorCode::BuildFailed, "BUILD_FAILED", 500),
+            (ErrorCode::StartFailed, "START_FAILED", 500),
+            (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),
+            (ErrorCode::CertificateFailed, "CERTIFICATE_FAILED", 500),
+            (ErrorCode::Timeout, "TIMEOUT", 500),
+            (ErrorCode::Interrupted, "INTERRUPTED", 500),
+            (ErrorCode::Canceled, "CANCELED", 500),
+        ];
+        assert_eq!(table.len(), ErrorCode::ALL.len());
+        for (code, spelling, status) in table {
+            assert_eq!(code.as_str(), *spelling);
+            assert_eq!(code.status().as_u16(), *status, "{spelling}");
+            // serde spells it the same way, so stored records and bodies agree.
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(spelling.to_string())
+            );
+            assert!(ErrorCode::ALL.contains(code));
+        }
+        for code in ErrorCode::ALL {
+            assert_eq!(code.as_str().starts_with("INVALID_"), code.status() == 400);
+        }
+    }
+}
