@@ -281,11 +281,8 @@ fn port_suffix(port: u16, default: u16) -> String {
 /// Publishes every project into the route table (no live target until the pipeline runs).
 async fn load_routes(ctx: &Arc<Context>) -> anyhow::Result<()> {
     let projects = ctx.store.call(|store| store.list_projects()).await?;
-    ctx.routes.update(|table| {
-        for project in &projects {
-            table.apps.insert(project.slug.clone(), None);
-        }
-    });
+    ctx.routes
+        .add_projects(projects.iter().map(|project| project.slug.as_str()));
     Ok(())
 }
 

@@ -202,8 +202,16 @@ mod tests {
             (ErrorCode::InvalidSlugReserved, "INVALID_SLUG_RESERVED", 400),
             (ErrorCode::InvalidSlugTaken, "INVALID_SLUG_TAKEN", 400),
             (ErrorCode::InvalidSlugMismatch, "INVALID_SLUG_MISMATCH", 400),
-            (ErrorCode::InvalidSourceArchive, "INVALID_SOURCE_ARCHIVE", 400),
-            (ErrorCode::InvalidSourceMissing, "INVALID_SOURCE_MISSING", 400),
+            (
+                ErrorCode::InvalidSourceArchive,
+                "INVALID_SOURCE_ARCHIVE",
+                400,
+            ),
+            (
+                ErrorCode::InvalidSourceMissing,
+                "INVALID_SOURCE_MISSING",
+                400,
+            ),
             (ErrorCode::InvalidSourceId, "INVALID_SOURCE_ID", 400),
             (ErrorCode::InvalidGitUrl, "INVALID_GIT_URL", 400),
             (ErrorCode::InvalidDeploymentId, "INVALID_DEPLOYMENT_ID", 400),

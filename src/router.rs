@@ -1,6 +1,7 @@
 //! The route table: which host goes where. A pure, immutable snapshot (`RouteTable`) that the
-//! pipeline rebuilds and swaps in atomically (`Routes::publish`); request handling only ever
-//! loads the current snapshot and never locks or touches the store.
+//! writers change through a handful of typed methods, each a compare-and-swap of the whole
+//! snapshot; request handling only ever loads the current snapshot and never locks or touches
+//! the store.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -73,17 +74,60 @@ impl Routes {
         self.current.load_full()
     }
 
-    /// Replaces the table as a whole; readers see either the old or the new one.
-    pub fn publish(&self, table: RouteTable) {
-        self.current.store(Arc::new(table));
+    /// A new project: answers 503 (not 404) until something is live. Keeps a live target.
+    pub fn add_project(&self, slug: &str) {
+        self.update(|table| {
+            table.apps.entry(slug.to_owned()).or_insert(None);
+        });
     }
 
-    /// Applies `change` to a copy of the current table and publishes it. Callers serialize
-    /// updates among themselves (the pipeline holds its own lock around this).
-    pub fn update(&self, change: impl FnOnce(&mut RouteTable)) {
-        let mut next = RouteTable::clone(&self.current.load());
-        change(&mut next);
-        self.publish(next);
+    /// Every project at start-up, none of them live yet.
+    pub fn add_projects<'s>(&self, slugs: impl Iterator<Item = &'s str> + Clone) {
+        self.update(|table| {
+            for slug in slugs.clone() {
+                table.apps.entry(slug.to_owned()).or_insert(None);
+            }
+        });
+    }
+
+    /// A deleted project: its host answers 404 from the next request on.
+    pub fn remove_project(&self, slug: &str) {
+        self.update(|table| {
+            table.apps.remove(slug);
+        });
+    }
+
+    /// The live switch: `slug` is served from `target` (or 503 with `None`) from now on.
+    pub fn set_live(&self, slug: &str, target: Option<Target>) {
+        self.update(|table| {
+            table.apps.insert(slug.to_owned(), target.clone());
+        });
+    }
+
+    /// A restarted app listens at a new address; only while `deployment_id` is still live.
+    pub fn repoint(&self, slug: &str, deployment_id: &str, address: SocketAddr) {
+        self.update(|table| {
+            if let Some(Some(Target::Proxy {
+                deployment_id: live,
+                upstream,
+            })) = table.apps.get_mut(slug)
+            {
+                if live == deployment_id {
+                    *upstream = address;
+                }
+            }
+        });
+    }
+
+    /// The one way the table changes: a compare-and-swap loop (`ArcSwap::rcu`). `change` runs
+    /// on a copy of the current table and may run again if another writer got in first, so
+    /// concurrent changes for different projects are never lost.
+    fn update(&self, change: impl Fn(&mut RouteTable)) {
+        self.current.rcu(|current| {
+            let mut next = RouteTable::clone(current);
+            change(&mut next);
+            next
+        });
     }
 
     pub fn control_host(&self) -> &str {
@@ -163,9 +207,7 @@ mod tests {
             routes.resolve("nope.localhost"),
             Destination::Unknown
         ));
-        routes.update(|t| {
-            t.apps.insert("web".into(), None);
-        });
+        routes.add_project("web");
         assert!(matches!(
             routes.resolve("web.localhost"),
             Destination::App {
@@ -173,5 +215,58 @@ mod tests {
                 target: None
             }
         ));
+    }
+
+    /// Many writers for different projects at once, each adding, switching and repointing its
+    /// own project: with a load-clone-store update, some of these changes were lost.
+    #[test]
+    fn concurrent_updates_for_different_projects_are_never_lost() {
+        const WRITERS: usize = 16;
+        const ROUNDS: usize = 200;
+        let routes = Arc::new(Routes::new("slipway.localhost".into(), "localhost".into()));
+        let threads: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let routes = routes.clone();
+                std::thread::spawn(move || {
+                    for round in 0..ROUNDS {
+                        let slug = format!("app-{writer}-{round}");
+                        routes.add_project(&slug);
+                        let upstream = SocketAddr::from(([127, 0, 0, 1], 1000 + round as u16));
+                        routes.set_live(
+                            &slug,
+                            Some(Target::Proxy {
+                                upstream,
+                                deployment_id: format!("dpl-{writer}-{round}"),
+                            }),
+                        );
+                        let moved = SocketAddr::from(([127, 0, 0, 2], 2000 + round as u16));
+                        routes.repoint(&slug, &format!("dpl-{writer}-{round}"), moved);
+                        if round % 2 == 1 {
+                            routes.remove_project(&format!("app-{writer}-{}", round - 1));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let table = routes.snapshot();
+        assert_eq!(table.apps.len(), WRITERS * ROUNDS / 2);
+        for writer in 0..WRITERS {
+            for round in (1..ROUNDS).step_by(2) {
+                let slug = format!("app-{writer}-{round}");
+                match table.apps.get(&slug) {
+                    Some(Some(Target::Proxy {
+                        upstream,
+                        deployment_id,
+                    })) => {
+                        assert_eq!(deployment_id, &format!("dpl-{writer}-{round}"));
+                        assert_eq!(upstream.port(), 2000 + round as u16, "{slug} repoint lost");
+                    }
+                    _ => panic!("{slug}: its live switch was lost"),
+                }
+            }
+        }
     }
 }

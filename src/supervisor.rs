@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::logs::{pump_lines, LogHub, LogStream};
-use crate::router::{Routes, Target};
+use crate::router::Routes;
 use crate::sandbox::{Runner, Running, StepKind, StepSpec};
 
 /// Everything needed to (re)start one app.
@@ -312,19 +312,8 @@ impl Supervisor {
 
     /// After a restart the app may have a new address: move the route if it still points here.
     fn repoint_route(&self, spec: &AppSpec, address: SocketAddr) {
-        let slug = spec.slug.clone();
-        let dpl = spec.deployment_id.clone();
-        self.routes.update(|table| {
-            if let Some(Some(Target::Proxy {
-                deployment_id,
-                upstream,
-            })) = table.apps.get_mut(&slug)
-            {
-                if *deployment_id == dpl {
-                    *upstream = address;
-                }
-            }
-        });
+        self.routes
+            .repoint(&spec.slug, &spec.deployment_id, address);
     }
 }
 

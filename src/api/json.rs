@@ -31,7 +31,8 @@ pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::
     match Limited::new(request.into_body(), max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(error) => Err(ApiError::new(ErrorCode::InvalidBody,
+        Err(error) => Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("could not read the request body: {error}"),
         )),
     }
@@ -49,7 +50,8 @@ pub async fn read_json_object(
         .to_ascii_lowercase();
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if essence != "application/json" {
-        return Err(ApiError::new(ErrorCode::InvalidContentType,
+        return Err(ApiError::new(
+            ErrorCode::InvalidContentType,
             format!(
                 "expected Content-Type: application/json, got {:?}",
                 if essence.is_empty() {
@@ -62,13 +64,15 @@ pub async fn read_json_object(
     }
     let bytes = read_body(request, MAX_JSON_BYTES).await?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| {
-        ApiError::new(ErrorCode::InvalidJson,
+        ApiError::new(
+            ErrorCode::InvalidJson,
             format!("request body is not valid JSON: {error}"),
         )
     })?;
     match value {
         serde_json::Value::Object(map) => Ok(map),
-        _ => Err(ApiError::new(ErrorCode::InvalidBody,
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "request body must be a JSON object",
         )),
     }
@@ -89,7 +93,8 @@ pub fn validate_slug(slug: &str, reserved: &str) -> Result<(), ApiError> {
         ));
     }
     if slug == reserved {
-        return Err(ApiError::new(ErrorCode::InvalidSlugReserved,
+        return Err(ApiError::new(
+            ErrorCode::InvalidSlugReserved,
             format!("slug {slug:?} is reserved for the control host"),
         ));
     }
@@ -104,7 +109,8 @@ pub fn optional_string(
     match map.get(field) {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::new(ErrorCode::InvalidBody,
+        Some(_) => Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("field `{field}` must be a string"),
         )),
     }
@@ -116,7 +122,8 @@ pub fn only_fields(
     allowed: &[&str],
 ) -> Result<(), ApiError> {
     match map.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(ApiError::new(ErrorCode::InvalidBody,
+        Some(key) => Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!(
                 "unknown field `{key}`; allowed fields: {}",
                 allowed.join(", ")

@@ -39,7 +39,8 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
         match key {
             "since" => {
                 parsed.since = value.parse().map_err(|_| {
-                    ApiError::new(ErrorCode::InvalidQuery,
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
                         format!("since={value:?} must be a log sequence number (integer ≥ 0)"),
                     )
                 })?
@@ -50,14 +51,16 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
                     .ok_or_else(|| {
-                        ApiError::new(ErrorCode::InvalidQuery,
+                        ApiError::new(
+                            ErrorCode::InvalidQuery,
                             format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}"),
                         )
                     })?
             }
             "stream" => {
                 parsed.stream = Some(LogStream::parse(value).ok_or_else(|| {
-                    ApiError::new(ErrorCode::InvalidQuery,
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
                         format!(
                         "stream={value:?} must be one of system, install, build, stdout, stderr"
                     ),
@@ -65,7 +68,8 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                 })?)
             }
             other => {
-                return Err(ApiError::new(ErrorCode::InvalidQuery,
+                return Err(ApiError::new(
+                    ErrorCode::InvalidQuery,
                     format!("unknown query parameter {other:?}; use since, limit, stream"),
                 ))
             }
@@ -124,7 +128,8 @@ pub async fn stream(
         .map(str::trim);
     let since = match last_event_id {
         Some(value) if !value.is_empty() => value.parse().map_err(|_| {
-            ApiError::new(ErrorCode::InvalidQuery,
+            ApiError::new(
+                ErrorCode::InvalidQuery,
                 format!("Last-Event-ID {value:?} must be a log sequence number"),
             )
         })?,

@@ -65,10 +65,7 @@ pub async fn find_or_create(
 
 /// A new project answers 503 (not 404) on its app host until something is live.
 fn publish_new_project(ctx: &Context, record: &ProjectRecord) {
-    let slug = record.slug.clone();
-    ctx.routes.update(|table| {
-        table.apps.entry(slug).or_insert(None);
-    });
+    ctx.routes.add_project(&record.slug);
 }
 
 pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
@@ -101,7 +98,8 @@ pub async fn create(
                 &project_json(ctx, &record),
             ))
         }
-        CreateProject::SlugTaken(_) => Err(ApiError::new(ErrorCode::InvalidSlugTaken,
+        CreateProject::SlugTaken(_) => Err(ApiError::new(
+            ErrorCode::InvalidSlugTaken,
             format!("a project with slug {slug:?} already exists; use GET /api/projects/{slug}"),
         )),
     }
@@ -124,10 +122,7 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
             "no project with id or slug {id_or_slug:?}"
         )));
     };
-    let slug = record.slug.clone();
-    ctx.routes.update(|table| {
-        table.apps.remove(&slug);
-    });
+    ctx.routes.remove_project(&record.slug);
     crate::app::project_deleted(ctx, &deleted).await;
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
     Ok(json_response(
@@ -150,12 +145,14 @@ pub async fn set_env_vars(
     for (key, value) in &body {
         validate_env_key(key)?;
         let serde_json::Value::String(value) = value else {
-            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
                 format!("value of {key:?} must be a string"),
             ));
         };
         if value.len() > MAX_ENV_VALUE_BYTES {
-            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
                 format!(
                     "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
                     value.len()
@@ -163,19 +160,22 @@ pub async fn set_env_vars(
             ));
         }
         if value.contains('\0') {
-            return Err(ApiError::new(ErrorCode::InvalidEnvValue,
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
                 format!("value of {key:?} contains a NUL byte"),
             ));
         }
         plain.push((key.clone(), value.clone()));
     }
     if plain.is_empty() {
-        return Err(ApiError::new(ErrorCode::InvalidBody,
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
         ));
     }
     if plain.len() > MAX_ENV_VARS {
-        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
+        return Err(ApiError::new(
+            ErrorCode::InvalidEnvKey,
             format!("at most {MAX_ENV_VARS} variables per project"),
         ));
     }
@@ -198,7 +198,8 @@ pub async fn set_env_vars(
     {
         SetEnvVars::Stored => {}
         SetEnvVars::TooMany { would_have } => {
-            return Err(ApiError::new(ErrorCode::InvalidEnvKey,
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvKey,
                 format!(
                     "the project would have {would_have} variables; the limit is {MAX_ENV_VARS}"
                 ),
@@ -285,7 +286,8 @@ fn validate_env_key(key: &str) -> Result<(), ApiError> {
         ));
     }
     if key == "PORT" {
-        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
+        return Err(ApiError::new(
+            ErrorCode::InvalidEnvKey,
             "PORT is reserved: Slipway sets it for the app's start command",
         ));
     }

@@ -60,7 +60,8 @@ pub async fn provision(
             .as_ref()
             .is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0'))
         {
-            return Err(ApiError::new(ErrorCode::InvalidBody,
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL"),
             ));
         }
@@ -68,7 +69,8 @@ pub async fn provision(
     }
     if let Some(path) = &parsed.health_check_path {
         if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ApiError::new(ErrorCode::InvalidBody,
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")",
             ));
         }
@@ -83,18 +85,21 @@ pub async fn provision(
         }
     }
     if parsed.git_ref.is_some() && parsed.git_url.is_none() {
-        return Err(ApiError::new(ErrorCode::InvalidBody,
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "field `gitRef` needs `gitUrl`",
         ));
     }
     if !id_or_slug.starts_with("prj_") && id_or_slug != slug {
-        return Err(ApiError::new(ErrorCode::InvalidSlugMismatch,
+        return Err(ApiError::new(
+            ErrorCode::InvalidSlugMismatch,
             format!("the path names project {id_or_slug:?} but projectSlug is {slug:?}"),
         ));
     }
     let project = find_or_create(ctx, id_or_slug).await?;
     if project.slug != slug {
-        return Err(ApiError::new(ErrorCode::InvalidSlugMismatch,
+        return Err(ApiError::new(
+            ErrorCode::InvalidSlugMismatch,
             format!(
                 "project {} has slug {:?}, but projectSlug is {slug:?}",
                 project.id, project.slug
@@ -144,7 +149,8 @@ pub async fn rollback(
     let deployment = match deployment {
         Some(d) if d.project_id == project.id => d,
         _ => {
-            return Err(ApiError::new(ErrorCode::InvalidDeploymentId,
+            return Err(ApiError::new(
+                ErrorCode::InvalidDeploymentId,
                 format!("{deployment_id:?} is not a deployment of {}", project.slug),
             ))
         }

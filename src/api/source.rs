@@ -38,7 +38,8 @@ pub async fn upload(
         .trim()
         .to_ascii_lowercase();
     if !ACCEPTED_TYPES.contains(&content_type.as_str()) {
-        return Err(ApiError::new(ErrorCode::InvalidContentType,
+        return Err(ApiError::new(
+            ErrorCode::InvalidContentType,
             format!("upload a .tar.gz with Content-Type: application/gzip (got {content_type:?})"),
         ));
     }

@@ -29,12 +29,14 @@ pub async fn create(
     let body = read_json_object(request).await?;
     only_fields(&body, &["name"])?;
     let name = optional_string(&body, "name")?.ok_or_else(|| {
-        ApiError::new(ErrorCode::InvalidBody,
+        ApiError::new(
+            ErrorCode::InvalidBody,
             "field `name` is required (a label for the token)",
         )
     })?;
     if name.trim().is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
-        return Err(ApiError::new(ErrorCode::InvalidBody,
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "field `name` must be 1 to 100 printable characters",
         ));
     }

@@ -59,7 +59,11 @@ impl Pipeline {
                     .filter(|p| port_is_free(*p))
                     .map_or_else(free_port, Ok)
                     .map_err(|e| {
-                        Failure::new("deploy", ErrorCode::StartFailed, format!("no free port: {e}"))
+                        Failure::new(
+                            "deploy",
+                            ErrorCode::StartFailed,
+                            format!("no free port: {e}"),
+                        )
                     })?;
                 deployment.port = Some(port);
                 let command = deployment.start_command.clone().unwrap_or_default();
@@ -135,10 +139,7 @@ impl Pipeline {
                 deployment_id: deployment.id.clone(),
             },
         };
-        let slug = project.slug.clone();
-        self.routes.update(|table| {
-            table.apps.insert(slug, Some(target));
-        });
+        self.routes.set_live(&project.slug, Some(target));
         if let Some(previous) = previous {
             self.hub
                 .system(&previous, &format!("replaced by {}", deployment.id));

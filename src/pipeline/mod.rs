@@ -286,9 +286,10 @@ impl Pipeline {
         if let Some(url) = &request.git_url {
             crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| {
                 match error {
-                    crate::source::SourceError::InvalidGitRef(message) => {
-                        ProvisionError::Invalid(ErrorCode::InvalidBody, format!("gitRef: {message}"))
-                    }
+                    crate::source::SourceError::InvalidGitRef(message) => ProvisionError::Invalid(
+                        ErrorCode::InvalidBody,
+                        format!("gitRef: {message}"),
+                    ),
                     other => ProvisionError::Invalid(ErrorCode::InvalidGitUrl, other.to_string()),
                 }
             })?;

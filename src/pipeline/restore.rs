@@ -35,7 +35,7 @@ impl Pipeline {
             run.status = RunStatus::ProvisioningFailed;
             run.failed_step = failed_step.or_else(|| Some("project_creation".into()));
             run.error = Some(RunError {
-                code: ErrorCode::Interrupted.into(),
+                code: ErrorCode::Interrupted,
                 message: "the daemon stopped while this run was in progress; provision again"
                     .into(),
             });
@@ -138,10 +138,7 @@ impl Pipeline {
                 let d = deployment.clone();
                 let _ = self.store.call(move |s| s.put_deployment(&d)).await;
             }
-            let slug = project.slug.clone();
-            self.routes.update(|table| {
-                table.apps.insert(slug, target);
-            });
+            self.routes.set_live(&project.slug, target);
         }
         Ok(())
     }

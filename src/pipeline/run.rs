@@ -28,11 +28,7 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub(super) fn new(
-        step: &'static str,
-        code: ErrorCode,
-        message: impl Into<String>,
-    ) -> Failure {
+    pub(super) fn new(step: &'static str, code: ErrorCode, message: impl Into<String>) -> Failure {
         Failure {
             step,
             code,
@@ -185,10 +181,7 @@ impl Pipeline {
             .await?;
 
         self.step(active, "domain_binding", async {
-            let slug = project.slug.clone();
-            self.routes.update(|table| {
-                table.apps.entry(slug).or_insert(None);
-            });
+            self.routes.add_project(&project.slug);
             if let Some(tls) = &self.tls {
                 tls.ensure_certificate(&hostname).await.map_err(|e| {
                     Failure::new(
