@@ -73,6 +73,23 @@ impl SecretBox {
         out
     }
 
+    /// Seals one env var value, bound to its project and name so that a value cannot be moved
+    /// to another variable or project in the store.
+    pub fn seal_env(&self, project_id: &str, key: &str, value: &str) -> Vec<u8> {
+        self.seal(&env_context(project_id, key), value.as_bytes())
+    }
+
+    /// Opens what `seal_env` sealed for the same project and name.
+    pub fn open_env(
+        &self,
+        project_id: &str,
+        key: &str,
+        sealed: &[u8],
+    ) -> Result<String, SecretError> {
+        let plain = self.open(&env_context(project_id, key), sealed)?;
+        String::from_utf8(plain).map_err(|_| SecretError::Open)
+    }
+
     pub fn open(&self, context: &str, sealed: &[u8]) -> Result<Vec<u8>, SecretError> {
         if sealed.len() < NONCE_LEN {
             return Err(SecretError::Open);
@@ -86,6 +103,11 @@ impl SecretBox {
             .map_err(|_| SecretError::Open)?;
         Ok(plain.to_vec())
     }
+}
+
+/// Associated data binding a sealed env var value to its project and name.
+fn env_context(project_id: &str, key: &str) -> String {
+    format!("env/{project_id}/{key}")
 }
 
 #[cfg(test)]

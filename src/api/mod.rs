@@ -20,7 +20,6 @@ use hyper::body::Incoming;
 
 pub use error::{ApiError, ErrorCode};
 pub use openapi::openapi_document;
-pub use projects::env_context;
 
 use crate::auth::{Caller, Tokens};
 use crate::config::Config;

@@ -182,13 +182,7 @@ pub async fn set_env_vars(
     let project = find_or_create(ctx, id_or_slug).await?;
     let sealed: Vec<(String, Vec<u8>)> = plain
         .iter()
-        .map(|(key, value)| {
-            (
-                key.clone(),
-                ctx.secrets
-                    .seal(&env_context(&project.id, key), value.as_bytes()),
-            )
-        })
+        .map(|(key, value)| (key.clone(), ctx.secrets.seal_env(&project.id, key, value)))
         .collect();
     let project_id = project.id.clone();
     match ctx
@@ -264,16 +258,11 @@ pub async fn decrypted_env(
     for (key, value) in sealed {
         let plain = ctx
             .secrets
-            .open(&env_context(project_id, &key), &value)
+            .open_env(project_id, &key, &value)
             .map_err(ApiError::internal)?;
-        out.push((key, String::from_utf8_lossy(&plain).into_owned()));
+        out.push((key, plain));
     }
     Ok(out)
-}
-
-/// Associated data binding a sealed value to its project and name.
-pub fn env_context(project_id: &str, key: &str) -> String {
-    format!("env/{project_id}/{key}")
 }
 
 fn validate_env_key(key: &str) -> Result<(), ApiError> {

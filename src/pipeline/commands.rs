@@ -39,10 +39,10 @@ impl Pipeline {
         for (key, value) in sealed {
             let plain = self
                 .secrets
-                .open(&crate::api::env_context(project_id, &key), &value)
+                .open_env(project_id, &key, &value)
                 .map_err(|e| format!("cannot decrypt variable {key}: {e}"))?;
             env.retain(|(k, _)| *k != key);
-            env.push((key, String::from_utf8_lossy(&plain).into_owned()));
+            env.push((key, plain));
         }
         Ok((env, count))
     }
