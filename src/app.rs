@@ -12,7 +12,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::Context;
 use crate::config::{Config, TlsMode};
-use crate::dispatch::Dispatch;
+use crate::control::ControlHost;
+use crate::dispatch::{ControlHandler, Dispatch};
 use crate::server::{ConnectionLimits, ListenerKind};
 use crate::store::{DeletedProject, Store};
 
@@ -143,7 +144,6 @@ pub async fn run(
         hub: hub.clone(),
         sources,
         supervisor: supervisor.clone(),
-        proxy: crate::proxy::Proxy::new(),
         tls: tls.clone(),
         public_scheme,
         public_port_suffix: public_port,
@@ -154,9 +154,13 @@ pub async fn run(
     // Everything that was live is served again before the daemon says it is ready.
     pipeline.restore().await?;
 
+    let control: Arc<dyn ControlHandler> = Arc::new(ControlHost::new(ctx.clone()));
+    let proxy = Arc::new(crate::proxy::Proxy::new());
     let dispatch = Arc::new(Dispatch {
+        routes: routes.clone(),
+        proxy: proxy.clone(),
+        control: control.clone(),
         acme: tls.clone(),
-        ctx: ctx.clone(),
         redirect_plain: config.tls.mode != TlsMode::Off,
         https_port_suffix: bound
             .https
@@ -176,7 +180,9 @@ pub async fn run(
     if let Some(listener) = api_listener {
         // The extra API listener is plain HTTP without redirects.
         let api_dispatch = Arc::new(Dispatch {
-            ctx: ctx.clone(),
+            routes: routes.clone(),
+            proxy,
+            control,
             redirect_plain: false,
             https_port_suffix: String::new(),
             acme: None,

@@ -5,12 +5,11 @@
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::api::Context;
 use crate::http_util::{full, Body};
 
 const PAGE: &str = include_str!("dashboard.html");
 
-pub async fn handle(_ctx: &Context, request: Request<Incoming>) -> Response<Body> {
+pub async fn handle(request: Request<Incoming>) -> Response<Body> {
     match request.uri().path() {
         "/" | "/settings" | "/settings/tokens" => {
             let mut response = Response::new(full(PAGE));

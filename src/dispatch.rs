@@ -1,17 +1,20 @@
-//! Host dispatch: every request from every listener comes here. The control host goes to the
-//! API (and `/healthz`); `<slug>.<apps_domain>` goes to the live deployment through the route
-//! snapshot; anything else gets the 404 page. Adds `X-Request-Id` to every response.
+//! Host dispatch: every request from every listener comes here. The control host goes to its
+//! `ControlHandler` (the API, `/healthz`, the dashboard: `control.rs`); `<slug>.<apps_domain>`
+//! goes to the live deployment through the route snapshot; anything else gets the 404 page.
+//! Adds `X-Request-Id` to every response. `Dispatch` holds only what the app-host path needs
+//! (routes, proxy, ACME answers), so the types keep that path away from the store.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tracing::Instrument;
 
-use crate::api::Context;
 use crate::http_util::{full, Body};
-use crate::router::{Destination, Target};
+use crate::proxy::Proxy;
+use crate::router::{Destination, Routes, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
@@ -19,8 +22,19 @@ pub enum Scheme {
     Https,
 }
 
+/// Answers requests for the control host; implemented by `control::ControlHost`.
+pub trait ControlHandler: Send + Sync {
+    fn handle(
+        &self,
+        request: Request<Incoming>,
+        client: SocketAddr,
+    ) -> BoxFuture<'_, Response<Body>>;
+}
+
 pub struct Dispatch {
-    pub ctx: Arc<Context>,
+    pub routes: Arc<Routes>,
+    pub proxy: Arc<Proxy>,
+    pub control: Arc<dyn ControlHandler>,
     /// True when plain HTTP should redirect to HTTPS (any TLS mode but `off`).
     pub redirect_plain: bool,
     /// `:8443`-style suffix for redirects (empty for 443).
@@ -78,8 +92,7 @@ impl Dispatch {
         let host = request_host(&request)
             .unwrap_or_default()
             .to_ascii_lowercase();
-        let routes = &self.ctx.routes;
-        let destination = routes.resolve(&host);
+        let destination = self.routes.resolve(&host);
         if scheme == Scheme::Http && self.redirect_plain {
             let loopback_control =
                 matches!(destination, Destination::Control) && client.ip().is_loopback();
@@ -88,7 +101,7 @@ impl Dispatch {
             }
         }
         match destination {
-            Destination::Control => self.control(request, client).await,
+            Destination::Control => self.control.handle(request, client).await,
             Destination::App { slug, target } => match target {
                 None => pages::page(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -105,10 +118,7 @@ impl Dispatch {
                     } else {
                         "http"
                     };
-                    self.ctx
-                        .proxy
-                        .forward(request, upstream, client, proto)
-                        .await
+                    self.proxy.forward(request, upstream, client, proto).await
                 }
             },
             Destination::Unknown => pages::page(
@@ -118,22 +128,6 @@ impl Dispatch {
                 &[],
             ),
         }
-    }
-
-    async fn control(&self, request: Request<Incoming>, client: SocketAddr) -> Response<Body> {
-        let path = request.uri().path();
-        if path == "/api" || path.starts_with("/api/") {
-            return crate::api::handle(self.ctx.clone(), request, client).await;
-        }
-        if path == "/healthz" {
-            let mut response = Response::new(full(r#"{"status":"ok"}"#));
-            response.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            return response;
-        }
-        crate::dashboard::handle(&self.ctx, request).await
     }
 
     fn redirect_to_https(&self, host: &str, request: &Request<Incoming>) -> Response<Body> {

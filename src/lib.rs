@@ -14,6 +14,7 @@ pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod control;
 pub mod dashboard;
 pub mod dispatch;
 pub mod error_code;

@@ -2,6 +2,7 @@
 //! handler. Every response carries the rate-limit headers; every error is the contract's
 //! envelope (`error.rs`). Handlers live in one module per resource.
 
+mod context;
 mod error;
 mod json;
 mod logs;
@@ -18,43 +19,12 @@ use std::sync::Arc;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+pub use context::Context;
 pub use error::{ApiError, ErrorCode};
 pub use openapi::openapi_document;
 
-use crate::auth::{Caller, Tokens};
-use crate::config::Config;
+use crate::auth::Caller;
 use crate::http_util::{full, Body};
-use crate::ratelimit::RateLimiter;
-use crate::secrets::SecretBox;
-use crate::store::Store;
-
-/// Everything the handlers share. Built once by `app.rs`.
-pub struct Context {
-    pub config: Arc<Config>,
-    pub store: Store,
-    pub tokens: Arc<Tokens>,
-    pub limiter: RateLimiter,
-    pub secrets: Arc<SecretBox>,
-    pub routes: Arc<crate::router::Routes>,
-    pub pipeline: Arc<crate::pipeline::Pipeline>,
-    pub hub: Arc<crate::logs::LogHub>,
-    pub sources: Arc<crate::source::SourceStore>,
-    pub supervisor: Arc<crate::supervisor::Supervisor>,
-    pub proxy: crate::proxy::Proxy,
-    pub tls: Option<Arc<crate::tls::TlsManager>>,
-    /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
-    pub public_scheme: &'static str,
-    pub public_port_suffix: String,
-}
-
-impl Context {
-    pub fn app_url(&self, slug: &str) -> String {
-        format!(
-            "{}://{slug}.{}{}",
-            self.public_scheme, self.config.apps_domain, self.public_port_suffix
-        )
-    }
-}
 
 /// Every route of the API: (method, template, id). The OpenAPI document and its test walk it.
 pub const ROUTES: &[(Method, &str, Route)] = &[

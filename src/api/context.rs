@@ -1,0 +1,38 @@
+//! The API's state: everything its handlers need, and nothing the router needs. Built once by
+//! `app.rs` and reached only through `control::ControlHost`.
+
+use std::sync::Arc;
+
+use crate::auth::Tokens;
+use crate::config::Config;
+use crate::ratelimit::RateLimiter;
+use crate::secrets::SecretBox;
+use crate::store::Store;
+
+/// What the API's handlers share: the store, tokens, rate limits and the parts of the daemon
+/// they drive. Built once by `app.rs`; the app-host request path never holds it.
+pub struct Context {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub tokens: Arc<Tokens>,
+    pub limiter: RateLimiter,
+    pub secrets: Arc<SecretBox>,
+    pub routes: Arc<crate::router::Routes>,
+    pub pipeline: Arc<crate::pipeline::Pipeline>,
+    pub hub: Arc<crate::logs::LogHub>,
+    pub sources: Arc<crate::source::SourceStore>,
+    pub supervisor: Arc<crate::supervisor::Supervisor>,
+    pub tls: Option<Arc<crate::tls::TlsManager>>,
+    /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
+    pub public_scheme: &'static str,
+    pub public_port_suffix: String,
+}
+
+impl Context {
+    pub fn app_url(&self, slug: &str) -> String {
+        format!(
+            "{}://{slug}.{}{}",
+            self.public_scheme, self.config.apps_domain, self.public_port_suffix
+        )
+    }
+}
