@@ -44,8 +44,12 @@ pub async fn run(
             );
         }
     }
-    let config = Arc::new(config);
+    let mut config = config;
     prepare_data_dir(&config)?;
+    let sandbox = Arc::new(start_sandbox(&config)?);
+    // From here on the config names the mode in force, never `auto`.
+    config.sandbox.mode = sandbox.mode();
+    let config = Arc::new(config);
     let store = Store::open(&config.data_dir)?;
     let secrets = crate::secrets::SecretBox::open_or_create(&config.data_dir.join("secret.key"))?;
     let tokens = Arc::new(crate::auth::Tokens::load(store.clone())?);
@@ -82,12 +86,6 @@ pub async fn run(
     ));
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
-    let sandbox = Arc::new(
-        crate::sandbox::Sandbox::start(&config.sandbox, std::path::PathBuf::from("/proc/self/exe"))
-            .context(
-                "starting the sandbox (set sandbox.mode = \"none\" on machines without root)",
-            )?,
-    );
     let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
     let supervisor =
         crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
@@ -238,7 +236,7 @@ pub async fn run(
         }
     });
 
-    tracing::info!(http = %bound.http, https = ?bound.https, api = ?bound.api, control_host = %config.control_host, "slipway is ready");
+    tracing::info!(http = %bound.http, https = ?bound.https, api = ?bound.api, control_host = %config.control_host, sandbox = %config.sandbox.mode.as_str(), "slipway is ready");
     on_ready(&bound);
     crate::notify::ready();
 
@@ -259,6 +257,21 @@ pub async fn run(
     let _ = std::fs::remove_file(crate::admin::socket_path(&config.data_dir));
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the sandbox runner. Without `--dev` a machine that cannot sandbox stops the daemon:
+/// a production host must never silently lose its sandbox.
+fn start_sandbox(config: &Config) -> anyhow::Result<crate::sandbox::Sandbox> {
+    let exe = std::path::PathBuf::from("/proc/self/exe");
+    crate::sandbox::Sandbox::start(&config.sandbox, exe).map_err(|error| {
+        let hint = if config.dev {
+            ""
+        } else {
+            ". To try Slipway out on this machine anyway, run `slipway serve --dev`: its sandbox \
+             mode \"auto\" falls back to running builds unsandboxed, with a warning"
+        };
+        anyhow::anyhow!("starting the sandbox: {error}{hint}")
+    })
 }
 
 fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {

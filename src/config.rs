@@ -79,8 +79,21 @@ pub struct Limits {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SandboxMode {
+    /// Namespaces where the machine allows them, else `None` with a loud warning naming what is
+    /// missing. The default of `--dev`; `app.rs` resolves it to the mode in force at start.
+    Auto,
     Namespaces,
     None,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Namespaces => "namespaces",
+            SandboxMode::None => "none",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -157,23 +170,9 @@ struct RawSandbox {
     instance: Option<String>,
 }
 
-/// Facts about the machine that change defaults (kept apart so parsing stays pure).
-#[derive(Debug, Clone, Copy)]
-pub struct HostFacts {
-    pub is_root: bool,
-}
-
-impl HostFacts {
-    pub fn detect() -> HostFacts {
-        HostFacts {
-            is_root: nix::unistd::geteuid().is_root(),
-        }
-    }
-}
-
 impl Config {
     /// Reads and validates a config file (if any) on top of the production or dev defaults.
-    pub fn load(path: Option<&Path>, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+    pub fn load(path: Option<&Path>, dev: bool) -> Result<Config, ConfigError> {
         let raw = match path {
             None => RawConfig::default(),
             Some(path) => {
@@ -187,19 +186,19 @@ impl Config {
                 })?
             }
         };
-        Config::from_raw(raw, dev, host)
+        Config::from_raw(raw, dev)
     }
 
     /// Parses config text; used by tests and `check-config`.
-    pub fn from_toml(text: &str, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+    pub fn from_toml(text: &str, dev: bool) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|error| ConfigError::Parse {
             path: PathBuf::from("<inline>"),
             message: error.to_string().trim().replace('\n', " "),
         })?;
-        Config::from_raw(raw, dev, host)
+        Config::from_raw(raw, dev)
     }
 
-    fn from_raw(raw: RawConfig, dev: bool, host: HostFacts) -> Result<Config, ConfigError> {
+    fn from_raw(raw: RawConfig, dev: bool) -> Result<Config, ConfigError> {
         let data_dir = raw.data_dir.unwrap_or_else(|| {
             PathBuf::from(if dev {
                 "./.slipway"
@@ -312,13 +311,14 @@ impl Config {
         };
 
         let sandbox_mode = match raw.sandbox.mode.as_deref() {
-            None if dev && !host.is_root => SandboxMode::None,
+            None if dev => SandboxMode::Auto,
+            Some("auto") => SandboxMode::Auto,
             None | Some("namespaces") => SandboxMode::Namespaces,
             Some("none") => SandboxMode::None,
             Some(other) => {
                 return Err(ConfigError::Invalid {
                     key: "sandbox.mode",
-                    message: format!("{other:?} is not one of namespaces, none"),
+                    message: format!("{other:?} is not one of auto, namespaces, none"),
                 })
             }
         };
@@ -453,31 +453,29 @@ fn is_hostname(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    const ROOT: HostFacts = HostFacts { is_root: true };
-
     #[test]
     fn dev_defaults_need_nothing() {
-        let config = Config::from_toml("", true, HostFacts { is_root: false }).unwrap();
+        let config = Config::from_toml("", true).unwrap();
         assert_eq!(config.apps_domain, "localhost");
         assert_eq!(config.control_host, "slipway.localhost");
         assert_eq!(config.http_listen.to_string(), "127.0.0.1:8080");
         assert_eq!(config.tls.mode, TlsMode::Internal);
-        assert_eq!(config.sandbox.mode, SandboxMode::None);
+        assert_eq!(config.sandbox.mode, SandboxMode::Auto);
         assert_eq!(config.reserved_slug(), "slipway");
     }
 
     #[test]
     fn production_requires_apps_domain() {
-        let error = Config::from_toml("", false, ROOT).unwrap_err();
+        let error = Config::from_toml("", false).unwrap_err();
         assert!(error.to_string().contains("apps_domain"), "{error}");
     }
 
     #[test]
     fn unknown_keys_are_named() {
-        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false, ROOT)
+        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false)
             .unwrap_err();
         assert!(error.to_string().contains("http_lisen"), "{error}");
-        let error = Config::from_toml("[limits]\npid = 3", true, ROOT).unwrap_err();
+        let error = Config::from_toml("[limits]\npid = 3", true).unwrap_err();
         assert!(error.to_string().contains("pid"), "{error}");
     }
 
@@ -490,7 +488,7 @@ mod tests {
             ("[sandbox]\ninstance = \"Bad-Name\"", "sandbox.instance"),
             ("[limits]\npids = 0", "limits.pids"),
         ] {
-            let error = Config::from_toml(text, true, ROOT).unwrap_err();
+            let error = Config::from_toml(text, true).unwrap_err();
             assert!(error.to_string().contains(key), "{text}: {error}");
         }
     }

@@ -5,14 +5,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use slipway::cli::{CaAction, Cli, Command, DaemonTarget, TokenAction};
-use slipway::config::{Config, HostFacts, EXIT_CONFIG};
+use slipway::config::{Config, EXIT_CONFIG};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::SandboxExec => slipway::sandbox::sandbox_exec_main(),
         Command::CheckConfig { dev, config } => {
-            match Config::load(config.as_deref(), dev, HostFacts::detect()) {
+            match Config::load(config.as_deref(), dev) {
                 Ok(config) => {
                     println!(
                         "config OK: data_dir={} apps_domain={} tls={:?} sandbox={:?}",
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve { dev, config } => {
-            let config = match Config::load(config.as_deref(), dev, HostFacts::detect()) {
+            let config = match Config::load(config.as_deref(), dev) {
                 Ok(config) => config,
                 Err(error) => return config_error(error),
             };
@@ -87,7 +87,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 fn admin(target: DaemonTarget, request: slipway::admin::AdminRequest) -> ExitCode {
     let data_dir = match target.data_dir {
         Some(dir) => dir,
-        None => match Config::load(target.config.as_deref(), target.dev, HostFacts::detect()) {
+        None => match Config::load(target.config.as_deref(), target.dev) {
             Ok(config) => config.data_dir,
             Err(error) => return config_error(error),
         },

@@ -131,6 +131,10 @@ pub trait Runner: Send + Sync {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running>;
 }
 
+const UNSANDBOXED: &str = "builds and apps run WITHOUT ANY ISOLATION, as plain children of the \
+     daemon with its privileges; only use this to try Slipway out, or on a machine where every \
+     project is trusted";
+
 /// The daemon's runner, as `sandbox.mode` chose it.
 pub enum Sandbox {
     Namespaces(NamespaceRunner),
@@ -141,19 +145,37 @@ pub enum Sandbox {
 impl Sandbox {
     /// Starts the configured runner. `daemon_exe` is the binary that answers
     /// `slipway sandbox-exec` (`/proc/self/exe` in production).
+    /// `auto` falls back to no isolation when the machine cannot give namespaces (not root, a
+    /// missing kernel feature, `nft` or `ip` missing, no cgroups): the warning names what is
+    /// missing and how to get it. A bad `sandbox.instance` is a config error in every mode.
     pub fn start(config: &SandboxConfig, daemon_exe: PathBuf) -> Result<Sandbox, SandboxError> {
         match config.mode {
             SandboxMode::Namespaces => {
                 NamespaceRunner::start(config, daemon_exe).map(Sandbox::Namespaces)
             }
             SandboxMode::None => {
-                tracing::warn!(
-                    "sandbox.mode = \"none\": builds and apps run WITHOUT ANY ISOLATION, as plain \
-                     children of the daemon with its privileges; only use this on a machine \
-                     where the daemon cannot run as root and every project is trusted"
-                );
+                tracing::warn!("sandbox.mode = \"none\": {UNSANDBOXED}");
                 Ok(Sandbox::Direct(direct::DirectRunner))
             }
+            SandboxMode::Auto => match NamespaceRunner::start(config, daemon_exe) {
+                Ok(runner) => Ok(Sandbox::Namespaces(runner)),
+                Err(error @ SandboxError::InvalidInstance(_)) => Err(error),
+                Err(error) => {
+                    tracing::warn!(
+                        "sandbox.mode = \"auto\": the namespaces sandbox cannot start on this \
+                         machine ({error}), so it falls back to sandbox mode \"none\": {UNSANDBOXED}"
+                    );
+                    Ok(Sandbox::Direct(direct::DirectRunner))
+                }
+            },
+        }
+    }
+
+    /// The mode in force: `Namespaces` or `None`, never `Auto`.
+    pub fn mode(&self) -> SandboxMode {
+        match self {
+            Sandbox::Namespaces(_) => SandboxMode::Namespaces,
+            Sandbox::Direct(_) => SandboxMode::None,
         }
     }
 

@@ -43,11 +43,11 @@ pub enum SandboxError {
          sandbox.mode = \"none\""
     )]
     MissingKernelFeature(&'static str),
-    #[error("the `{tool}` command is missing: install the {package} package, or set sandbox.mode = \"none\"")]
-    MissingTool {
-        tool: &'static str,
-        package: &'static str,
-    },
+    #[error(
+        "{} missing: install {} (apt-get install {}), or set sandbox.mode = \"none\"",
+        MissingTool::commands(.0), MissingTool::packages(.0), MissingTool::package_list(.0)
+    )]
+    MissingTools(Vec<MissingTool>),
     #[error("{0}; or set sandbox.mode = \"none\"")]
     Cgroups(#[from] CgroupError),
     #[error("network setup failed: {0}")]
@@ -159,6 +159,37 @@ impl NamespaceRunner {
     }
 }
 
+/// A command the namespaced runner drives, and the Debian package that brings it.
+#[derive(Debug)]
+pub struct MissingTool {
+    pub tool: &'static str,
+    pub package: &'static str,
+}
+
+impl MissingTool {
+    /// "the `ip` command is" / "the `ip` and `nft` commands are"
+    fn commands(missing: &[MissingTool]) -> String {
+        let names: Vec<String> = missing.iter().map(|m| format!("`{}`", m.tool)).collect();
+        match names.len() {
+            1 => format!("the {} command is", names[0]),
+            _ => format!("the {} commands are", names.join(" and ")),
+        }
+    }
+
+    fn packages(missing: &[MissingTool]) -> String {
+        let names: Vec<&str> = missing.iter().map(|m| m.package).collect();
+        match names.len() {
+            1 => format!("the {} package", names[0]),
+            _ => format!("the {} packages", names.join(" and ")),
+        }
+    }
+
+    fn package_list(missing: &[MissingTool]) -> String {
+        let names: Vec<&str> = missing.iter().map(|m| m.package).collect();
+        names.join(" ")
+    }
+}
+
 fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(SandboxError::NotRoot);
@@ -183,6 +214,7 @@ fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
             "user namespaces (user.max_user_namespaces is 0)",
         ));
     }
+    let mut missing = Vec::new();
     for (tool, argument, package) in [("ip", "-V", "iproute2"), ("nft", "--version", "nftables")] {
         let found = std::process::Command::new(tool)
             .arg(argument)
@@ -191,8 +223,11 @@ fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
             .status()
             .is_ok_and(|status| status.success());
         if !found {
-            return Err(SandboxError::MissingTool { tool, package });
+            missing.push(MissingTool { tool, package });
         }
+    }
+    if !missing.is_empty() {
+        return Err(SandboxError::MissingTools(missing));
     }
     if !daemon_exe.exists() {
         return Err(SandboxError::MissingHelper(daemon_exe.to_owned()));
