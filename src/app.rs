@@ -17,9 +17,6 @@ use crate::dispatch::{ControlHandler, Dispatch};
 use crate::server::{ConnectionLimits, ListenerKind};
 use crate::store::{DeletedProject, Store};
 
-/// How long open connections get to finish after SIGTERM.
-pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
-
 /// The addresses the daemon actually bound (port 0 resolved).
 #[derive(Debug, Clone)]
 pub struct Bound {
@@ -153,7 +150,13 @@ pub async fn run(
     pipeline.restore().await?;
 
     let control: Arc<dyn ControlHandler> = Arc::new(ControlHost::new(ctx.clone()));
-    let proxy = Arc::new(crate::proxy::Proxy::new());
+    let proxy = Arc::new(crate::proxy::Proxy::with_settings(
+        crate::proxy::ProxySettings {
+            connect_timeout: Duration::from_secs(config.limits.proxy_connect_timeout_s),
+            response_timeout: Duration::from_secs(config.limits.proxy_response_timeout_s),
+            ..crate::proxy::ProxySettings::STANDARD
+        },
+    ));
     let dispatch = Arc::new(Dispatch {
         routes: routes.clone(),
         proxy: proxy.clone(),
@@ -166,20 +169,21 @@ pub async fn run(
             .unwrap_or_default(),
     });
     let tracker = TaskTracker::new();
-    let limits = ConnectionLimits::default();
+    let limits = ConnectionLimits::from_config(&config.limits);
+    let drain_deadline = Duration::from_secs(config.limits.shutdown_drain_s);
     tracker.spawn(crate::server::serve(
         http_listener,
         ListenerKind::Plain,
         dispatch.clone(),
         limits,
         shutdown.clone(),
-        DRAIN_DEADLINE,
+        drain_deadline,
     ));
     if let Some(listener) = api_listener {
         // The extra API listener is plain HTTP without redirects.
         let api_dispatch = Arc::new(Dispatch {
             routes: routes.clone(),
-            proxy,
+            proxy: proxy.clone(),
             control,
             redirect_plain: false,
             https_port_suffix: String::new(),
@@ -191,7 +195,7 @@ pub async fn run(
             api_dispatch,
             limits,
             shutdown.clone(),
-            DRAIN_DEADLINE,
+            drain_deadline,
         ));
     }
     if let (Some(listener), Some(tls)) = (https_listener, &tls) {
@@ -202,7 +206,7 @@ pub async fn run(
             dispatch.clone(),
             limits,
             shutdown.clone(),
-            DRAIN_DEADLINE,
+            drain_deadline,
         ));
         tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
@@ -248,6 +252,9 @@ pub async fn run(
     pipeline.interrupt_all().await;
     tracker.close();
     tracker.wait().await;
+    // WebSocket tunnels are not connections the listeners wait for: end them before the apps.
+    proxy.close_tunnels();
+    let _ = tokio::time::timeout(drain_deadline, proxy.tunnels().wait()).await;
     supervisor.stop_all().await;
     sandbox.shutdown();
     hub_shutdown.cancel();

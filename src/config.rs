@@ -75,6 +75,25 @@ pub struct Limits {
     pub health_timeout_s: u64,
     pub source_max_mb: u64,
     pub log_retention_mb: u64,
+    /// CPU quota of a build step and of a live app, in cores.
+    pub build_cpus: f64,
+    pub app_cpus: f64,
+    /// SIGTERM → SIGKILL grace when an app is stopped.
+    pub app_stop_grace_s: u64,
+    /// How long a replaced app keeps serving in-flight requests after a live switch.
+    pub app_drain_s: u64,
+    /// Open connections per listener.
+    pub max_connections: usize,
+    /// TLS handshake, and the wait for a plain connection's first request.
+    pub handshake_timeout_s: u64,
+    /// Reading one request's headers, and the idle wait between keep-alive requests.
+    pub header_timeout_s: u64,
+    pub max_header_kb: usize,
+    /// How long open connections get to finish after SIGTERM.
+    pub shutdown_drain_s: u64,
+    /// Connecting to an app, and waiting for its response head.
+    pub proxy_connect_timeout_s: u64,
+    pub proxy_response_timeout_s: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +177,17 @@ struct RawLimits {
     health_timeout_s: Option<u64>,
     source_max_mb: Option<u64>,
     log_retention_mb: Option<u64>,
+    build_cpus: Option<f64>,
+    app_cpus: Option<f64>,
+    app_stop_grace_s: Option<u64>,
+    app_drain_s: Option<u64>,
+    max_connections: Option<usize>,
+    handshake_timeout_s: Option<u64>,
+    header_timeout_s: Option<u64>,
+    max_header_kb: Option<usize>,
+    shutdown_drain_s: Option<u64>,
+    proxy_connect_timeout_s: Option<u64>,
+    proxy_response_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -308,6 +338,33 @@ impl Config {
             health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
             source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
             log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
+            build_cpus: positive("limits.build_cpus", raw.limits.build_cpus, 2.0)?,
+            app_cpus: positive("limits.app_cpus", raw.limits.app_cpus, 1.0)?,
+            app_stop_grace_s: positive("limits.app_stop_grace_s", raw.limits.app_stop_grace_s, 10)?,
+            app_drain_s: positive("limits.app_drain_s", raw.limits.app_drain_s, 10)?,
+            max_connections: positive(
+                "limits.max_connections",
+                raw.limits.max_connections,
+                10_000,
+            )?,
+            handshake_timeout_s: positive(
+                "limits.handshake_timeout_s",
+                raw.limits.handshake_timeout_s,
+                10,
+            )?,
+            header_timeout_s: positive("limits.header_timeout_s", raw.limits.header_timeout_s, 30)?,
+            max_header_kb: positive("limits.max_header_kb", raw.limits.max_header_kb, 64)?,
+            shutdown_drain_s: positive("limits.shutdown_drain_s", raw.limits.shutdown_drain_s, 10)?,
+            proxy_connect_timeout_s: positive(
+                "limits.proxy_connect_timeout_s",
+                raw.limits.proxy_connect_timeout_s,
+                3,
+            )?,
+            proxy_response_timeout_s: positive(
+                "limits.proxy_response_timeout_s",
+                raw.limits.proxy_response_timeout_s,
+                60,
+            )?,
         };
 
         let sandbox_mode = match raw.sandbox.mode.as_deref() {
@@ -472,8 +529,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false)
-            .unwrap_err();
+        let error =
+            Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false).unwrap_err();
         assert!(error.to_string().contains("http_lisen"), "{error}");
         let error = Config::from_toml("[limits]\npid = 3", true).unwrap_err();
         assert!(error.to_string().contains("pid"), "{error}");

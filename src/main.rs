@@ -11,21 +11,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::SandboxExec => slipway::sandbox::sandbox_exec_main(),
-        Command::CheckConfig { dev, config } => {
-            match Config::load(config.as_deref(), dev) {
-                Ok(config) => {
-                    println!(
-                        "config OK: data_dir={} apps_domain={} tls={:?} sandbox={:?}",
-                        config.data_dir.display(),
-                        config.apps_domain,
-                        config.tls.mode,
-                        config.sandbox.mode
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(error) => config_error(error),
+        Command::CheckConfig { dev, config } => match Config::load(config.as_deref(), dev) {
+            Ok(config) => {
+                println!(
+                    "config OK: data_dir={} apps_domain={} tls={:?} sandbox={:?}",
+                    config.data_dir.display(),
+                    config.apps_domain,
+                    config.tls.mode,
+                    config.sandbox.mode
+                );
+                ExitCode::SUCCESS
             }
-        }
+            Err(error) => config_error(error),
+        },
         Command::Serve { dev, config } => {
             let config = match Config::load(config.as_deref(), dev) {
                 Ok(config) => config,

@@ -26,13 +26,13 @@ pub struct ConnectionLimits {
     pub max_header_bytes: usize,
 }
 
-impl Default for ConnectionLimits {
-    fn default() -> Self {
+impl ConnectionLimits {
+    pub fn from_config(limits: &crate::config::Limits) -> ConnectionLimits {
         ConnectionLimits {
-            max_connections: 10_000,
-            handshake_timeout: Duration::from_secs(10),
-            header_timeout: Duration::from_secs(30),
-            max_header_bytes: 64 * 1024,
+            max_connections: limits.max_connections,
+            handshake_timeout: Duration::from_secs(limits.handshake_timeout_s),
+            header_timeout: Duration::from_secs(limits.header_timeout_s),
+            max_header_bytes: limits.max_header_kb * 1024,
         }
     }
 }
