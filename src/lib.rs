@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod proxy;
 pub mod ratelimit;
 pub mod router;
+#[allow(unsafe_code)] // the one module that may: namespaces, mounts, fork/exec
 pub mod sandbox;
 pub mod secrets;
 pub mod server;
