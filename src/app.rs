@@ -14,7 +14,7 @@ use crate::api::Context;
 use crate::config::{Config, TlsMode};
 use crate::control::ControlHost;
 use crate::dispatch::{ControlHandler, Dispatch};
-use crate::server::{ConnectionLimits, ListenerKind};
+use crate::server::{BudgetLimits, ConnectionBudget, ConnectionLimits, ListenerKind};
 use crate::store::{DeletedProject, Store};
 
 /// The addresses the daemon actually bound (port 0 resolved).
@@ -170,11 +170,13 @@ pub async fn run(
     });
     let tracker = TaskTracker::new();
     let limits = ConnectionLimits::from_config(&config.limits);
+    let budget = ConnectionBudget::new(BudgetLimits::from_config(&config.limits));
     let drain_deadline = Duration::from_secs(config.limits.shutdown_drain_s);
     tracker.spawn(crate::server::serve(
         http_listener,
         ListenerKind::Plain,
         dispatch.clone(),
+        budget.clone(),
         limits,
         shutdown.clone(),
         drain_deadline,
@@ -193,6 +195,7 @@ pub async fn run(
             listener,
             ListenerKind::Plain,
             api_dispatch,
+            budget.clone(),
             limits,
             shutdown.clone(),
             drain_deadline,
@@ -204,6 +207,7 @@ pub async fn run(
             listener,
             ListenerKind::Tls(acceptor),
             dispatch.clone(),
+            budget.clone(),
             limits,
             shutdown.clone(),
             drain_deadline,

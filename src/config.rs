@@ -82,8 +82,16 @@ pub struct Limits {
     pub app_stop_grace_s: u64,
     /// How long a replaced app keeps serving in-flight requests after a live switch.
     pub app_drain_s: u64,
-    /// Open connections per listener.
+    /// Open connections across every listener.
     pub max_connections: usize,
+    /// Open connections per client address (IPv4) or /64 (IPv6).
+    pub max_connections_per_client: u32,
+    /// Of `max_connections`, how many only the control host may use (at most half).
+    pub control_reserved_connections: usize,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout_s: u64,
+    /// A response write that makes no progress for this long fails (the client stopped reading).
+    pub write_timeout_s: u64,
     /// TLS handshake, and the wait for a plain connection's first request.
     pub handshake_timeout_s: u64,
     /// Reading one request's headers, and the idle wait between keep-alive requests.
@@ -182,6 +190,10 @@ struct RawLimits {
     app_stop_grace_s: Option<u64>,
     app_drain_s: Option<u64>,
     max_connections: Option<usize>,
+    max_connections_per_client: Option<u32>,
+    control_reserved_connections: Option<usize>,
+    idle_timeout_s: Option<u64>,
+    write_timeout_s: Option<u64>,
     handshake_timeout_s: Option<u64>,
     header_timeout_s: Option<u64>,
     max_header_kb: Option<usize>,
@@ -347,6 +359,18 @@ impl Config {
                 raw.limits.max_connections,
                 10_000,
             )?,
+            max_connections_per_client: positive(
+                "limits.max_connections_per_client",
+                raw.limits.max_connections_per_client,
+                256,
+            )?,
+            control_reserved_connections: positive(
+                "limits.control_reserved_connections",
+                raw.limits.control_reserved_connections,
+                128,
+            )?,
+            idle_timeout_s: positive("limits.idle_timeout_s", raw.limits.idle_timeout_s, 60)?,
+            write_timeout_s: positive("limits.write_timeout_s", raw.limits.write_timeout_s, 30)?,
             handshake_timeout_s: positive(
                 "limits.handshake_timeout_s",
                 raw.limits.handshake_timeout_s,

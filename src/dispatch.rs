@@ -130,6 +130,31 @@ impl Dispatch {
         }
     }
 
+    /// Whether `name` (a TLS server name) is the control host.
+    pub fn is_control_host(&self, name: &str) -> bool {
+        matches!(self.routes.resolve(name), Destination::Control)
+    }
+
+    /// Whether a request is for the control host.
+    pub fn is_control_request<B>(&self, request: &Request<B>) -> bool {
+        request_host(request).is_some_and(|host| self.is_control_host(&host.to_ascii_lowercase()))
+    }
+
+    /// The answer on a connection admitted from the control host's reserve to a request for
+    /// another host: the daemon is at its connection limit.
+    pub fn busy_response(&self) -> Response<Body> {
+        let mut response = pages::page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Busy",
+            "The server is handling too many connections. Please try again shortly.",
+            &[("retry-after", "5")],
+        );
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    }
+
     fn redirect_to_https(&self, host: &str, request: &Request<Incoming>) -> Response<Body> {
         let name = crate::router::host_without_port(host);
         let path = request
