@@ -154,11 +154,14 @@ impl Connection {
         match kind {
             ListenerKind::Plain => {
                 // A client that never sends a byte must not hold a connection forever.
-                let mut first = [0u8; 1];
-                let peek = stream.get_ref().peek(&mut first);
-                match tokio::time::timeout(self.limits.handshake_timeout, peek).await {
-                    Ok(Ok(n)) if n > 0 => {}
-                    _ => return,
+                let first = first_bytes(stream.get_ref(), self.limits.handshake_timeout);
+                let Some((first, n)) = first.await else {
+                    return;
+                };
+                // The reserve serves HTTP/1 only, whose Host is checked per request: a
+                // prior-knowledge HTTP/2 client could hold it without naming a host.
+                if self.control_only && first[..n].starts_with(b"PRI") {
+                    return;
                 }
                 let builder = auto_builder(&self.limits);
                 self.run(builder, stream, Scheme::Http, watcher).await;
@@ -209,10 +212,16 @@ impl Connection {
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let activity = Activity::new();
+        // Reserve connections give their room back quickly.
+        let idle_timeout = if self.control_only {
+            self.limits.idle_timeout.min(self.limits.handshake_timeout)
+        } else {
+            self.limits.idle_timeout
+        };
         let Connection {
             client,
             dispatch,
-            limits,
+            limits: _,
             control_only,
         } = self;
         let requests = activity.clone();
@@ -235,10 +244,30 @@ impl Connection {
                     tracing::debug!(%client, %error, "connection ended with an error");
                 }
             }
-            _ = activity.idle(limits.idle_timeout) => {
+            _ = activity.idle(idle_timeout) => {
                 tracing::debug!(%client, "closing an idle connection");
             }
         }
+    }
+}
+
+/// The first (up to) three bytes a plain client sends, without consuming them; `None` when it
+/// sends nothing within `timeout`.
+async fn first_bytes(stream: &TcpStream, timeout: Duration) -> Option<([u8; 3], usize)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut first = [0u8; 3];
+    loop {
+        let n = tokio::time::timeout_at(deadline, stream.peek(&mut first))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        if n == first.len() || tokio::time::Instant::now() >= deadline {
+            return Some((first, n));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -1,0 +1,182 @@
+//! Anonymous clients against the listeners (issue 9): floods of idle HTTP/2 connections from
+//! many loopback addresses, one client over its cap, and a reader that stops reading a large
+//! response. Meanwhile `/healthz` on the control host and another app keep answering.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::support::{DaemonOptions, TestDaemon};
+
+const LIMITS: &str = "[limits]\nmax_connections = 400\ncontrol_reserved_connections = 40\n\
+     max_connections_per_client = 100\nidle_timeout_s = 3\nwrite_timeout_s = 3\n";
+
+fn daemon() -> TestDaemon {
+    TestDaemon::start_with(DaemonOptions {
+        extra_toml: LIMITS.into(),
+        ..DaemonOptions::default()
+    })
+}
+
+async fn connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(to).await
+}
+
+/// An HTTP/2 (prior knowledge) connection that pings every 500 ms and sends no request: what
+/// a client holding connections open for nothing does. Resolves when the server closes it.
+struct IdleH2 {
+    closed: tokio::task::JoinHandle<()>,
+}
+
+async fn idle_h2(source: IpAddr, to: SocketAddr) -> Option<IdleH2> {
+    let stream = connect_from(source, to).await.ok()?;
+    let handshake = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_millis(500))
+        .keep_alive_while_idle(true)
+        .handshake::<_, Empty<Bytes>>(TokioIo::new(stream));
+    let (sender, connection) = tokio::time::timeout(Duration::from_secs(5), handshake)
+        .await
+        .ok()?
+        .ok()?;
+    let closed = tokio::spawn(async move {
+        let _sender = sender;
+        let _ = connection.await;
+    });
+    Some(IdleH2 { closed })
+}
+
+async fn healthz(daemon: &TestDaemon) -> u16 {
+    daemon
+        .request("GET", "slipway.localhost", "/healthz", &[], vec![])
+        .await
+        .status
+}
+
+async fn deploy_static(daemon: &TestDaemon, slug: &str, big: bool) {
+    let mut files = vec![("index.html", "<h1>up</h1>\n".to_owned(), 0o644)];
+    if big {
+        // 8 MiB that compresses well in the archive but not on the wire (no Accept-Encoding).
+        files.push(("big.txt", "0123456789abcdef".repeat(512 * 1024), 0o644));
+    }
+    let files: Vec<(&str, &str, u32)> =
+        files.iter().map(|(n, c, m)| (*n, c.as_str(), *m)).collect();
+    daemon
+        .deploy(
+            slug,
+            &files,
+            json!({
+                "installCommand": "",
+                "buildCommand": "mkdir -p dist && cp index.html dist/ && if [ -f big.txt ]; then cp big.txt dist/; fi",
+                "outputDirectory": "dist"
+            }),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_floods_are_capped_per_client_and_closed_while_others_answer() {
+    let daemon = daemon();
+    deploy_static(&daemon, "other", false).await;
+
+    // One client (127.0.0.2) opens 150 idle HTTP/2 connections: 100 are admitted.
+    let one_client: IpAddr = "127.0.0.2".parse().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..150 {
+        if let Some(connection) = idle_h2(one_client, daemon.http).await {
+            held.push(connection);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = held.iter().filter(|c| !c.closed.is_finished()).count();
+    assert_eq!(
+        open, 100,
+        "one client holds at most max_connections_per_client"
+    );
+
+    // Three more clients try 300 more: the general budget (360 = 400 - 40 reserved) fills,
+    // and the reserve refuses HTTP/2 without a host.
+    for last in 3..=5u8 {
+        for _ in 0..100 {
+            if let Some(connection) = idle_h2(IpAddr::from([127, 0, 0, last]), daemon.http).await {
+                held.push(connection);
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = held.iter().filter(|c| !c.closed.is_finished()).count();
+    assert_eq!(
+        open, 360,
+        "the flood holds the general budget, not the reserve"
+    );
+
+    // The control host answers at once (from the reserve); an app host on a reserve connection
+    // is told to come back later instead of taking the operator's room.
+    let asked = Instant::now();
+    assert_eq!(healthz(&daemon).await, 200);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    let app = daemon.app_get("other", "/", &[]).await;
+    assert_eq!(app.status, 503, "app host on the reserve: {}", app.text());
+    assert_eq!(app.header("retry-after"), Some("5"));
+
+    // Pings are not use: after the idle timeout every flood connection is closed.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while held.iter().any(|c| !c.closed.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "idle HTTP/2 connections still open after 15 s (idle_timeout_s = 3)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(daemon.app_get("other", "/", &[]).await.status, 200);
+    assert_eq!(healthz(&daemon).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_reading_loses_its_connection() {
+    let daemon = daemon();
+    deploy_static(&daemon, "big", true).await;
+    let mut stream = TcpStream::connect(daemon.http).await.unwrap();
+    stream
+        .write_all(b"GET /big.txt HTTP/1.1\r\nHost: big.localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 64];
+    stream.read_exact(&mut head).await.unwrap();
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    // Stop reading: the socket buffers fill and the daemon's writes stall.
+    let stalled = Instant::now();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(healthz(&daemon).await, 200, "others are served meanwhile");
+    // Now drain what was buffered: the stream must end well short of the 8 MiB.
+    let mut received = 0usize;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => received += n,
+            Err(_) => panic!("the daemon kept the stalled connection open"),
+        }
+    }
+    assert!(
+        received < 8 * 1024 * 1024,
+        "the whole body arrived ({received} bytes): no write deadline"
+    );
+    assert!(stalled.elapsed() < Duration::from_secs(30));
+}
