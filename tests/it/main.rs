@@ -3,6 +3,7 @@
 
 mod api;
 mod client;
+mod connections;
 mod logs;
 mod pipeline;
 mod sandbox;
