@@ -82,7 +82,14 @@ pub async fn run(
         config.apps_domain.clone(),
     ));
     let secrets = Arc::new(secrets);
-    let hub = crate::logs::LogHub::new(store.clone(), config.limits.log_retention_mb * 1024 * 1024);
+    let hub = crate::logs::LogHub::new(
+        store.clone(),
+        crate::logs::LogLimits {
+            retention_bytes: config.limits.log_retention_mb * 1024 * 1024,
+            rate_bytes_per_second: config.limits.log_rate_kb_s * 1024,
+            burst_bytes: config.limits.log_burst_kb * 1024,
+        },
+    );
     let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
     let supervisor =
         crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());

@@ -75,6 +75,10 @@ pub struct Limits {
     pub health_timeout_s: u64,
     pub source_max_mb: u64,
     pub log_retention_mb: u64,
+    /// What one deployment may log: a sustained rate and a burst above it; past them its lines
+    /// are dropped and counted.
+    pub log_rate_kb_s: u64,
+    pub log_burst_kb: u64,
     /// CPU quota of a build step and of a live app, in cores.
     pub build_cpus: f64,
     pub app_cpus: f64,
@@ -185,6 +189,8 @@ struct RawLimits {
     health_timeout_s: Option<u64>,
     source_max_mb: Option<u64>,
     log_retention_mb: Option<u64>,
+    log_rate_kb_s: Option<u64>,
+    log_burst_kb: Option<u64>,
     build_cpus: Option<f64>,
     app_cpus: Option<f64>,
     app_stop_grace_s: Option<u64>,
@@ -350,6 +356,8 @@ impl Config {
             health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
             source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
             log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
+            log_rate_kb_s: positive("limits.log_rate_kb_s", raw.limits.log_rate_kb_s, 512)?,
+            log_burst_kb: positive("limits.log_burst_kb", raw.limits.log_burst_kb, 4096)?,
             build_cpus: positive("limits.build_cpus", raw.limits.build_cpus, 2.0)?,
             app_cpus: positive("limits.app_cpus", raw.limits.app_cpus, 1.0)?,
             app_stop_grace_s: positive("limits.app_stop_grace_s", raw.limits.app_stop_grace_s, 10)?,

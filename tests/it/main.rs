@@ -4,6 +4,7 @@
 mod api;
 mod client;
 mod connections;
+mod flood;
 mod logs;
 mod pipeline;
 mod sandbox;

@@ -5,10 +5,19 @@
 //! live followers. A follower takes a snapshot under the same lock as `append` (what is in the
 //! store up to `flushed`, plus the pending lines, plus a receiver for everything after), so
 //! replay-then-follow has no gap and no duplicate. A follower that lags re-reads from the store.
+//!
+//! One deployment cannot flood the daemon (`LogLimits`): past its byte rate lines are dropped
+//! and counted in a `system` line; past a bound of pending lines the pumps (`pump.rs`) wait for
+//! the flusher, so the child's pipe fills and its writes block; the flusher commits in small
+//! transactions so one deployment's burst never stalls the store for the others.
+
+mod pump;
+
+pub use pump::pump_lines;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::broadcast;
@@ -61,6 +70,25 @@ pub enum LogEvent {
 /// Longest single message kept (longer lines are cut, with a marker).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
 
+/// Lines of one deployment waiting for the flusher before its pumps wait too.
+const MAX_PENDING_LINES: usize = 5_000;
+
+/// Lines committed per store transaction.
+const FLUSH_CHUNK_LINES: usize = 500;
+
+/// What a line costs against the rate beyond its message (seq, timestamp, stream).
+const LINE_OVERHEAD_BYTES: f64 = 64.0;
+
+/// How much one deployment may log, from `[limits]` in the config.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLimits {
+    /// Bytes kept per deployment in the store (oldest lines go first).
+    pub retention_bytes: u64,
+    /// Sustained rate per deployment, and the burst above it.
+    pub rate_bytes_per_second: u64,
+    pub burst_bytes: u64,
+}
+
 struct Channel {
     next_seq: u64,
     /// Highest seq known to be committed to the store.
@@ -68,13 +96,21 @@ struct Channel {
     pending: Vec<Arc<LogLine>>,
     sender: broadcast::Sender<LogEvent>,
     ended: bool,
+    /// Bytes the deployment may still log now (refilled at the rate, up to the burst).
+    allowance: f64,
+    refilled: Instant,
+    /// Lines dropped over the rate since the last report.
+    dropped: u64,
+    reported: Instant,
 }
 
 pub struct LogHub {
     store: Store,
-    retention_bytes: u64,
+    limits: LogLimits,
     channels: Mutex<HashMap<String, Channel>>,
     flush_now: tokio::sync::Notify,
+    /// Woken after every flush (pumps waiting for room).
+    flushed: tokio::sync::Notify,
 }
 
 /// A follower's starting point: committed lines are read from the store up to `flushed`.
@@ -86,12 +122,13 @@ pub struct Subscription {
 }
 
 impl LogHub {
-    pub fn new(store: Store, retention_bytes: u64) -> Arc<LogHub> {
+    pub fn new(store: Store, limits: LogLimits) -> Arc<LogHub> {
         Arc::new(LogHub {
             store,
-            retention_bytes,
+            limits,
             channels: Mutex::new(HashMap::new()),
             flush_now: tokio::sync::Notify::new(),
+            flushed: tokio::sync::Notify::new(),
         })
     }
 
@@ -103,17 +140,83 @@ impl LogHub {
         channels.entry(deployment_id.to_owned()).or_insert_with(|| {
             // A deployment seen for the first time since start continues after what is stored.
             let last = self.store.last_log_seq(deployment_id).unwrap_or(0);
+            let now = Instant::now();
             Channel {
                 next_seq: last + 1,
                 flushed: last,
                 pending: Vec::new(),
                 sender: broadcast::channel(1024).0,
                 ended: false,
+                allowance: self.limits.burst_bytes as f64,
+                refilled: now,
+                dropped: 0,
+                reported: now,
             }
         })
     }
 
+    /// Adds a line from the deployment's output; over the deployment's rate it is dropped and
+    /// counted instead. `system` lines (the daemon's own) are never dropped.
     pub fn append(&self, deployment_id: &str, stream: LogStream, message: &str) {
+        if stream != LogStream::System {
+            let mut channels = self.channels.lock().expect("log hub poisoned");
+            let channel = self.channel(&mut channels, deployment_id);
+            if !self.take_allowance(channel, message.len()) {
+                channel.dropped += 1;
+                return;
+            }
+            if channel.dropped > 0 {
+                self.report_dropped(channel);
+            }
+        }
+        self.push(deployment_id, stream, message);
+    }
+
+    /// Refills the channel's allowance for the time passed and takes `bytes` from it.
+    fn take_allowance(&self, channel: &mut Channel, bytes: usize) -> bool {
+        let now = Instant::now();
+        let elapsed = now.duration_since(channel.refilled).as_secs_f64();
+        channel.refilled = now;
+        channel.allowance = (channel.allowance
+            + elapsed * self.limits.rate_bytes_per_second as f64)
+            .min(self.limits.burst_bytes as f64);
+        let cost = bytes as f64 + LINE_OVERHEAD_BYTES;
+        if channel.allowance < cost {
+            return false;
+        }
+        channel.allowance -= cost;
+        true
+    }
+
+    /// The `system` line that says how many lines were dropped.
+    fn report_dropped(&self, channel: &mut Channel) {
+        let message = format!(
+            "{} lines dropped: this deployment logged faster than {} KiB/s; lower its output",
+            channel.dropped,
+            self.limits.rate_bytes_per_second / 1024
+        );
+        channel.dropped = 0;
+        channel.reported = Instant::now();
+        Self::push_line(channel, LogStream::System, message);
+    }
+
+    /// Waits while the deployment has `MAX_PENDING_LINES` waiting for the flusher.
+    pub async fn room(&self, deployment_id: &str) {
+        loop {
+            let flushed = self.flushed.notified();
+            {
+                let channels = self.channels.lock().expect("log hub poisoned");
+                match channels.get(deployment_id) {
+                    Some(channel) if channel.pending.len() >= MAX_PENDING_LINES => {}
+                    _ => return,
+                }
+            }
+            self.flush_now.notify_one();
+            flushed.await;
+        }
+    }
+
+    fn push(&self, deployment_id: &str, stream: LogStream, message: &str) {
         let mut message = message.trim_end_matches(['\n', '\r']).to_owned();
         if message.len() > MAX_MESSAGE_BYTES {
             let mut cut = MAX_MESSAGE_BYTES;
@@ -125,6 +228,10 @@ impl LogHub {
         }
         let mut channels = self.channels.lock().expect("log hub poisoned");
         let channel = self.channel(&mut channels, deployment_id);
+        Self::push_line(channel, stream, message);
+    }
+
+    fn push_line(channel: &mut Channel, stream: LogStream, message: String) {
         let line = Arc::new(LogLine {
             seq: channel.next_seq,
             timestamp: crate::ids::rfc3339(crate::ids::now_ms()),
@@ -243,11 +350,21 @@ impl LogHub {
 
     pub async fn flush(self: &Arc<Self>) {
         let batches: Vec<(String, Vec<Arc<LogLine>>)> = {
-            let channels = self.channels.lock().expect("log hub poisoned");
+            let mut channels = self.channels.lock().expect("log hub poisoned");
+            for channel in channels.values_mut() {
+                // A flood that stopped still gets its count reported, at most once a second.
+                if channel.dropped > 0 && channel.reported.elapsed() >= Duration::from_secs(1) {
+                    self.report_dropped(channel);
+                }
+            }
             channels
                 .iter()
                 .filter(|(_, c)| !c.pending.is_empty())
-                .map(|(id, c)| (id.clone(), c.pending.clone()))
+                .flat_map(|(id, c)| {
+                    c.pending
+                        .chunks(FLUSH_CHUNK_LINES)
+                        .map(|chunk| (id.clone(), chunk.to_vec()))
+                })
                 .collect()
         };
         for (deployment_id, lines) in batches {
@@ -260,7 +377,7 @@ impl LogHub {
                 .collect();
             let last = lines.last().map(|l| l.seq).unwrap_or(0);
             let store = self.store.clone();
-            let retention = self.retention_bytes;
+            let retention = self.limits.retention_bytes;
             let id = deployment_id.clone();
             match store
                 .call(move |s| s.append_logs(&id, &stored, retention))
@@ -272,6 +389,8 @@ impl LogHub {
                         channel.pending.retain(|l| l.seq > last);
                         channel.flushed = channel.flushed.max(last);
                     }
+                    drop(channels);
+                    self.flushed.notify_waiters();
                 }
                 Err(error) => {
                     tracing::error!(%error, deployment = %deployment_id, "could not persist log lines")
@@ -308,42 +427,5 @@ impl<'de> serde::Deserialize<'de> for LogStream {
         let text = String::deserialize(deserializer)?;
         LogStream::parse(&text)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown log stream {text}")))
-    }
-}
-
-/// Copies a child's output into the hub line by line as it is produced; a line longer than
-/// [`MAX_MESSAGE_BYTES`] is split. Returns at end of file.
-pub async fn pump_lines<R: tokio::io::AsyncRead + Unpin>(
-    reader: R,
-    hub: Arc<LogHub>,
-    deployment_id: String,
-    stream: LogStream,
-) {
-    use tokio::io::AsyncBufReadExt;
-    let mut reader = tokio::io::BufReader::with_capacity(16 * 1024, reader);
-    let mut line = Vec::with_capacity(256);
-    loop {
-        let buffer = match reader.fill_buf().await {
-            Ok([]) | Err(_) => break,
-            Ok(buffer) => buffer,
-        };
-        let (consumed, complete) = match buffer.iter().position(|&b| b == b'\n') {
-            Some(newline) => {
-                line.extend_from_slice(&buffer[..newline]);
-                (newline + 1, true)
-            }
-            None => {
-                line.extend_from_slice(buffer);
-                (buffer.len(), false)
-            }
-        };
-        reader.consume(consumed);
-        if complete || line.len() >= MAX_MESSAGE_BYTES {
-            hub.append(&deployment_id, stream, &String::from_utf8_lossy(&line));
-            line.clear();
-        }
-    }
-    if !line.is_empty() {
-        hub.append(&deployment_id, stream, &String::from_utf8_lossy(&line));
     }
 }

@@ -1,0 +1,93 @@
+//! One tenant against the daemon (issue 9): an app that prints as fast as it can for 60 s.
+//! The daemon's memory and the API's latency stay bounded, the excess is dropped and counted,
+//! and the app keeps serving.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::TestDaemon;
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("SKIP: python3 is not installed (the flooding app is a python3 http.server)");
+        return;
+    }
+    let daemon = TestDaemon::start();
+    let pid = daemon.child.as_ref().unwrap().id();
+    let baseline = rss_kib(pid);
+    let status = daemon
+        .deploy(
+            "noisy",
+            &[("index.html", "<h1>noisy</h1>\n", 0o644)],
+            json!({
+                "installCommand": "",
+                "buildCommand": "",
+                "startCommand": "(yes 'a line of a log flood' &) ; exec python3 -m http.server \"$PORT\""
+            }),
+        )
+        .await;
+    let deployment = status["deploymentId"].as_str().unwrap().to_owned();
+
+    let started = Instant::now();
+    let mut worst_latency = Duration::ZERO;
+    let mut peak_rss = baseline;
+    while started.elapsed() < Duration::from_secs(60) {
+        let asked = Instant::now();
+        assert_eq!(daemon.api("GET", "/api/projects", None).await.status, 200);
+        worst_latency = worst_latency.max(asked.elapsed());
+        peak_rss = peak_rss.max(rss_kib(pid));
+        // 40 a minute: under the API rate limit of 60.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert_eq!(daemon.app_get("noisy", "/", &[]).await.status, 200);
+    println!(
+        "flood: baseline RSS {baseline} KiB, peak {peak_rss} KiB, worst API latency {worst_latency:?}"
+    );
+    assert!(
+        peak_rss < baseline + 200 * 1024,
+        "daemon RSS grew from {baseline} KiB to {peak_rss} KiB during the flood"
+    );
+    assert!(
+        worst_latency < Duration::from_secs(2),
+        "API latency reached {worst_latency:?} during the flood"
+    );
+    // The excess was dropped and said so; what was kept stays within the retention.
+    let page = daemon
+        .api(
+            "GET",
+            &format!("/api/deployments/{deployment}/logs?stream=system&limit=5000"),
+            None,
+        )
+        .await
+        .json();
+    let dropped = page["logs"].as_array().unwrap().iter().any(|line| {
+        line["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("lines dropped")
+    });
+    assert!(dropped, "no 'lines dropped' system line: {page}");
+    let store_size = std::fs::metadata(daemon.data_dir().join("slipway.redb"))
+        .unwrap()
+        .len();
+    assert!(
+        store_size < 200 * 1024 * 1024,
+        "the store grew to {store_size} bytes"
+    );
+}
