@@ -23,7 +23,10 @@ impl ControlHost {
         ControlHost { api }
     }
 
-    async fn route(&self, request: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+    async fn route(&self, mut request: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+        // Nothing here uses cookies (the API takes tokens, the dashboard keeps its token in
+        // the tab): cookies that apps set for the parent domain are ignored.
+        request.headers_mut().remove(http::header::COOKIE);
         let path = request.uri().path();
         if path == "/api" || path.starts_with("/api/") {
             return crate::api::handle(self.api.clone(), request, client).await;

@@ -182,15 +182,20 @@ impl Connection {
                     // A TLS-ALPN-01 validation probe: the handshake was the whole point.
                     return;
                 }
-                if self.control_only
-                    && !session
-                        .server_name()
-                        .is_some_and(|name| self.dispatch.is_control_host(name))
-                {
+                let control = session
+                    .server_name()
+                    .is_some_and(|name| self.dispatch.is_control_host(name));
+                if self.control_only && !control {
                     return;
                 }
                 let h2 = alpn == Some(b"h2");
-                let builder = auto_builder(&self.limits);
+                let mut limits = self.limits;
+                if control {
+                    // Apps are siblings of the control host and can set cookies for their
+                    // parent domain: a cookie bomb must not lock the operator out.
+                    limits.max_header_bytes = limits.max_header_bytes.max(CONTROL_MAX_HEADER_BYTES);
+                }
+                let builder = auto_builder(&limits);
                 let builder = if h2 {
                     builder.http2_only()
                 } else {
@@ -270,6 +275,9 @@ async fn first_bytes(stream: &TcpStream, timeout: Duration) -> Option<([u8; 3], 
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Header bytes the control host accepts over TLS (browsers send at most about 256 KiB).
+const CONTROL_MAX_HEADER_BYTES: usize = 512 * 1024;
 
 /// HTTP/1 and HTTP/2 settings shared by every listener: header limits and timeouts, and the
 /// HTTP/2 rapid-reset and window settings.
