@@ -4,6 +4,7 @@
 mod api;
 mod client;
 mod connections;
+mod dev_mode;
 mod flood;
 mod logs;
 mod pipeline;

@@ -50,6 +50,7 @@ impl Sandboxed {
                 tls_mode: "off",
                 sandbox_mode: "namespaces",
                 extra_toml,
+                ..DaemonOptions::default()
             },
         );
         Some(Sandboxed {

@@ -18,8 +18,15 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_slipway");
 #[derive(Clone)]
 pub struct DaemonOptions {
     pub tls_mode: &'static str,
+    /// Empty: no `sandbox.mode` line (the default of the mode `--dev` picks).
     pub sandbox_mode: &'static str,
     pub extra_toml: String,
+    /// Run `serve --dev --config …` (the config still overrides the dev defaults).
+    pub dev: bool,
+    /// Extra environment for the daemon (e.g. a `PATH` without some tool).
+    pub env: Vec<(&'static str, String)>,
+    /// Run the daemon as this uid (and gid) instead of the test's own.
+    pub uid: Option<u32>,
 }
 
 impl Default for DaemonOptions {
@@ -28,6 +35,9 @@ impl Default for DaemonOptions {
             tls_mode: "off",
             sandbox_mode: "none",
             extra_toml: String::new(),
+            dev: false,
+            env: Vec::new(),
+            uid: None,
         }
     }
 }
@@ -55,6 +65,9 @@ impl TestDaemon {
     /// Like [`TestDaemon::start_with`], with the temp dir (and so the data dir) under `parent`.
     pub fn start_in(parent: &Path, options: DaemonOptions) -> TestDaemon {
         let dir = tempfile::tempdir_in(parent).expect("temp dir");
+        if let Some(uid) = options.uid {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(uid)).expect("chown temp dir");
+        }
         let mut daemon = TestDaemon {
             dir,
             options,
@@ -80,23 +93,80 @@ impl TestDaemon {
         let config = format!(
             "data_dir = {data:?}\napps_domain = \"localhost\"\ncontrol_host = \"slipway.localhost\"\n\
              http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n\n[tls]\nmode = \"{tls}\"\n\n\
-             [sandbox]\nmode = \"{sandbox}\"\n\n{extra}\n",
+             [sandbox]\n{sandbox}\n{extra}\n",
             data = self.data_dir().display().to_string(),
             tls = self.options.tls_mode,
-            sandbox = self.options.sandbox_mode,
+            sandbox = match self.options.sandbox_mode {
+                "" => String::new(),
+                mode => format!("mode = \"{mode}\"\n"),
+            },
             extra = self.options.extra_toml,
         );
         std::fs::write(self.config_path(), config).expect("write config");
     }
 
-    fn spawn(&mut self) {
-        self.write_config();
-        let mut child = Command::new(BIN)
-            .args(["serve", "--config"])
+    /// The `slipway serve` command for this daemon's options.
+    fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        command.arg("serve");
+        if self.options.dev {
+            command.arg("--dev");
+        }
+        command
+            .arg("--config")
             .arg(self.config_path())
             .env("SLIPWAY_LOG", "info,slipway=debug")
             .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        for (name, value) in &self.options.env {
+            command.env(name, value);
+        }
+        if let Some(uid) = self.options.uid {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(uid);
+        }
+        command
+    }
+
+    /// Runs a daemon that is expected to refuse to start: its exit code and its log.
+    pub fn run_to_exit(options: DaemonOptions) -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let daemon = TestDaemon {
+            dir,
+            options,
+            child: None,
+            http: "0.0.0.0:0".parse().unwrap(),
+            https: None,
+            token: String::new(),
+            log: Default::default(),
+        };
+        daemon.write_config();
+        let mut command = daemon.command();
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn slipway");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("slipway kept running; it was expected to refuse to start");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        (status.code(), log)
+    }
+
+    fn spawn(&mut self) {
+        self.write_config();
+        let mut child = self
+            .command()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
