@@ -15,7 +15,7 @@ use crate::config::{Config, TlsMode};
 use crate::control::ControlHost;
 use crate::dispatch::{ControlHandler, Dispatch};
 use crate::server::{BudgetLimits, ConnectionBudget, ConnectionLimits, ListenerKind};
-use crate::store::{DeletedProject, Store};
+use crate::store::Store;
 
 /// The addresses the daemon actually bound (port 0 resolved).
 #[derive(Debug, Clone)]
@@ -91,8 +91,12 @@ pub async fn run(
         },
     );
     let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
-    let supervisor =
-        crate::supervisor::Supervisor::new(runner.clone(), hub.clone(), routes.clone());
+    let supervisor = crate::supervisor::Supervisor::new(
+        runner.clone(),
+        hub.clone(),
+        routes.clone(),
+        Duration::from_secs(config.limits.app_stop_grace_s),
+    );
     let sources = Arc::new(
         crate::source::SourceStore::open(config.data_dir.join("sources"))
             .context("opening the source archive store")?,
@@ -321,32 +325,6 @@ async fn load_routes(ctx: &Arc<Context>) -> anyhow::Result<()> {
     ctx.routes
         .add_projects(projects.iter().map(|project| project.slug.as_str()));
     Ok(())
-}
-
-/// Cleans up what a deleted project left outside the store: its run in flight, its app, its
-/// workspaces, its app data, its log channels and archives no other project uses.
-pub async fn project_deleted(ctx: &Arc<Context>, deleted: &DeletedProject) {
-    ctx.pipeline.cancel_project(&deleted.project.id);
-    for deployment_id in &deleted.deployment_ids {
-        ctx.supervisor.stop(deployment_id).await;
-        ctx.hub.remove(deployment_id);
-        let dir = ctx.pipeline.deployment_dir(deployment_id);
-        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
-    }
-    if let Some(tls) = &ctx.tls {
-        let name = format!("{}.{}", deleted.project.slug, ctx.config.apps_domain);
-        if let Err(error) = tls.forget(&name).await {
-            tracing::warn!(%error, %name, "could not drop the certificate of a deleted project");
-        }
-    }
-    let app_data = ctx.pipeline.app_data_dir(&deleted.project.id);
-    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(app_data)).await;
-    for sha in &deleted.source_sha256s {
-        let sha2 = sha.clone();
-        if let Ok(false) = ctx.store.call(move |s| s.source_hash_in_use(&sha2)).await {
-            let _ = ctx.sources.remove(sha);
-        }
-    }
 }
 
 /// The TLS module's persistence, over the store's `tls` table.

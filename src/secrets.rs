@@ -90,6 +90,22 @@ impl SecretBox {
         String::from_utf8(plain).map_err(|_| SecretError::Open)
     }
 
+    /// Opens a project's env vars as the store keeps them (name, sealed value), in order: the
+    /// one decryption that the API's listing and the pipeline's step environment share.
+    pub fn open_env_vars(
+        &self,
+        project_id: &str,
+        sealed: Vec<(String, Vec<u8>)>,
+    ) -> Result<Vec<(String, String)>, SecretError> {
+        sealed
+            .into_iter()
+            .map(|(key, value)| {
+                let plain = self.open_env(project_id, &key, &value)?;
+                Ok((key, plain))
+            })
+            .collect()
+    }
+
     pub fn open(&self, context: &str, sealed: &[u8]) -> Result<Vec<u8>, SecretError> {
         if sealed.len() < NONCE_LEN {
             return Err(SecretError::Open);

@@ -34,6 +34,8 @@ pub struct AppSpec {
     pub health_check_path: Option<String>,
     pub memory_mb: u64,
     pub pids: u64,
+    /// CPU quota in cores (`limits.app_cpus`).
+    pub cpus: f64,
 }
 
 /// Why an app did not come up.
@@ -61,13 +63,19 @@ const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 impl Supervisor {
-    pub fn new(runner: Arc<dyn Runner>, hub: Arc<LogHub>, routes: Arc<Routes>) -> Arc<Supervisor> {
+    /// `stop_grace`: SIGTERM → SIGKILL when an app is stopped (`limits.app_stop_grace_s`).
+    pub fn new(
+        runner: Arc<dyn Runner>,
+        hub: Arc<LogHub>,
+        routes: Arc<Routes>,
+        stop_grace: Duration,
+    ) -> Arc<Supervisor> {
         Arc::new(Supervisor {
             runner,
             hub,
             routes,
             apps: Mutex::new(HashMap::new()),
-            stop_grace: Duration::from_secs(10),
+            stop_grace,
         })
     }
 
@@ -287,7 +295,7 @@ impl Supervisor {
             project_uid: spec.uid,
             memory_mb: spec.memory_mb,
             pids: spec.pids,
-            cpus: 1.0,
+            cpus: spec.cpus,
             stop_grace: self.stop_grace,
         };
         let mut running = self.runner.spawn(step)?;

@@ -123,7 +123,7 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
         )));
     };
     ctx.routes.remove_project(&record.slug);
-    crate::app::project_deleted(ctx, &deleted).await;
+    ctx.pipeline.project_deleted(&deleted).await;
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
     Ok(json_response(
         StatusCode::OK,
@@ -254,15 +254,9 @@ pub async fn decrypted_env(
 ) -> Result<Vec<(String, String)>, ApiError> {
     let id = project_id.to_owned();
     let sealed = ctx.store.call(move |store| store.env_vars(&id)).await?;
-    let mut out = Vec::with_capacity(sealed.len());
-    for (key, value) in sealed {
-        let plain = ctx
-            .secrets
-            .open_env(project_id, &key, &value)
-            .map_err(ApiError::internal)?;
-        out.push((key, plain));
-    }
-    Ok(out)
+    ctx.secrets
+        .open_env_vars(project_id, sealed)
+        .map_err(ApiError::internal)
 }
 
 fn validate_env_key(key: &str) -> Result<(), ApiError> {

@@ -13,7 +13,7 @@ use super::projects::{find, find_or_create};
 use super::{json_response, ApiError, Context};
 use crate::http_util::Body;
 use crate::ids::rfc3339;
-use crate::pipeline::ProvisionError;
+use crate::pipeline::{ProvisionError, RunPlan};
 use crate::store::records::{DeploymentState, ProvisionRequest, RunRecord};
 
 const FIELDS: &[&str] = &[
@@ -76,11 +76,7 @@ pub async fn provision(
         }
     }
     if let Some(dir) = &parsed.output_directory {
-        let path = std::path::Path::new(dir.trim_start_matches("./"));
-        if !path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-        {
+        if crate::pipeline::output_directory(dir).is_none() {
             return Err(ApiError::new(ErrorCode::InvalidBody, "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
         }
     }
@@ -108,7 +104,7 @@ pub async fn provision(
     }
     let run = ctx
         .pipeline
-        .provision(&project, parsed, None)
+        .provision(&project, RunPlan::Build(parsed))
         .await
         .map_err(provision_error)?;
     Ok(accepted(&run))
@@ -164,14 +160,9 @@ pub async fn rollback(
             format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
         ));
     }
-    let request = ProvisionRequest {
-        project_slug: project.slug.clone(),
-        health_check_path: deployment.health_check_path.clone(),
-        ..Default::default()
-    };
     let run = ctx
         .pipeline
-        .provision(&project, request, Some(deployment))
+        .provision(&project, RunPlan::Rollback(deployment))
         .await
         .map_err(provision_error)?;
     Ok(accepted(&run))

@@ -1,17 +1,34 @@
 //! The commands of a run: the step environment, fetching the source (unpack or git clone) and
 //! running install/build commands through the sandbox runner with their output in the logs.
 
-use crate::error_code::ErrorCode;
 use std::path::Path;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::run::{remove_dir_all_quiet, Failure, PATH};
-use super::Pipeline;
+use super::failure::Failure;
+use super::{remove_dir_all_quiet, Pipeline};
+use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::sandbox::{StepKind, StepSpec};
 use crate::store::records::{DeploymentRecord, ProjectRecord};
+
+/// The PATH every step and app gets.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// One build-kind command of a run (source clone, install, build).
+pub(super) struct BuildCommand<'a> {
+    pub step: &'static str,
+    /// The code the run fails with when the command does.
+    pub failure_code: ErrorCode,
+    /// Where its output goes in the logs.
+    pub stream: LogStream,
+    pub command: &'a str,
+    pub workspace: &'a Path,
+    pub env: &'a [(String, String)],
+    /// The run's build deadline (`limits.build_timeout_s` from its start).
+    pub deadline: Instant,
+}
 
 impl Pipeline {
     /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
@@ -36,13 +53,13 @@ impl Pipeline {
             }
         }
         let count = sealed.len();
-        for (key, value) in sealed {
-            let plain = self
-                .secrets
-                .open_env(project_id, &key, &value)
-                .map_err(|e| format!("cannot decrypt variable {key}: {e}"))?;
+        let project_vars = self
+            .secrets
+            .open_env_vars(project_id, sealed)
+            .map_err(|e| e.to_string())?;
+        for (key, value) in project_vars {
             env.retain(|(k, _)| *k != key);
-            env.push((key, plain));
+            env.push((key, value));
         }
         Ok((env, count))
     }
@@ -103,18 +120,16 @@ impl Pipeline {
         let command = crate::source::git_clone_command(url, request.git_ref.as_deref())
             .map_err(|e| fail(e.to_string()))?;
         self.hub.system(&dpl, &format!("source: cloning {url}"));
-        self.run_command(
-            project,
-            &dpl,
-            "source",
-            ErrorCode::SourceFailed,
-            LogStream::System,
-            &command,
+        let clone = BuildCommand {
+            step: "source",
+            failure_code: ErrorCode::SourceFailed,
+            stream: LogStream::System,
+            command: &command,
             workspace,
             env,
             deadline,
-        )
-        .await
+        };
+        self.run_command(project, &dpl, clone).await
     }
 
     /// In namespaces mode the project's code runs as its own uid: hand it the workspace.
@@ -131,19 +146,21 @@ impl Pipeline {
     }
 
     /// Runs a build-kind command in the workspace; output goes to the logs as it comes.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn run_command(
         &self,
         project: &ProjectRecord,
         dpl: &str,
-        step: &'static str,
-        code: ErrorCode,
-        stream: LogStream,
-        command: &str,
-        workspace: &Path,
-        env: &[(String, String)],
-        deadline: Instant,
+        command: BuildCommand<'_>,
     ) -> Result<(), Failure> {
+        let BuildCommand {
+            step,
+            failure_code: code,
+            stream,
+            command,
+            workspace,
+            env,
+            deadline,
+        } = command;
         let spec = StepSpec {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
@@ -154,7 +171,7 @@ impl Pipeline {
             project_uid: project.uid,
             memory_mb: self.config.limits.build_memory_mb,
             pids: self.config.limits.pids,
-            cpus: 2.0,
+            cpus: self.config.limits.build_cpus,
             stop_grace: Duration::from_secs(5),
         };
         let runner = self.runner.clone();

@@ -3,14 +3,15 @@
 //! goes down), supersession of an older run by a newer one, cancellation on shutdown
 //! (`INTERRUPTED`), and bringing live deployments back at start.
 
+mod cleanup;
 mod commands;
-mod deploy;
+mod failure;
+mod golive;
 mod progress;
 mod restore;
 mod run;
 mod status;
 
-use crate::error_code::ErrorCode;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,10 +20,12 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use golive::output_directory;
 pub use progress::{estimate_from_history, STEPS};
 pub use status::status_json;
 
 use crate::config::Config;
+use crate::error_code::ErrorCode;
 use crate::logs::LogHub;
 use crate::router::Routes;
 use crate::sandbox::Runner;
@@ -38,6 +41,14 @@ use crate::supervisor::Supervisor;
 /// Archive limits from the config: the upload limit, 10x that unpacked, 100,000 files.
 pub fn source_limits(limits: &crate::config::Limits) -> crate::source::SourceLimits {
     crate::source::SourceLimits::from_archive_limit(limits.source_max_mb * 1024 * 1024)
+}
+
+/// What a run does.
+pub enum RunPlan {
+    /// Fetch the source, install, build, and bring the new deployment live.
+    Build(ProvisionRequest),
+    /// Bring a deployment built before (its workspace kept) live again.
+    Rollback(DeploymentRecord),
 }
 
 /// Why a run was stopped before it finished.
@@ -153,16 +164,14 @@ impl Pipeline {
     }
 
     /// Validates the source choice, records the run and its deployment, supersedes a run in
-    /// flight for the project, and starts the steps. `rollback_of` re-activates a built
-    /// deployment instead of building.
+    /// flight for the project, and starts the steps.
     pub async fn provision(
         self: &Arc<Self>,
         project: &ProjectRecord,
-        mut request: ProvisionRequest,
-        rollback_of: Option<DeploymentRecord>,
+        mut plan: RunPlan,
     ) -> Result<RunRecord, ProvisionError> {
-        if rollback_of.is_none() {
-            self.choose_source(project, &mut request).await?;
+        if let RunPlan::Build(request) = &mut plan {
+            self.choose_source(project, request).await?;
         }
         let project_id = project.id.clone();
         let history = self
@@ -182,24 +191,34 @@ impl Pipeline {
         );
 
         let now = crate::ids::now_ms();
-        let deployment = match &rollback_of {
-            Some(existing) => existing.clone(),
-            None => DeploymentRecord {
-                v: 1,
-                id: crate::ids::new_id("dpl_"),
-                project_id: project.id.clone(),
-                provisioning_id: String::new(),
-                created_ms: now,
-                finished_ms: None,
-                state: DeploymentState::Building,
-                mode: None,
-                output_dir: None,
-                start_command: None,
-                health_check_path: request.health_check_path.clone(),
-                source_sha256: None,
-                git_url: request.git_url.clone(),
-                port: None,
-            },
+        let (request, mut deployment) = match &plan {
+            RunPlan::Rollback(existing) => {
+                let request = ProvisionRequest {
+                    project_slug: project.slug.clone(),
+                    health_check_path: existing.health_check_path.clone(),
+                    ..Default::default()
+                };
+                (request, existing.clone())
+            }
+            RunPlan::Build(request) => (
+                request.clone(),
+                DeploymentRecord {
+                    v: 1,
+                    id: crate::ids::new_id("dpl_"),
+                    project_id: project.id.clone(),
+                    provisioning_id: String::new(),
+                    created_ms: now,
+                    finished_ms: None,
+                    state: DeploymentState::Building,
+                    mode: None,
+                    output_dir: None,
+                    start_command: None,
+                    health_check_path: request.health_check_path.clone(),
+                    source_sha256: None,
+                    git_url: request.git_url.clone(),
+                    port: None,
+                },
+            ),
         };
         let run = RunRecord {
             v: 1,
@@ -224,8 +243,7 @@ impl Pipeline {
             failed_step: None,
             error: None,
         };
-        let mut deployment = deployment;
-        if rollback_of.is_none() {
+        if let RunPlan::Build(_) = plan {
             deployment.provisioning_id = run.id.clone();
         }
         let (run_copy, deployment_copy) = (run.clone(), deployment.clone());
@@ -257,10 +275,8 @@ impl Pipeline {
         tracing::info!(project = %project.slug, run = %run.id, deployment = %deployment.id, estimate_ms = estimate, "provisioning started");
         let this = self.clone();
         let project = project.clone();
-        self.tracker.spawn(async move {
-            this.execute(active, project, deployment, rollback_of.is_some())
-                .await
-        });
+        self.tracker
+            .spawn(async move { this.execute(active, project, deployment, plan).await });
         Ok(run)
     }
 
@@ -401,5 +417,14 @@ impl Pipeline {
         }
         self.tracker.close();
         self.tracker.wait().await;
+    }
+}
+
+/// Removes a directory tree; a missing one is fine, other errors are logged.
+pub(crate) fn remove_dir_all_quiet(dir: &std::path::Path) {
+    if let Err(error) = std::fs::remove_dir_all(dir) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
+        }
     }
 }

@@ -1,15 +1,13 @@
 //! Start-up recovery: runs that were in flight when the daemon stopped end `INTERRUPTED`, and
-//! every live deployment is served again (static output reloaded, apps restarted) before the
-//! daemon reports ready.
+//! every live deployment is served again through the same path a deploy takes (`golive.rs`:
+//! static output reloaded, apps started until healthy) before the daemon reports ready.
 
-use crate::error_code::ErrorCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::deploy::free_port;
+use super::golive::Switch;
 use super::Pipeline;
-use crate::router::Target;
-use crate::store::records::{DeploymentMode, DeploymentState, RunError, RunStatus, StepState};
+use crate::error_code::ErrorCode;
+use crate::store::records::{DeploymentState, RunError, RunStatus, StepState};
 
 impl Pipeline {
     pub async fn restore(self: &Arc<Self>) -> crate::store::Result<()> {
@@ -72,73 +70,34 @@ impl Pipeline {
             let Some(mut deployment) = self.store.call(move |s| s.deployment(&id)).await? else {
                 continue;
             };
-            let target = match deployment.mode {
-                Some(DeploymentMode::Server) => {
-                    let env = match self.environment(&project.id).await {
-                        Ok((env, _)) => env,
-                        Err(error) => {
-                            tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
-                            continue;
-                        }
-                    };
-                    let port = match deployment
-                        .port
-                        .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
-                    {
-                        Some(port) => port,
-                        None => match free_port() {
-                            Ok(port) => port,
-                            Err(_) => continue,
-                        },
-                    };
-                    deployment.port = Some(port);
-                    self.hub
-                        .system(&deployment.id, "daemon restarted: starting the app again");
-                    let spec = self.app_spec(&project, &deployment, env, port);
-                    match self
-                        .supervisor
-                        .start(
-                            spec,
-                            Duration::from_secs(self.config.limits.health_timeout_s),
-                        )
-                        .await
-                    {
-                        Ok(address) => Some(Target::Proxy {
-                            upstream: address,
-                            deployment_id: deployment.id.clone(),
-                        }),
-                        Err(failure) => {
-                            tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "live app did not come back");
-                            None
-                        }
-                    }
-                }
-                _ => {
-                    let root = self
-                        .workspace(&deployment.id)
-                        .join(deployment.output_dir.clone().unwrap_or_default());
-                    match tokio::task::spawn_blocking(move || {
-                        crate::static_files::StaticSite::load(&root)
-                    })
-                    .await
-                    {
-                        Ok(Ok(site)) => Some(Target::Static {
-                            site: Arc::new(site),
-                            deployment_id: deployment.id.clone(),
-                        }),
-                        _ => {
-                            tracing::error!(project = %project.slug, "the live static output is gone; serving 503");
-                            None
-                        }
-                    }
+            let env = match self.environment(&project.id).await {
+                Ok((env, _)) => env,
+                Err(error) => {
+                    tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
+                    continue;
                 }
             };
-            if target.is_some() {
-                tracing::info!(project = %project.slug, deployment = %deployment.id, "live deployment restored");
-                let d = deployment.clone();
-                let _ = self.store.call(move |s| s.put_deployment(&d)).await;
+            self.hub.system(
+                &deployment.id,
+                "daemon restarted: serving this deployment again",
+            );
+            // The same path a deploy takes: prepare (load or start until healthy), switch.
+            let restored = match self.prepare(&project, &mut deployment, &env).await {
+                Ok(prepared) => {
+                    self.switch(&project, &deployment, prepared, Switch::Restore)
+                        .await
+                }
+                Err(failure) => Err(failure),
+            };
+            match restored {
+                Ok(()) => {
+                    tracing::info!(project = %project.slug, deployment = %deployment.id, "live deployment restored")
+                }
+                Err(failure) => {
+                    tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "the live deployment did not come back; serving 503");
+                    self.routes.set_live(&project.slug, None);
+                }
             }
-            self.routes.set_live(&project.slug, target);
         }
         Ok(())
     }

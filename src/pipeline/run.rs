@@ -5,52 +5,20 @@
 
 use crate::error_code::ErrorCode;
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::deploy::choose_output_dir;
-use super::{ActiveRun, Pipeline, StopReason};
+use super::commands::BuildCommand;
+use super::failure::Failure;
+use super::golive::{choose_output_dir, Prepared, Switch};
+use super::{remove_dir_all_quiet, ActiveRun, Pipeline, RunPlan, StopReason};
 use crate::logs::LogStream;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
     StepState,
 };
-
-/// Why a run did not complete.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    pub step: &'static str,
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl Failure {
-    pub(super) fn new(step: &'static str, code: ErrorCode, message: impl Into<String>) -> Failure {
-        Failure {
-            step,
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-/// What the deploy step prepared, activated after ssl_verification.
-pub(super) enum Prepared {
-    Static {
-        site: Arc<crate::static_files::StaticSite>,
-    },
-    Server {
-        address: std::net::SocketAddr,
-    },
-}
-
-/// How long a replaced app keeps serving in-flight requests before it is stopped.
-pub(crate) const DRAIN_SECONDS: u64 = 10;
-
-pub(super) const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl Pipeline {
     pub(crate) async fn execute(
@@ -58,13 +26,16 @@ impl Pipeline {
         active: Arc<ActiveRun>,
         project: ProjectRecord,
         mut deployment: DeploymentRecord,
-        rollback: bool,
+        plan: RunPlan,
     ) {
         let (run_id, dpl) = {
             let record = active.record.lock().expect("run poisoned");
             (record.id.clone(), record.deployment_id.clone())
         };
-        let what = if rollback { "rollback" } else { "provisioning" };
+        let what = match plan {
+            RunPlan::Build(_) => "provisioning",
+            RunPlan::Rollback(_) => "rollback",
+        };
         self.hub.system(
             &dpl,
             &format!("{what} of {} started (run {run_id})", project.slug),
@@ -72,7 +43,7 @@ impl Pipeline {
         let started = Instant::now();
         let result = self
             .clone()
-            .steps(&active, &project, &mut deployment, rollback)
+            .steps(&active, &project, &mut deployment, &plan)
             .await;
         let now = crate::ids::now_ms();
         let mut record = active.record.lock().expect("run poisoned").clone();
@@ -84,7 +55,7 @@ impl Pipeline {
                 deployment.state = DeploymentState::Live;
                 deployment.finished_ms.get_or_insert(now);
                 match self
-                    .activate(&project, &record, &deployment, prepared)
+                    .switch(&project, &deployment, prepared, Switch::Run(&record))
                     .await
                 {
                     Ok(()) => {
@@ -128,7 +99,7 @@ impl Pipeline {
                     code: failure.code,
                     message: failure.message,
                 });
-                if !rollback {
+                if let RunPlan::Build(_) = plan {
                     deployment.state = if canceled {
                         DeploymentState::Canceled
                     } else {
@@ -149,7 +120,7 @@ impl Pipeline {
                 if !self.is_live(&project, &dpl) {
                     self.supervisor.stop(&dpl).await;
                 }
-                if !rollback {
+                if let RunPlan::Build(_) = plan {
                     let dir = self.deployment_dir(&dpl);
                     let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;
                 }
@@ -171,10 +142,9 @@ impl Pipeline {
         active: &Arc<ActiveRun>,
         project: &ProjectRecord,
         deployment: &mut DeploymentRecord,
-        rollback: bool,
+        plan: &RunPlan,
     ) -> Result<Prepared, Failure> {
         let dpl = deployment.id.clone();
-        let request = active.record.lock().expect("run poisoned").request.clone();
         let hostname = format!("{}.{}", project.slug, self.config.apps_domain);
 
         self.step(active, "project_creation", async { Ok(true) })
@@ -211,13 +181,18 @@ impl Pipeline {
 
         let workspace = self.workspace(&dpl);
         let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
-        if rollback {
-            for name in ["source", "install", "build"] {
-                self.skip(active, name).await;
+        let request = match plan {
+            RunPlan::Rollback(_) => {
+                for name in ["source", "install", "build"] {
+                    self.skip(active, name).await;
+                }
+                None
             }
-        } else {
+            RunPlan::Build(request) => Some(request),
+        };
+        if let Some(request) = request {
             self.step(active, "source", async {
-                self.fetch_source(project, &request, &workspace, &env, deadline, deployment)
+                self.fetch_source(project, request, &workspace, &env, deadline, deployment)
                     .await
                     .map(|_| true)
             })
@@ -242,11 +217,16 @@ impl Pipeline {
                 };
                 self.step(active, name, async {
                     self.hub.system(&dpl, &format!("{name}: $ {command}"));
-                    self.run_command(
-                        project, &dpl, name, code, stream, command, &workspace, &env, deadline,
-                    )
-                    .await
-                    .map(|_| true)
+                    let command = BuildCommand {
+                        step: name,
+                        failure_code: code,
+                        stream,
+                        command,
+                        workspace: &workspace,
+                        env: &env,
+                        deadline,
+                    };
+                    self.run_command(project, &dpl, command).await.map(|_| true)
                 })
                 .await?;
             }
@@ -254,7 +234,7 @@ impl Pipeline {
 
         let prepared = self
             .step(active, "deploy", async {
-                if !rollback {
+                if let RunPlan::Build(request) = plan {
                     let start = request
                         .start_command
                         .clone()
@@ -297,8 +277,10 @@ impl Pipeline {
             })
             .await;
         if let Err(failure) = verified {
+            // The app this run started must not outlive it, unless it is the live one (a
+            // rollback to the deployment being served).
             if let Prepared::Server { .. } = prepared {
-                if !rollback || !self.is_live(project, &dpl) {
+                if !self.is_live(project, &dpl) {
                     self.supervisor.stop(&dpl).await;
                 }
             }
@@ -424,11 +406,3 @@ impl StepValue for bool {
 }
 impl StepValue for Vec<(String, String)> {}
 impl StepValue for Prepared {}
-
-pub(crate) fn remove_dir_all_quiet(dir: &PathBuf) {
-    if let Err(error) = std::fs::remove_dir_all(dir) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
-        }
-    }
-}

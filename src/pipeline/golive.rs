@@ -1,17 +1,55 @@
-//! The deploy step and the switch: loading static output or starting the app until healthy,
-//! then — after ssl_verification — recording it live, moving the route, draining the previous
-//! deployment, and keeping only recent builds and logs.
+//! Bringing a deployment live: the one path that deploy, rollback and start-up restore share.
+//! `prepare` is the deploy step (load the static output, or start the app until it is
+//! healthy); `switch` points the route at it — for a run, after recording it live in the store
+//! under the project's lock, then draining and stopping the previous deployment. Also keeps
+//! only recent builds and logs, and picks the output directory.
 
-use crate::error_code::ErrorCode;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::run::{remove_dir_all_quiet, Failure, Prepared, DRAIN_SECONDS};
-use super::Pipeline;
+use super::failure::Failure;
+use super::{remove_dir_all_quiet, Pipeline};
+use crate::error_code::ErrorCode;
 use crate::router::Target;
-use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord};
+use crate::store::records::{
+    DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunRecord,
+};
 use crate::supervisor::AppSpec;
+
+/// What the deploy step prepared: the target the route will point at.
+pub(super) enum Prepared {
+    Static {
+        site: Arc<crate::static_files::StaticSite>,
+    },
+    Server {
+        address: std::net::SocketAddr,
+    },
+}
+
+impl Prepared {
+    fn into_target(self, deployment_id: &str) -> Target {
+        match self {
+            Prepared::Static { site } => Target::Static {
+                site,
+                deployment_id: deployment_id.to_owned(),
+            },
+            Prepared::Server { address } => Target::Proxy {
+                upstream: address,
+                deployment_id: deployment_id.to_owned(),
+            },
+        }
+    }
+}
+
+/// How a switch is recorded.
+pub(super) enum Switch<'a> {
+    /// A run succeeded: the run and its deployment are recorded live in one transaction, then
+    /// the previous deployment drains and stops.
+    Run(&'a RunRecord),
+    /// Start-up: the store already names this deployment live (its port may have changed).
+    Restore,
+}
 
 impl Pipeline {
     /// The deploy step: load the static output, or start the app and wait until it is healthy.
@@ -104,55 +142,56 @@ impl Pipeline {
             health_check_path: deployment.health_check_path.clone(),
             memory_mb: self.config.limits.app_memory_mb,
             pids: self.config.limits.pids,
+            cpus: self.config.limits.app_cpus,
         }
     }
 
-    /// The atomic switch: record, route, then drain and stop the previous deployment.
-    pub(super) async fn activate(
+    /// The atomic switch: the route points at `prepared` from the next request on.
+    pub(super) async fn switch(
         &self,
         project: &ProjectRecord,
-        run: &crate::store::records::RunRecord,
         deployment: &DeploymentRecord,
         prepared: Prepared,
+        how: Switch<'_>,
     ) -> Result<(), Failure> {
         let lock = self.deploy_lock(&project.id);
         let _guard = lock.lock().await;
-        let (r, d) = (run.clone(), deployment.clone());
-        let previous = self
-            .store
-            .call(move |s| s.activate(&r, &d))
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    "deploy",
-                    ErrorCode::InternalError,
-                    format!("could not record the deployment: {e}"),
-                )
-            })?;
-        let target = match prepared {
-            Prepared::Static { site } => Target::Static {
-                site,
-                deployment_id: deployment.id.clone(),
-            },
-            Prepared::Server { address } => Target::Proxy {
-                upstream: address,
-                deployment_id: deployment.id.clone(),
-            },
-        };
-        self.routes.set_live(&project.slug, Some(target));
+        let d = deployment.clone();
+        let previous = match how {
+            Switch::Run(run) => {
+                let r = run.clone();
+                self.store.call(move |s| s.activate(&r, &d)).await
+            }
+            Switch::Restore => self
+                .store
+                .call(move |s| s.put_deployment(&d))
+                .await
+                .map(|()| None),
+        }
+        .map_err(|e| {
+            Failure::new(
+                "deploy",
+                ErrorCode::InternalError,
+                format!("could not record the deployment: {e}"),
+            )
+        })?;
+        self.routes
+            .set_live(&project.slug, Some(prepared.into_target(&deployment.id)));
         if let Some(previous) = previous {
             self.hub
                 .system(&previous, &format!("replaced by {}", deployment.id));
             self.hub.end(&previous);
             let supervisor = self.supervisor.clone();
-            let drain = DRAIN_SECONDS;
+            let drain = Duration::from_secs(self.config.limits.app_drain_s);
             tokio::spawn(async move {
                 // In-flight requests to the old app finish during the drain period.
-                tokio::time::sleep(Duration::from_secs(drain)).await;
+                tokio::time::sleep(drain).await;
                 supervisor.stop(&previous).await;
             });
         }
-        self.retain_recent(project).await;
+        if let Switch::Run(_) = how {
+            self.retain_recent(project).await;
+        }
         Ok(())
     }
 
@@ -196,17 +235,13 @@ pub(crate) fn choose_output_dir(
     requested: Option<&str>,
 ) -> Result<String, Failure> {
     if let Some(requested) = requested.filter(|r| !r.trim().is_empty()) {
-        let relative = Path::new(requested.trim_start_matches("./"));
-        let safe = relative
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)));
-        if !safe {
-            return Err(Failure::new(
+        let relative = output_directory(requested).ok_or_else(|| {
+            Failure::new(
                 "deploy",
                 ErrorCode::StartFailed,
                 format!("outputDirectory {requested:?} must be a relative path inside the project"),
-            ));
-        }
+            )
+        })?;
         // The daemon reads the output as root: a symlink anywhere on the way (made by the
         // build) would publish whatever it points at on the host, the store included.
         let mut path = workspace.to_owned();
@@ -242,6 +277,16 @@ pub(crate) fn choose_output_dir(
         }
     }
     Ok(String::new())
+}
+
+/// The one rule for `outputDirectory` (the API checks it at the edge, the deploy step again on
+/// the built tree): a relative path of plain names inside the project.
+pub fn output_directory(requested: &str) -> Option<PathBuf> {
+    let relative = Path::new(requested.trim_start_matches("./"));
+    relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then(|| relative.to_owned())
 }
 
 pub(crate) fn free_port() -> std::io::Result<u16> {
