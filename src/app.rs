@@ -149,8 +149,6 @@ pub async fn run(
         pipeline: pipeline.clone(),
         hub: hub.clone(),
         sources,
-        supervisor: supervisor.clone(),
-        tls: tls.clone(),
         public_scheme,
         public_port_suffix: public_port,
     });

@@ -21,8 +21,6 @@ pub struct Context {
     pub pipeline: Arc<crate::pipeline::Pipeline>,
     pub hub: Arc<crate::logs::LogHub>,
     pub sources: Arc<crate::source::SourceStore>,
-    pub supervisor: Arc<crate::supervisor::Supervisor>,
-    pub tls: Option<Arc<crate::tls::TlsManager>>,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,

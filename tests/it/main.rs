@@ -2,6 +2,7 @@
 //! library's runners and TLS manager) over real sockets and processes. A module per area.
 
 mod api;
+mod architecture;
 mod client;
 mod connections;
 mod dev_mode;
