@@ -120,20 +120,26 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
         AdminRequest::TokenCreate { name } => match tokens.create(&name, crate::ids::now_ms()) {
             Ok(token) => {
                 tracing::info!(token = %token.record.id, "API token created through the admin socket");
-                let mut value = crate::api::token_json(&token.record);
-                value["token"] = serde_json::Value::String(token.secret);
-                ok(value)
+                ok(to_value(crate::api::types::CreatedToken::new(
+                    &token.record,
+                    token.secret,
+                )))
             }
             Err(error) => fail(error.to_string()),
         },
         AdminRequest::TokenList => match tokens.list() {
-            Ok(list) => ok(serde_json::Value::Array(
-                list.iter().map(crate::api::token_json).collect(),
+            Ok(list) => ok(to_value(
+                list.iter()
+                    .map(crate::api::types::Token::from)
+                    .collect::<Vec<_>>(),
             )),
             Err(error) => fail(error.to_string()),
         },
         AdminRequest::TokenRevoke { id } => match tokens.revoke(&id) {
-            Ok(true) => ok(serde_json::json!({"id": id, "revoked": true})),
+            Ok(true) => ok(to_value(crate::api::types::TokenRevoked {
+                id,
+                revoked: true,
+            })),
             Ok(false) => fail(format!("no token with id {id:?}")),
             Err(error) => fail(error.to_string()),
         },
@@ -142,6 +148,10 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
             None => fail("this daemon has no internal CA (tls.mode is not \"internal\")".into()),
         },
     }
+}
+
+fn to_value(shape: impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(shape).expect("API shapes serialize")
 }
 
 /// Client side: sends one request to the daemon's socket.

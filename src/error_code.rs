@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// One error code of the contract. Serialized as its `SCREAMING_SNAKE_CASE` name, which is also
 /// how run records store it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     // 400: the request is wrong; the message names the field.

@@ -51,10 +51,15 @@ impl ApiError {
 
     pub fn into_response(self) -> Response<Body> {
         let status = self.code.status();
-        let body = serde_json::json!({
-            "error": {"code": self.code, "message": self.message, "status": status.as_u16()}
-        });
-        let mut response = Response::new(full(body.to_string()));
+        let body = super::types::ErrorEnvelope {
+            error: super::types::ErrorBody {
+                code: self.code,
+                message: self.message,
+                status: status.as_u16(),
+            },
+        };
+        let body = serde_json::to_vec(&body).expect("the envelope serializes");
+        let mut response = Response::new(full(body));
         *response.status_mut() = status;
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,

@@ -78,6 +78,28 @@ pub async fn read_json_object(
     }
 }
 
+/// Reads a JSON object body into `T`, a request shape of `api::types` whose fields are all
+/// strings: an unknown field, a value that is not a string, or a missing required field is
+/// refused with `INVALID_BODY` naming the field.
+pub async fn read_string_fields<T: serde::de::DeserializeOwned>(
+    request: Request<Incoming>,
+    fields: &[&str],
+) -> Result<T, ApiError> {
+    let body = read_json_object(request).await?;
+    only_fields(&body, fields)?;
+    for field in fields {
+        optional_string(&body, field)?;
+    }
+    serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
+        let message = error.to_string();
+        let message = match message.strip_prefix("missing field ") {
+            Some(field) => format!("field {field} is required"),
+            None => message,
+        };
+        ApiError::new(ErrorCode::InvalidBody, message)
+    })
+}
+
 /// Slug rules: `^[a-z0-9]+(-[a-z0-9]+)*$`, 2 to 63 characters, not the reserved label.
 pub fn validate_slug(slug: &str, reserved: &str) -> Result<(), ApiError> {
     let well_formed = (2..=63).contains(&slug.len())

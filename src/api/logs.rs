@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
@@ -102,7 +101,12 @@ pub async fn page(
     let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
     Ok(json_response(
         StatusCode::OK,
-        &json!({"deploymentId": deployment.id, "logs": lines, "nextSince": next_since, "hasMore": has_more}),
+        &super::types::LogPage {
+            deployment_id: deployment.id,
+            logs: lines,
+            next_since,
+            has_more,
+        },
     ))
 }
 
@@ -141,7 +145,8 @@ pub async fn stream(
         .status(&deployment.provisioning_id)
         .await
         .ok()
-        .flatten();
+        .flatten()
+        .map(|status| crate::pipeline::status_event(&status));
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     let hub = ctx.hub.clone();
     let ended = finished(&deployment);
@@ -173,7 +178,8 @@ fn line_event(line: &LogLine) -> Bytes {
     Bytes::from(format!("id: {}\nevent: log\ndata: {data}\n\n", line.seq))
 }
 
-fn status_event(status: &serde_json::Value) -> Bytes {
+/// `status` is the status object serialized as JSON (as the hub carries it).
+fn status_event(status: &str) -> Bytes {
     Bytes::from(format!("event: status\ndata: {status}\n\n"))
 }
 
@@ -185,7 +191,7 @@ async fn follow(
     since: u64,
     stream: Option<LogStream>,
     ended_in_store: bool,
-    status: Option<serde_json::Value>,
+    status: Option<Arc<str>>,
     sender: mpsc::Sender<Bytes>,
 ) {
     let wanted = |line: &LogLine| stream.is_none_or(|s| s == line.stream);

@@ -6,12 +6,12 @@ mod context;
 mod error;
 mod json;
 mod logs;
+mod openapi;
 mod projects;
 mod provision;
 mod source;
 mod tokens;
-pub use tokens::token_json;
-mod openapi;
+pub mod types;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -285,8 +285,9 @@ async fn dispatch(
     }
 }
 
-pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(full(value.to_string()));
+pub fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+    let body = serde_json::to_vec(value).expect("API shapes serialize");
+    let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde_json::json;
 
-use super::json::{only_fields, optional_string, read_json_object, validate_slug};
-use super::{json_response, ApiError, Context};
+use super::json::{read_json_object, read_string_fields, validate_slug};
+use super::{json_response, types, ApiError, Context};
 use crate::http_util::Body;
 use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
@@ -17,15 +16,15 @@ use crate::store::{CreateProject, SetEnvVars, MAX_ENV_VARS};
 pub const MAX_ENV_KEY_LEN: usize = 256;
 pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
 
-pub fn project_json(ctx: &Context, record: &ProjectRecord) -> serde_json::Value {
-    json!({
-        "id": record.id,
-        "slug": record.slug,
-        "url": ctx.app_url(&record.slug),
-        "createdAt": rfc3339(record.created_ms),
-        "liveDeploymentId": record.live_deployment_id,
-        "state": record.state,
-    })
+pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
+    types::Project {
+        id: record.id.clone(),
+        slug: record.slug.clone(),
+        url: ctx.app_url(&record.slug),
+        created_at: rfc3339(record.created_ms),
+        live_deployment_id: record.live_deployment_id.clone(),
+        state: record.state,
+    }
 }
 
 /// Finds a project by id or slug; 404 when there is none.
@@ -70,18 +69,18 @@ fn publish_new_project(ctx: &Context, record: &ProjectRecord) {
 
 pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
     let records = ctx.store.call(|store| store.list_projects()).await?;
-    let list: Vec<_> = records.iter().map(|r| project_json(ctx, r)).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "projects": list })))
+    let projects = records.iter().map(|r| project_of(ctx, r)).collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &types::ProjectList { projects },
+    ))
 }
 
 pub async fn create(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let body = read_json_object(request).await?;
-    only_fields(&body, &["slug"])?;
-    let slug = optional_string(&body, "slug")?
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `slug` is required"))?;
+    let types::CreateProject { slug } = read_string_fields(request, &["slug"]).await?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let uid_base = ctx.config.sandbox.uid_base;
     let owned = slug.clone();
@@ -95,7 +94,7 @@ pub async fn create(
             publish_new_project(ctx, &record);
             Ok(json_response(
                 StatusCode::CREATED,
-                &project_json(ctx, &record),
+                &project_of(ctx, &record),
             ))
         }
         CreateProject::SlugTaken(_) => Err(ApiError::new(
@@ -107,7 +106,7 @@ pub async fn create(
 
 pub async fn get(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
     let record = find(ctx, id_or_slug).await?;
-    Ok(json_response(StatusCode::OK, &project_json(ctx, &record)))
+    Ok(json_response(StatusCode::OK, &project_of(ctx, &record)))
 }
 
 pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
@@ -127,7 +126,11 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "id": record.id, "slug": record.slug, "deleted": true }),
+        &types::ProjectDeleted {
+            id: record.id,
+            slug: record.slug,
+            deleted: true,
+        },
     ))
 }
 
@@ -200,11 +203,14 @@ pub async fn set_env_vars(
             ))
         }
     }
-    let mut updated: Vec<&str> = plain.iter().map(|(k, _)| k.as_str()).collect();
+    let mut updated: Vec<String> = plain.into_iter().map(|(k, _)| k).collect();
     updated.sort_unstable();
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "projectId": project.id, "updated": updated }),
+        &types::EnvVarsUpdated {
+            project_id: project.id,
+            updated,
+        },
     ))
 }
 
@@ -213,14 +219,13 @@ pub async fn get_env_vars(
     id_or_slug: &str,
 ) -> Result<Response<Body>, ApiError> {
     let project = find(ctx, id_or_slug).await?;
-    let vars = decrypted_env(ctx, &project.id).await?;
-    let map: serde_json::Map<String, serde_json::Value> = vars
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::Value::String(v)))
-        .collect();
+    let env_vars = decrypted_env(ctx, &project.id).await?.into_iter().collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "projectId": project.id, "envVars": map }),
+        &types::EnvVars {
+            project_id: project.id,
+            env_vars,
+        },
     ))
 }
 
@@ -243,7 +248,10 @@ pub async fn delete_env_var(
     }
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "projectId": project.id, "deleted": key }),
+        &types::EnvVarDeleted {
+            project_id: project.id,
+            deleted: key.to_owned(),
+        },
     ))
 }
 

@@ -6,27 +6,14 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde_json::json;
 
-use super::json::{only_fields, optional_string, read_json_object, validate_slug};
+use super::json::{read_string_fields, validate_slug};
 use super::projects::{find, find_or_create};
-use super::{json_response, ApiError, Context};
+use super::{json_response, types, ApiError, Context};
 use crate::http_util::Body;
 use crate::ids::rfc3339;
 use crate::pipeline::{ProvisionError, RunPlan};
 use crate::store::records::{DeploymentState, ProvisionRequest, RunRecord};
-
-const FIELDS: &[&str] = &[
-    "projectSlug",
-    "installCommand",
-    "buildCommand",
-    "startCommand",
-    "outputDirectory",
-    "sourceId",
-    "gitUrl",
-    "gitRef",
-    "healthCheckPath",
-];
 
 /// Longest accepted command.
 const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -36,26 +23,45 @@ pub async fn provision(
     id_or_slug: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let body = read_json_object(request).await?;
-    only_fields(&body, FIELDS)?;
-    let slug = optional_string(&body, "projectSlug")?
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `projectSlug` is required"))?;
+    let body: types::ProvisionBody =
+        read_string_fields(request, types::ProvisionBody::FIELDS).await?;
+    let slug = body.project_slug;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let mut parsed = ProvisionRequest {
         project_slug: slug.clone(),
         ..Default::default()
     };
-    for (field, slot) in [
-        ("installCommand", &mut parsed.install_command),
-        ("buildCommand", &mut parsed.build_command),
-        ("startCommand", &mut parsed.start_command),
-        ("outputDirectory", &mut parsed.output_directory),
-        ("sourceId", &mut parsed.source_id),
-        ("gitUrl", &mut parsed.git_url),
-        ("gitRef", &mut parsed.git_ref),
-        ("healthCheckPath", &mut parsed.health_check_path),
+    for (field, value, slot) in [
+        (
+            "installCommand",
+            body.install_command,
+            &mut parsed.install_command,
+        ),
+        (
+            "buildCommand",
+            body.build_command,
+            &mut parsed.build_command,
+        ),
+        (
+            "startCommand",
+            body.start_command,
+            &mut parsed.start_command,
+        ),
+        (
+            "outputDirectory",
+            body.output_directory,
+            &mut parsed.output_directory,
+        ),
+        ("sourceId", body.source_id, &mut parsed.source_id),
+        ("gitUrl", body.git_url, &mut parsed.git_url),
+        ("gitRef", body.git_ref, &mut parsed.git_ref),
+        (
+            "healthCheckPath",
+            body.health_check_path,
+            &mut parsed.health_check_path,
+        ),
     ] {
-        let value = optional_string(&body, field)?.filter(|v| !v.is_empty());
+        let value = value.filter(|v| !v.is_empty());
         if value
             .as_ref()
             .is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0'))
@@ -120,13 +126,13 @@ fn provision_error(error: ProvisionError) -> ApiError {
 fn accepted(run: &RunRecord) -> Response<Body> {
     json_response(
         StatusCode::ACCEPTED,
-        &json!({
-            "status": "provisioning_in_progress",
-            "provisioningId": run.id,
-            "statusCheckUrl": format!("/api/provisioning/{}/status", run.id),
-            "estimatedCompletionTime": run.estimate_ms,
-            "deploymentId": run.deployment_id,
-        }),
+        &types::ProvisionAccepted {
+            status: "provisioning_in_progress".into(),
+            provisioning_id: run.id.clone(),
+            status_check_url: format!("/api/provisioning/{}/status", run.id),
+            estimated_completion_time: run.estimate_ms,
+            deployment_id: run.deployment_id.clone(),
+        },
     )
 }
 
@@ -135,10 +141,8 @@ pub async fn rollback(
     id_or_slug: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let body = read_json_object(request).await?;
-    only_fields(&body, &["deploymentId"])?;
-    let deployment_id = optional_string(&body, "deploymentId")?
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidBody, "field `deploymentId` is required"))?;
+    let types::RollbackBody { deployment_id } =
+        read_string_fields(request, &["deploymentId"]).await?;
     let project = find(ctx, id_or_slug).await?;
     let id = deployment_id.clone();
     let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;
@@ -181,23 +185,24 @@ pub async fn deployments(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Respons
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
     let list = ctx.store.call(move |s| s.project_deployments(&id)).await?;
-    let list: Vec<_> = list
+    let deployments = list
         .iter()
-        .map(|d| {
-            json!({
-                "id": d.id,
-                "projectId": d.project_id,
-                "provisioningId": d.provisioning_id,
-                "state": d.state,
-                "mode": d.mode,
-                "live": project.live_deployment_id.as_deref() == Some(d.id.as_str()),
-                "createdAt": rfc3339(d.created_ms),
-                "finishedAt": d.finished_ms.map(rfc3339),
-            })
+        .map(|d| types::Deployment {
+            id: d.id.clone(),
+            project_id: d.project_id.clone(),
+            provisioning_id: d.provisioning_id.clone(),
+            state: d.state,
+            mode: d.mode,
+            live: project.live_deployment_id.as_deref() == Some(d.id.as_str()),
+            created_at: rfc3339(d.created_ms),
+            finished_at: d.finished_ms.map(rfc3339),
         })
         .collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({"projectId": project.id, "deployments": list}),
+        &types::DeploymentList {
+            project_id: project.id,
+            deployments,
+        },
     ))
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde_json::json;
 
 use super::json::read_body;
 use super::projects::find_or_create;
@@ -77,12 +76,12 @@ pub async fn upload(
     tracing::info!(project = %project.slug, source = %record.id, sha256 = %record.sha256, "source uploaded");
     Ok(json_response(
         StatusCode::CREATED,
-        &json!({
-            "sourceId": record.id,
-            "projectId": project.id,
-            "sha256": record.sha256,
-            "sizeBytes": record.size_bytes,
-            "fileCount": record.file_count,
-        }),
+        &super::types::SourceUploaded {
+            source_id: record.id,
+            project_id: project.id,
+            sha256: record.sha256,
+            size_bytes: record.size_bytes,
+            file_count: record.file_count,
+        },
     ))
 }

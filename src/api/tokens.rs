@@ -5,35 +5,16 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde_json::json;
 
-use super::json::{only_fields, optional_string, read_json_object};
-use super::{json_response, ApiError, Context};
+use super::json::read_string_fields;
+use super::{json_response, types, ApiError, Context};
 use crate::http_util::Body;
-use crate::ids::rfc3339;
-use crate::store::records::TokenRecord;
-
-pub fn token_json(record: &TokenRecord) -> serde_json::Value {
-    json!({
-        "id": record.id,
-        "name": record.name,
-        "createdAt": rfc3339(record.created_ms),
-        "lastUsedAt": record.last_used_ms.map(rfc3339),
-    })
-}
 
 pub async fn create(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let body = read_json_object(request).await?;
-    only_fields(&body, &["name"])?;
-    let name = optional_string(&body, "name")?.ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::InvalidBody,
-            "field `name` is required (a label for the token)",
-        )
-    })?;
+    let types::CreateToken { name } = read_string_fields(request, &["name"]).await?;
     if name.trim().is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
@@ -46,17 +27,17 @@ pub async fn create(
         .call(move |_| tokens.create(&name, crate::ids::now_ms()))
         .await?;
     tracing::info!(token = %token.record.id, name = %token.record.name, "API token created");
-    let mut body = token_json(&token.record);
-    body["token"] = json!(token.secret);
-    body.as_object_mut().map(|o| o.remove("lastUsedAt"));
-    Ok(json_response(StatusCode::CREATED, &body))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &types::CreatedToken::new(&token.record, token.secret),
+    ))
 }
 
 pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
     let tokens = ctx.tokens.clone();
     let records = ctx.store.call(move |_| tokens.list()).await?;
-    let list: Vec<_> = records.iter().map(token_json).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "tokens": list })))
+    let tokens = records.iter().map(types::Token::from).collect();
+    Ok(json_response(StatusCode::OK, &types::TokenList { tokens }))
 }
 
 pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
@@ -68,6 +49,9 @@ pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiE
     tracing::info!(token = %id, "API token revoked");
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "id": id, "revoked": true }),
+        &types::TokenRevoked {
+            id: id.to_owned(),
+            revoked: true,
+        },
     ))
 }

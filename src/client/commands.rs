@@ -5,7 +5,10 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use serde_json::{Map, Value};
+use crate::api::types::{
+    EnvVarDeleted, EnvVars, EnvVarsBody, EnvVarsUpdated, LogPage, Project, ProjectList,
+    ProvisionAccepted, RollbackBody,
+};
 
 use super::credentials::{self, Credentials};
 use super::deploy::report_run;
@@ -42,7 +45,7 @@ pub async fn login(url: &str, token: Option<String>) -> Result<ExitCode, ClientE
         return Err(ClientError::Config("the token is empty".into()));
     }
     let api = super::api_client(&credentials)?;
-    api.get("/api/projects").await?;
+    let _: ProjectList = api.get("/api/projects").await?;
     let path = credentials::credentials_path(
         std::env::var("XDG_CONFIG_HOME").ok().as_deref(),
         std::env::var("HOME").ok().as_deref(),
@@ -74,21 +77,19 @@ pub async fn logs(
     let mut since = 0;
     let mut stdout = std::io::stdout().lock();
     for _ in 0..MAX_LOG_PAGES {
-        let page = api
+        let page: LogPage = api
             .get(&format!(
                 "/api/deployments/{deployment}/logs?since={since}&limit=5000"
             ))
             .await?;
-        let lines = page["logs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        for line in lines {
+        for line in &page.logs {
             writeln!(stdout, "{}", format_log_line(line))
                 .map_err(|error| ClientError::Io(format!("writing the log: {error}")))?;
         }
-        let next = page["nextSince"].as_u64().unwrap_or(since);
-        if page["hasMore"] != Value::Bool(true) || next <= since {
+        if !page.has_more || page.next_since <= since {
             break;
         }
-        since = next;
+        since = page.next_since;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -119,30 +120,22 @@ pub async fn env(
     match action {
         EnvAction::Set { pairs } => {
             let body = parse_pairs(&pairs)?;
-            let answer = api.post_json(&base, &Value::Object(body)).await?;
-            let updated: Vec<&str> = answer["updated"]
-                .as_array()
-                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            println!("{project}: set {}", updated.join(", "));
+            let answer: EnvVarsUpdated = api.post_json(&base, &body).await?;
+            println!("{project}: set {}", answer.updated.join(", "));
             eprintln!("(applies to the next deployment)");
         }
         EnvAction::Ls => {
-            let answer = api.get(&base).await?;
-            let mut vars: Vec<(&String, &Value)> = answer["envVars"]
-                .as_object()
-                .map(|vars| vars.iter().collect())
-                .unwrap_or_default();
-            vars.sort_by(|a, b| a.0.cmp(b.0));
-            if vars.is_empty() {
+            let answer: EnvVars = api.get(&base).await?;
+            if answer.env_vars.is_empty() {
                 eprintln!("{project} has no environment variables");
             }
-            for (key, value) in vars {
-                println!("{key}={}", value.as_str().unwrap_or(""));
+            for (key, value) in &answer.env_vars {
+                println!("{key}={value}");
             }
         }
         EnvAction::Rm { key } => {
-            api.delete(&format!("{base}/{}", path_segment(&key)))
+            let _: EnvVarDeleted = api
+                .delete(&format!("{base}/{}", path_segment(&key)))
                 .await?;
             println!("{project}: removed {key}");
         }
@@ -151,12 +144,12 @@ pub async fn env(
 }
 
 /// `KEY=value` arguments into the API's body; a value may contain `=`.
-pub fn parse_pairs(pairs: &[String]) -> Result<Map<String, Value>, ClientError> {
-    let mut body = Map::new();
+pub fn parse_pairs(pairs: &[String]) -> Result<EnvVarsBody, ClientError> {
+    let mut body = EnvVarsBody::new();
     for pair in pairs {
         match pair.split_once('=') {
             Some((key, value)) if !key.is_empty() => {
-                body.insert(key.to_owned(), Value::String(value.to_owned()));
+                body.insert(key.to_owned(), value.to_owned());
             }
             _ => return Err(ClientError::Config(format!("{pair:?} is not KEY=VALUE"))),
         }
@@ -166,11 +159,8 @@ pub fn parse_pairs(pairs: &[String]) -> Result<Map<String, Value>, ClientError> 
 
 /// `slipway projects`: a table of slug, state, URL and live deployment.
 pub async fn projects(api: &ApiClient) -> Result<ExitCode, ClientError> {
-    let answer = api.get("/api/projects").await?;
-    let projects = answer["projects"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let answer: ProjectList = api.get("/api/projects").await?;
+    let projects = &answer.projects;
     if projects.is_empty() {
         eprintln!("no projects yet: `slipway deploy` creates one");
         return Ok(ExitCode::SUCCESS);
@@ -180,7 +170,7 @@ pub async fn projects(api: &ApiClient) -> Result<ExitCode, ClientError> {
 }
 
 /// The `projects` table, columns padded to their widest cell.
-pub fn projects_table(projects: &[Value]) -> String {
+pub fn projects_table(projects: &[Project]) -> String {
     let mut rows = vec![[
         "SLUG".to_owned(),
         "STATE".to_owned(),
@@ -188,12 +178,18 @@ pub fn projects_table(projects: &[Value]) -> String {
         "LIVE DEPLOYMENT".to_owned(),
     ]];
     for project in projects {
-        let text = |field: &str| project[field].as_str().unwrap_or("-").to_owned();
+        let state = serde_json::to_value(project.state)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default();
         rows.push([
-            text("slug"),
-            text("state"),
-            text("url"),
-            text("liveDeploymentId"),
+            project.slug.clone(),
+            state,
+            project.url.clone(),
+            project
+                .live_deployment_id
+                .clone()
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     let widths: Vec<usize> = (0..4)
@@ -226,13 +222,15 @@ pub async fn rollback(
     project: &str,
     deployment: &str,
 ) -> Result<ExitCode, ClientError> {
-    let started = api
+    let started: ProvisionAccepted = api
         .post_json(
             &format!("/api/projects/{}/rollback", path_segment(project)),
-            &serde_json::json!({ "deploymentId": deployment }),
+            &RollbackBody {
+                deployment_id: deployment.to_owned(),
+            },
         )
         .await?;
-    let provisioning_id = started["provisioningId"].as_str().unwrap_or_default();
+    let provisioning_id = started.provisioning_id.as_str();
     eprintln!("Rolling {project} back to {deployment} (run {provisioning_id})");
     let mut display = Display::for_terminal();
     // The rollback's lines land in the old deployment's log after its first run's; polling the
@@ -251,7 +249,7 @@ mod tests {
         let body =
             parse_pairs(&["A=1".into(), "URL=postgres://x?a=b".into(), "EMPTY=".into()]).unwrap();
         assert_eq!(
-            Value::Object(body),
+            serde_json::to_value(body).unwrap(),
             json!({"A": "1", "URL": "postgres://x?a=b", "EMPTY": ""})
         );
         assert!(parse_pairs(&["NOVALUE".into()]).is_err());
@@ -260,9 +258,14 @@ mod tests {
 
     #[test]
     fn the_projects_table_lines_up() {
+        let project = |value| serde_json::from_value::<Project>(value).unwrap();
         let table = projects_table(&[
-            json!({"slug":"web","state":"live","url":"https://web.localhost","liveDeploymentId":"dpl_1"}),
-            json!({"slug":"api-server","state":"new","url":"https://api-server.localhost","liveDeploymentId":null}),
+            project(
+                json!({"id":"prj_1","createdAt":"t","slug":"web","state":"live","url":"https://web.localhost","liveDeploymentId":"dpl_1"}),
+            ),
+            project(
+                json!({"id":"prj_2","createdAt":"t","slug":"api-server","state":"new","url":"https://api-server.localhost","liveDeploymentId":null}),
+            ),
         ]);
         assert_eq!(
             table,

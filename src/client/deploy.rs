@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bytes::Bytes;
-use serde_json::{json, Map, Value};
+
+use crate::api::types::{ProvisionAccepted, ProvisionBody, ProvisionStatus, SourceUploaded};
 
 use super::display::Display;
 use super::follow::follow_run;
@@ -59,23 +60,17 @@ impl DeployPlan {
     }
 
     /// The provision request for the uploaded source `source_id`.
-    pub fn provision_body(&self, source_id: &str) -> Value {
-        let mut body = Map::new();
-        body.insert("projectSlug".into(), json!(self.project));
-        body.insert("sourceId".into(), json!(source_id));
-        let optional = [
-            ("installCommand", &self.install),
-            ("buildCommand", &self.build),
-            ("startCommand", &self.start),
-            ("outputDirectory", &self.output),
-            ("healthCheckPath", &self.health),
-        ];
-        for (field, value) in optional {
-            if let Some(value) = value {
-                body.insert(field.into(), json!(value));
-            }
+    pub fn provision_body(&self, source_id: &str) -> ProvisionBody {
+        ProvisionBody {
+            project_slug: self.project.clone(),
+            source_id: Some(source_id.to_owned()),
+            install_command: self.install.clone(),
+            build_command: self.build.clone(),
+            start_command: self.start.clone(),
+            output_directory: self.output.clone(),
+            health_check_path: self.health.clone(),
+            ..ProvisionBody::default()
         }
-        Value::Object(body)
     }
 }
 
@@ -112,21 +107,19 @@ pub async fn deploy(api: &ApiClient, args: DeployArgs) -> Result<ExitCode, Clien
         human_bytes(packed.archive.len() as u64)
     );
     let slug = path_segment(&plan.project);
-    let upload = api
+    let upload: SourceUploaded = api
         .post_archive(
             &format!("/api/projects/{slug}/source"),
             Bytes::from(packed.archive),
         )
         .await?;
-    let source_id = required_str(&upload, "sourceId")?;
-    let started = api
+    let started: ProvisionAccepted = api
         .post_json(
             &format!("/api/projects/{slug}/provision"),
-            &plan.provision_body(&source_id),
+            &plan.provision_body(&upload.source_id),
         )
         .await?;
-    let provisioning_id = required_str(&started, "provisioningId")?;
-    let deployment_id = required_str(&started, "deploymentId")?;
+    let (provisioning_id, deployment_id) = (started.provisioning_id, started.deployment_id);
     eprintln!(
         "Deploying {} to {}: deployment {deployment_id} (run {provisioning_id})",
         plan.project,
@@ -137,40 +130,46 @@ pub async fn deploy(api: &ApiClient, args: DeployArgs) -> Result<ExitCode, Clien
 }
 
 /// Prints a final status: the URL on stdout (exit 0), or what failed on stderr (exit 1).
-pub fn report_run(status: &Value, what: &str, display: &mut Display) -> ExitCode {
+pub fn report_run(status: &ProvisionStatus, what: &str, display: &mut Display) -> ExitCode {
     display.finish();
-    let seconds = status["totalDurationMs"].as_u64().unwrap_or(0) as f64 / 1000.0;
-    let deployment = status["deploymentId"].as_str().unwrap_or("?");
-    match status["status"].as_str() {
-        Some("provisioning_complete") => {
-            let url = status["url"].as_str().unwrap_or("");
-            eprintln!("{what} succeeded in {seconds:.1} s: {deployment} is live");
+    let seconds = |ms: u64| ms as f64 / 1000.0;
+    match status {
+        ProvisionStatus::ProvisioningComplete {
+            url,
+            deployment_id,
+            total_duration_ms,
+            ..
+        } => {
+            let seconds = seconds(*total_duration_ms);
+            eprintln!("{what} succeeded in {seconds:.1} s: {deployment_id} is live");
             println!("{url}");
             ExitCode::SUCCESS
         }
-        Some("provisioning_canceled") => {
-            let message = status["error"]["message"]
-                .as_str()
-                .unwrap_or("a newer run replaced it");
+        ProvisionStatus::ProvisioningCanceled(ended) => {
+            let message = ended
+                .error
+                .as_ref()
+                .map_or("a newer run replaced it", |e| e.message.as_str());
+            let seconds = seconds(ended.total_duration_ms);
             eprintln!("{what} canceled after {seconds:.1} s: {message}");
             ExitCode::FAILURE
         }
-        _ => {
-            let step = status["failedStep"].as_str().unwrap_or("?");
-            let code = status["error"]["code"].as_str().unwrap_or("?");
-            let message = status["error"]["message"].as_str().unwrap_or("");
+        ProvisionStatus::ProvisioningFailed(ended) => {
+            let step = ended.failed_step.as_deref().unwrap_or("?");
+            let (code, message) = match &ended.error {
+                Some(error) => (error.code.as_str(), error.message.as_str()),
+                None => ("?", ""),
+            };
+            let seconds = seconds(ended.total_duration_ms);
             eprintln!("{what} failed at step {step} after {seconds:.1} s: {code}: {message}");
-            eprintln!("  logs: slipway logs {deployment}");
+            eprintln!("  logs: slipway logs {}", ended.deployment_id);
+            ExitCode::FAILURE
+        }
+        ProvisionStatus::ProvisioningInProgress { .. } => {
+            eprintln!("{what}: the run is still in progress");
             ExitCode::FAILURE
         }
     }
-}
-
-fn required_str(value: &Value, field: &str) -> Result<String, ClientError> {
-    value[field]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| ClientError::Protocol(format!("the answer has no `{field}`: {value}")))
 }
 
 fn display_dir(dir: &Path) -> String {
@@ -216,8 +215,8 @@ mod tests {
         assert_eq!(plan.build.as_deref(), Some("make"));
         assert_eq!(plan.start.as_deref(), Some("node app.js"));
         assert_eq!(
-            plan.provision_body("src_1"),
-            json!({"projectSlug": "my-site", "sourceId": "src_1", "buildCommand": "make",
+            serde_json::to_value(plan.provision_body("src_1")).unwrap(),
+            serde_json::json!({"projectSlug": "my-site", "sourceId": "src_1", "buildCommand": "make",
                    "startCommand": "node app.js", "healthCheckPath": "/up"})
         );
         let file = ProjectFile {

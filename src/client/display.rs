@@ -5,35 +5,64 @@
 
 use std::io::Write;
 
-use serde_json::Value;
+use crate::api::types::{LogLine, LogStream, ProvisionStatus, StepState};
 
-/// One log line as the API sends it.
-pub fn format_log_line(line: &Value) -> String {
-    let stream = line["stream"].as_str().unwrap_or("?");
-    let message = line["message"].as_str().unwrap_or("");
-    format!("{stream:>7} | {message}")
+/// One log line as the API sends it. Control characters (terminal escapes a build printed)
+/// are shown escaped, so build output cannot drive the user's terminal.
+pub fn format_log_line(line: &LogLine) -> String {
+    let stream = match line.stream {
+        LogStream::System => "system",
+        LogStream::Install => "install",
+        LogStream::Build => "build",
+        LogStream::Stdout => "stdout",
+        LogStream::Stderr => "stderr",
+    };
+    format!("{stream:>7} | {}", escape_controls(&line.message))
+}
+
+/// `\x1b[31m` → `\\x1b[31m`: every control character but tab, visible and inert.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\t' {
+            escaped.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// The progress of an in-progress status object: `(step, percentage, seconds left)`.
-pub fn progress_of(status: &Value) -> Option<(String, u64, Option<u64>)> {
-    if status["status"] != "provisioning_in_progress" {
+pub fn progress_of(status: &ProvisionStatus) -> Option<(String, u64, Option<u64>)> {
+    let ProvisionStatus::ProvisioningInProgress {
+        current_step,
+        progress_percentage,
+        estimated_time_remaining,
+        steps,
+        ..
+    } = status
+    else {
         return None;
-    }
-    let step = status["currentStep"].as_str()?.to_owned();
+    };
     // Between a step's end and the run's end, `currentStep` names the next (pending) step;
     // only a running step is shown, so a failed build never reads as "deploy".
-    let state = status["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["name"] == step.as_str()))
-        .and_then(|s| s["state"].as_str());
-    if state.is_some_and(|state| state != "running") {
+    let state = steps
+        .iter()
+        .find(|s| s.name == *current_step)
+        .map(|s| s.state);
+    if state.is_some_and(|state| state != StepState::Running) {
         return None;
     }
-    let percentage = status["progressPercentage"].as_u64().unwrap_or(0);
-    let remaining = status["estimatedTimeRemaining"]
-        .as_u64()
-        .map(|ms| ms.div_ceil(1000));
-    Some((step, percentage, remaining))
+    let remaining = Some(estimated_time_remaining.div_ceil(1000));
+    Some((
+        current_step.clone(),
+        u64::from(*progress_percentage),
+        remaining,
+    ))
 }
 
 /// The terminal's progress line: `[#########...........]  47% build · ~52 s left`.
@@ -76,7 +105,7 @@ impl Display {
 
     /// Prints a log line on stdout, keeping the progress line below it. Errors mean stdout is
     /// gone (e.g. a closed pipe).
-    pub fn log_line(&mut self, line: &Value) -> std::io::Result<()> {
+    pub fn log_line(&mut self, line: &LogLine) -> std::io::Result<()> {
         self.clear();
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", format_log_line(line))?;
@@ -87,7 +116,7 @@ impl Display {
     }
 
     /// Takes a status object; shows progress while the run is in progress.
-    pub fn status(&mut self, status: &Value) {
+    pub fn status(&mut self, status: &ProvisionStatus) {
         let Some((step, percentage, remaining)) = progress_of(status) else {
             return;
         };
@@ -139,11 +168,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn line(stream: &str, message: &str) -> LogLine {
+        serde_json::from_value(
+            json!({"seq": 1, "timestamp": "t", "stream": stream, "message": message}),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn lines_and_bars_read_well() {
         assert_eq!(
-            format_log_line(&json!({"stream":"build","message":"compiled"})),
+            format_log_line(&line("build", "compiled")),
             "  build | compiled"
+        );
+        assert_eq!(
+            format_log_line(&line("stdout", "\x1b]0;owned\x07red\ttab")),
+            " stdout | \\x1b]0;owned\\x07red\ttab"
         );
         assert_eq!(
             format_bar("build", 47, Some(52)),
@@ -157,12 +197,19 @@ mod tests {
 
     #[test]
     fn progress_comes_only_from_runs_in_progress() {
-        let running = json!({"status":"provisioning_in_progress","currentStep":"install",
-                             "progressPercentage":12,"estimatedTimeRemaining":1500});
+        let running: ProvisionStatus = serde_json::from_value(json!({
+            "status": "provisioning_in_progress", "currentStep": "install",
+            "progressPercentage": 12, "estimatedTimeRemaining": 1500,
+            "provisioningId": "pvn_1", "deploymentId": "dpl_1",
+            "steps": [{"name": "install", "state": "running", "startedAt": null, "durationMs": null}]
+        }))
+        .unwrap();
         assert_eq!(progress_of(&running), Some(("install".into(), 12, Some(2))));
-        assert_eq!(
-            progress_of(&json!({"status":"provisioning_complete"})),
-            None
-        );
+        let complete: ProvisionStatus = serde_json::from_value(json!({
+            "status": "provisioning_complete", "url": "http://x", "deploymentId": "dpl_1",
+            "totalDurationMs": 5, "provisioningId": "pvn_1", "steps": []
+        }))
+        .unwrap();
+        assert_eq!(progress_of(&complete), None);
     }
 }

@@ -6,9 +6,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::api::types::{LogLine, ProvisionStatus};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde_json::Value;
 
 use super::display::Display;
 use super::http::ApiClient;
@@ -31,13 +31,6 @@ const RESUME_DELAY: Duration = Duration::from_millis(500);
 /// The longest a client waits for one run (the daemon's own build timeout is 15 min).
 const RUN_DEADLINE: Duration = Duration::from_secs(3 * 60 * 60);
 
-/// Whether a status object is final (complete, failed or canceled).
-pub fn is_final(status: &Value) -> bool {
-    status["status"]
-        .as_str()
-        .is_some_and(|s| s != "provisioning_in_progress")
-}
-
 /// Follows run `provisioning_id` of `deployment_id` until its status is final, printing log
 /// lines (when `logs`) and progress; returns the final status object.
 pub async fn follow_run(
@@ -46,7 +39,7 @@ pub async fn follow_run(
     deployment_id: &str,
     logs: bool,
     display: &mut Display,
-) -> Result<Value, ClientError> {
+) -> Result<ProvisionStatus, ClientError> {
     let deadline = Instant::now() + RUN_DEADLINE;
     let status_path = format!("/api/provisioning/{provisioning_id}/status");
     let mut last_seq = None;
@@ -60,9 +53,9 @@ pub async fn follow_run(
             )));
         }
         if !streaming {
-            let status = api.get(&status_path).await?;
+            let status: ProvisionStatus = api.get(&status_path).await?;
             display.status(&status);
-            if is_final(&status) {
+            if status.is_final() {
                 return Ok(status);
             }
             tokio::time::sleep(POLL_ALONE).await;
@@ -127,7 +120,7 @@ pub async fn follow_logs(
             match event.name.as_str() {
                 "log" => print_line(&event, &mut last_seq, display)?,
                 "status" => {
-                    if let Ok(status) = serde_json::from_str::<Value>(&event.data) {
+                    if let Ok(status) = serde_json::from_str::<ProvisionStatus>(&event.data) {
                         display.status(&status);
                     }
                 }
@@ -154,15 +147,13 @@ fn print_line(
     last_seq: &mut Option<u64>,
     display: &mut Display,
 ) -> Result<(), ClientError> {
-    let Ok(line) = serde_json::from_str::<Value>(&event.data) else {
+    let Ok(line) = serde_json::from_str::<LogLine>(&event.data) else {
         return Ok(());
     };
-    if let Some(seq) = line["seq"].as_u64() {
-        if last_seq.is_some_and(|last| seq <= last) {
-            return Ok(());
-        }
-        *last_seq = Some(seq);
+    if last_seq.is_some_and(|last| line.seq <= last) {
+        return Ok(());
     }
+    *last_seq = Some(line.seq);
     display
         .log_line(&line)
         .map_err(|error| ClientError::Io(format!("writing the log: {error}")))
@@ -178,7 +169,7 @@ enum OpenError {
 
 enum StreamOutcome {
     /// The run's status became final.
-    Final(Value),
+    Final(ProvisionStatus),
     /// The stream sent `end`: no more lines will come.
     Ended,
     /// The stream closed after delivering something; reconnect.
@@ -208,7 +199,7 @@ impl RunStream<'_> {
         };
         let mut poll = tokio::time::interval(POLL_WHILE_STREAMING);
         poll.tick().await;
-        let mut polled_final: Option<(Value, tokio::time::Instant)> = None;
+        let mut polled_final: Option<(ProvisionStatus, tokio::time::Instant)> = None;
         let mut received = false;
         loop {
             let drain_deadline = polled_final.as_ref().map(|(_, at)| *at);
@@ -242,9 +233,9 @@ impl RunStream<'_> {
                 },
                 _ = poll.tick(), if polled_final.is_none() => {
                     // The stream is the main source; a failed poll is retried at the next tick.
-                    if let Ok(status) = self.api.get(self.status_path).await {
+                    if let Ok(status) = self.api.get::<ProvisionStatus>(self.status_path).await {
                         self.display.status(&status);
-                        if is_final(&status) {
+                        if status.is_final() {
                             polled_final = Some((status, tokio::time::Instant::now() + DRAIN));
                         }
                     }
@@ -262,15 +253,15 @@ impl RunStream<'_> {
         match event.name.as_str() {
             "log" => print_line(event, self.last_seq, self.display)?,
             "status" => {
-                let Ok(status) = serde_json::from_str::<Value>(&event.data) else {
+                let Ok(status) = serde_json::from_str::<ProvisionStatus>(&event.data) else {
                     return Ok(None);
                 };
                 // A stream may carry another run's status (e.g. the deployment's first run).
-                if status["provisioningId"] != self.provisioning_id {
+                if status.provisioning_id() != self.provisioning_id {
                     return Ok(None);
                 }
                 self.display.status(&status);
-                if is_final(&status) {
+                if status.is_final() {
                     return Ok(Some(StreamOutcome::Final(status)));
                 }
             }

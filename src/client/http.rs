@@ -11,11 +11,13 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use super::connect::{self, Endpoint};
 use super::credentials::Credentials;
 use super::ClientError;
+use crate::api::types::ErrorEnvelope;
 
 /// How long a plain request may take to answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -63,18 +65,22 @@ impl ApiClient {
         )
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, ClientError> {
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.json(Method::GET, path, None, Bytes::new(), REQUEST_TIMEOUT)
             .await
     }
 
-    pub async fn delete(&self, path: &str) -> Result<Value, ClientError> {
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.json(Method::DELETE, path, None, Bytes::new(), REQUEST_TIMEOUT)
             .await
     }
 
-    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
-        let bytes = Bytes::from(body.to_string());
+    pub async fn post_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ClientError> {
+        let bytes = Bytes::from(serde_json::to_vec(body).expect("request shapes serialize"));
         self.json(
             Method::POST,
             path,
@@ -86,7 +92,11 @@ impl ApiClient {
     }
 
     /// Uploads a gzip'd tar (`POST …/source`).
-    pub async fn post_archive(&self, path: &str, archive: Bytes) -> Result<Value, ClientError> {
+    pub async fn post_archive<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        archive: Bytes,
+    ) -> Result<T, ClientError> {
         self.json(
             Method::POST,
             path,
@@ -116,14 +126,14 @@ impl ApiClient {
         Ok(response.into_body())
     }
 
-    async fn json(
+    async fn json<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         content_type: Option<&str>,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<T, ClientError> {
         let mut headers = vec![("accept", "application/json".to_owned())];
         if let Some(content_type) = content_type {
             headers.push(("content-type", content_type.to_owned()));
@@ -134,8 +144,10 @@ impl ApiClient {
         }
         let status = response.status();
         let bytes = read_body(response.into_body(), timeout).await?;
-        serde_json::from_slice(&bytes).map_err(|_| {
-            ClientError::Protocol(format!("HTTP {status} with a body that is not JSON"))
+        serde_json::from_slice(&bytes).map_err(|error| {
+            ClientError::Protocol(format!(
+                "HTTP {status} with a body that is not the expected JSON: {error}"
+            ))
         })
     }
 
@@ -260,22 +272,20 @@ async fn error_from(response: Response<Incoming>) -> ClientError {
     parse_error(status.as_u16(), &bytes)
 }
 
-/// The API's `{"error":{"code","message","status"}}`, or a description of what came instead.
+/// The API's `{"error":{"code","message","status"}}`, or a description of what came instead
+/// (a proxy's page, or a code this client does not know yet).
 pub fn parse_error(status: u16, body: &[u8]) -> ClientError {
-    let envelope = serde_json::from_slice::<Value>(body).ok();
-    let error = envelope.as_ref().map(|value| &value["error"]);
-    match error.and_then(|e| Some((e["code"].as_str()?, e["message"].as_str()?))) {
-        Some((code, message)) => ClientError::Api {
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) => ClientError::Api {
             status,
-            code: code.to_owned(),
-            message: message.to_owned(),
+            code: envelope.error.code,
+            message: envelope.error.message,
         },
-        None => {
+        Err(_) => {
             let text = String::from_utf8_lossy(body);
             let snippet: String = text.chars().take(200).collect();
-            ClientError::Api {
+            ClientError::Http {
                 status,
-                code: "HTTP_ERROR".into(),
                 message: format!("HTTP {status}: {}", snippet.trim()),
             }
         }
@@ -296,14 +306,17 @@ mod tests {
                 code,
                 message,
             } => {
-                assert_eq!((status, code.as_str()), (400, "INVALID_ENV_KEY"));
+                assert_eq!(
+                    (status, code),
+                    (400, crate::error_code::ErrorCode::InvalidEnvKey)
+                );
                 assert_eq!(message, "PORT is reserved");
             }
             other => panic!("{other:?}"),
         }
         match parse_error(502, b"<html>bad gateway</html>") {
-            ClientError::Api { code, message, .. } => {
-                assert_eq!(code, "HTTP_ERROR");
+            ClientError::Http { status, message } => {
+                assert_eq!(status, 502);
                 assert!(message.contains("bad gateway"), "{message}");
             }
             other => panic!("{other:?}"),

@@ -33,13 +33,16 @@ pub enum ClientError {
     Config(String),
     #[error("cannot reach {target}: {detail}")]
     Connect { target: String, detail: String },
-    /// The API answered with its error envelope (or another non-2xx answer).
+    /// The API answered with its error envelope.
     #[error("{message} ({code})")]
     Api {
         status: u16,
-        code: String,
+        code: crate::error_code::ErrorCode,
         message: String,
     },
+    /// Another non-2xx answer (a proxy in front, or an envelope this client cannot read).
+    #[error("{message}")]
+    Http { status: u16, message: String },
     #[error("unexpected answer from the API: {0}")]
     Protocol(String),
     #[error("timed out: {0}")]

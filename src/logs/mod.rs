@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{Store, StoredLine};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogStream {
     System,
@@ -49,7 +49,7 @@ impl LogStream {
 }
 
 /// A log line exactly as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct LogLine {
     pub seq: u64,
     pub timestamp: String,
@@ -61,8 +61,9 @@ pub struct LogLine {
 #[derive(Debug, Clone)]
 pub enum LogEvent {
     Line(Arc<LogLine>),
-    /// The provisioning run's status object changed.
-    Status(Arc<serde_json::Value>),
+    /// The provisioning run's status object changed (serialized as JSON: the hub carries it,
+    /// the pipeline owns its shape).
+    Status(Arc<str>),
     /// The deployment will produce no more lines.
     End,
 }
@@ -247,10 +248,10 @@ impl LogHub {
         self.append(deployment_id, LogStream::System, message);
     }
 
-    pub fn publish_status(&self, deployment_id: &str, status: serde_json::Value) {
+    pub fn publish_status(&self, deployment_id: &str, status: Arc<str>) {
         let mut channels = self.channels.lock().expect("log hub poisoned");
         let channel = self.channel(&mut channels, deployment_id);
-        let _ = channel.sender.send(LogEvent::Status(Arc::new(status)));
+        let _ = channel.sender.send(LogEvent::Status(status));
     }
 
     /// Marks the deployment as finished: followers get `end` once they have every line.

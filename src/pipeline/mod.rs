@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 
 pub use golive::output_directory;
 pub use progress::{estimate_from_history, STEPS};
-pub use status::status_json;
+pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
 use crate::config::Config;
 use crate::error_code::ErrorCode;
@@ -328,7 +328,7 @@ impl Pipeline {
     }
 
     /// The status object of a run (live while in flight, else from the store).
-    pub async fn status(&self, run_id: &str) -> crate::store::Result<Option<serde_json::Value>> {
+    pub async fn status(&self, run_id: &str) -> crate::store::Result<Option<ProvisionStatus>> {
         let active = self
             .runs
             .lock()
@@ -345,7 +345,7 @@ impl Pipeline {
             return Ok(None);
         };
         let slug = self.slug_of(&record.project_id).await;
-        Ok(Some(status_json(&record, now, 0, &self.app_url(&slug)).0))
+        Ok(Some(run_status(&record, now, 0, &self.app_url(&slug)).0))
     }
 
     pub(crate) async fn status_of(
@@ -353,10 +353,10 @@ impl Pipeline {
         active: &ActiveRun,
         record: &RunRecord,
         now: u64,
-    ) -> serde_json::Value {
+    ) -> ProvisionStatus {
         let slug = self.slug_of(&record.project_id).await;
         let floor = active.shown_progress.load(Ordering::Relaxed);
-        let (value, shown) = status_json(record, now, floor, &self.app_url(&slug));
+        let (value, shown) = run_status(record, now, floor, &self.app_url(&slug));
         active.shown_progress.fetch_max(shown, Ordering::Relaxed);
         value
     }
@@ -427,4 +427,11 @@ pub(crate) fn remove_dir_all_quiet(dir: &std::path::Path) {
             tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
         }
     }
+}
+
+/// The status object as the log hub carries it to SSE followers.
+pub fn status_event(status: &ProvisionStatus) -> std::sync::Arc<str> {
+    serde_json::to_string(status)
+        .expect("status objects serialize")
+        .into()
 }

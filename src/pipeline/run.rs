@@ -128,7 +128,7 @@ impl Pipeline {
         }
         *active.record.lock().expect("run poisoned") = record.clone();
         let status = self.status_of(&active, &record, now).await;
-        self.hub.publish_status(&dpl, status);
+        self.hub.publish_status(&dpl, super::status_event(&status));
         let static_done = deployment.mode == Some(DeploymentMode::Static);
         if record.status != RunStatus::ProvisioningComplete || static_done {
             self.hub.end(&dpl);
@@ -389,7 +389,8 @@ impl Pipeline {
         if let Err(error) = self.store.call(move |s| s.put_run_progress(&stored)).await {
             tracing::error!(%error, "could not record step progress");
         }
-        self.hub.publish_status(&record.deployment_id, status);
+        self.hub
+            .publish_status(&record.deployment_id, super::status_event(&status));
     }
 }
 
