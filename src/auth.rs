@@ -43,18 +43,14 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
     out
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl Tokens {
     pub fn load(store: Store) -> Result<Tokens, StoreError> {
         let mut by_hash = HashMap::new();
         for record in store.list_tokens()? {
             let mut hash = [0u8; 32];
-            for (i, byte) in hash.iter_mut().enumerate() {
-                *byte = u8::from_str_radix(record.hash.get(2 * i..2 * i + 2).unwrap_or("00"), 16)
-                    .unwrap_or(0);
+            match crate::ids::hex_decode(&record.hash) {
+                Some(bytes) if bytes.len() == 32 => hash.copy_from_slice(&bytes),
+                _ => tracing::warn!(token = %record.id, "a stored token hash is not 64 hex digits"),
             }
             by_hash.insert(hash, record.id);
         }
@@ -90,7 +86,7 @@ impl Tokens {
             v: 1,
             id: crate::ids::new_id("tok_"),
             name: name.to_owned(),
-            hash: hex(&hash),
+            hash: crate::ids::hex(&hash),
             created_ms: now_ms,
             last_used_ms: None,
         };

@@ -2,7 +2,7 @@
 //! One static page; it talks to the API with a token the operator pastes in once (kept in the
 //! browser's sessionStorage), so the dashboard adds no second way to authenticate.
 
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderValue, Request, Response};
 use hyper::body::Incoming;
 
 use crate::http_util::{full, Body};
@@ -29,11 +29,6 @@ pub async fn handle(request: Request<Incoming>) -> Response<Body> {
             headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
             response
         }
-        _ => crate::dispatch::pages::page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "There is no such page on the control host.",
-            &[],
-        ),
+        _ => crate::pages::VisitorPage::NoSuchControlPage.response(),
     }
 }

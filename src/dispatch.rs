@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use tracing::Instrument;
 
 use crate::http_util::{full, Body};
+use crate::pages::VisitorPage;
 use crate::proxy::Proxy;
 use crate::router::{Destination, Routes, Target};
 
@@ -80,12 +81,7 @@ impl Dispatch {
                         );
                         response
                     }
-                    None => pages::page(
-                        StatusCode::NOT_FOUND,
-                        "Not found",
-                        "No such ACME challenge.",
-                        &[],
-                    ),
+                    None => VisitorPage::NoSuchChallenge.response(),
                 };
             }
         }
@@ -103,14 +99,7 @@ impl Dispatch {
         match destination {
             Destination::Control => self.control.handle(request, client).await,
             Destination::App { slug, target } => match target {
-                None => pages::page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Not deployed yet",
-                    &format!(
-                        "The project {slug} has no live deployment yet. Try again in a moment."
-                    ),
-                    &[("retry-after", "5")],
-                ),
+                None => VisitorPage::NotDeployedYet { slug }.response(),
                 Some(Target::Static { site, .. }) => site.serve(&request),
                 Some(Target::Proxy { upstream, .. }) => {
                     let proto = if scheme == Scheme::Https {
@@ -121,12 +110,7 @@ impl Dispatch {
                     self.proxy.forward(request, upstream, client, proto).await
                 }
             },
-            Destination::Unknown => pages::page(
-                StatusCode::NOT_FOUND,
-                "Not found",
-                "No application is served at this address.",
-                &[],
-            ),
+            Destination::Unknown => VisitorPage::UnknownHost.response(),
         }
     }
 
@@ -143,12 +127,7 @@ impl Dispatch {
     /// The answer on a connection admitted from the control host's reserve to a request for
     /// another host: the daemon is at its connection limit.
     pub fn busy_response(&self) -> Response<Body> {
-        let mut response = pages::page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Busy",
-            "The server is handling too many connections. Please try again shortly.",
-            &[("retry-after", "5")],
-        );
+        let mut response = VisitorPage::Busy.response();
         response
             .headers_mut()
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
@@ -185,53 +164,4 @@ pub fn request_host<B>(request: &Request<B>) -> Option<String> {
         .get(http::header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-}
-
-pub mod pages {
-    //! The small HTML pages app visitors see when there is no app to show.
-
-    use http::{HeaderValue, Response, StatusCode};
-
-    use crate::http_util::{full, Body};
-
-    pub fn page(
-        status: StatusCode,
-        title: &str,
-        detail: &str,
-        headers: &[(&'static str, &str)],
-    ) -> Response<Body> {
-        let html = format!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>{status_code} {title}</title>\
-             <style>body{{font:16px system-ui,sans-serif;margin:15vh auto;max-width:36rem;color:#222}}\
-             h1{{font-size:1.4rem}}p{{color:#555}}</style></head><body><h1>{status_code} · {title}</h1>\
-             <p>{detail}</p><p><small>Served by Slipway</small></p></body></html>",
-            status_code = status.as_u16(),
-            title = escape(title),
-            detail = escape(detail),
-        );
-        let mut response = Response::new(full(html));
-        *response.status_mut() = status;
-        let h = response.headers_mut();
-        h.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        );
-        h.insert(
-            http::header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        );
-        for (name, value) in headers {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                h.insert(*name, value);
-            }
-        }
-        response
-    }
-
-    fn escape(text: &str) -> String {
-        text.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    }
 }

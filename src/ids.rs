@@ -1,5 +1,6 @@
-//! Identifiers, secrets and timestamps: `prj_`/`pvn_`/`dpl_`/`src_`/`tok_` ids, `slw_` API
-//! tokens, RFC 3339 times. Randomness comes from the OS (ring's `SystemRandom`).
+//! Identifiers, secrets, timestamps and their encodings: `prj_`/`pvn_`/`dpl_`/`src_`/`tok_`
+//! ids, `slw_` API tokens, RFC 3339 times, base32, hex and SHA-256 digests in hex. Randomness
+//! comes from the OS (ring's `SystemRandom`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -70,6 +71,44 @@ pub fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 15)] as char);
+    }
+    out
+}
+
+/// The value of one hex digit (either case).
+pub fn hex_digit(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Hex (either case, even length) back to bytes.
+pub fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|pair| Some(hex_digit(pair[0])? << 4 | hex_digit(pair[1])?))
+        .collect()
+}
+
+/// Lowercase hex SHA-256 of `bytes` (archive names, certificate fingerprints).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +121,17 @@ mod tests {
         assert_eq!(new_id("prj_").len(), 28);
         assert_eq!(new_token_secret().len(), 4 + 52);
         assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(hex(&[0x00, 0xab, 0xff]), "00abff");
+        assert_eq!(hex_decode("00abFF"), Some(vec![0x00, 0xab, 0xff]));
+        assert_eq!(hex_decode("abc"), None);
+        assert_eq!(hex_decode("zz"), None);
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 }

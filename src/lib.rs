@@ -22,6 +22,7 @@ pub mod http_util;
 pub mod ids;
 pub mod logs;
 pub mod notify;
+pub mod pages;
 pub mod pipeline;
 pub mod proxy;
 pub mod ratelimit;

@@ -12,7 +12,6 @@
 //! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
 
 mod headers;
-mod page;
 #[cfg(test)]
 pub(crate) mod test_harness;
 #[cfg(test)]
@@ -24,7 +23,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, Uri, Version};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -33,8 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::http_util::{empty, from_incoming, Body};
-
-pub use page::{error_page, service_unavailable_page};
+use crate::pages::VisitorPage;
 
 /// Timeouts and pool bounds of the upstream client.
 #[derive(Clone, Debug)]
@@ -111,11 +109,7 @@ impl Proxy {
     ) -> Response<Body> {
         let (parts, body) = request.into_parts();
         if parts.method == Method::CONNECT {
-            return error_page(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "Method not allowed",
-                "CONNECT is not supported.",
-            );
+            return VisitorPage::ConnectNotAllowed.response();
         }
         let host = parts.headers.get(http::header::HOST).cloned().or_else(|| {
             let authority = parts.uri.authority()?;
@@ -133,11 +127,7 @@ impl Proxy {
             Ok(uri) => uri,
             Err(error) => {
                 tracing::warn!(%upstream, %error, "proxy: cannot build the upstream URI");
-                return error_page(
-                    StatusCode::BAD_REQUEST,
-                    "Bad request",
-                    "The request target is not valid.",
-                );
+                return VisitorPage::BadRequest.response();
             }
         };
         let mut head = Request::new(empty());
@@ -257,11 +247,8 @@ fn from_upstream(response: Response<Incoming>) -> Response<Body> {
 
 fn bad_gateway(upstream: SocketAddr, error: &SendError) -> Response<Body> {
     tracing::warn!(%upstream, %error, "proxy: app did not answer");
-    let detail = match error {
-        SendError::TimedOut(_) => "The app did not answer in time. Please try again shortly.",
-        SendError::Closed(_) | SendError::Failed(_) => {
-            "The app is not answering. Please try again shortly."
-        }
-    };
-    error_page(StatusCode::BAD_GATEWAY, "Bad gateway", detail)
+    match error {
+        SendError::TimedOut(_) => VisitorPage::AppTooSlow.response(),
+        SendError::Closed(_) | SendError::Failed(_) => VisitorPage::AppNotAnswering.response(),
+    }
 }

@@ -174,7 +174,7 @@ impl SourceStore {
                 limit: limits.max_archive_bytes,
             });
         }
-        let sha256 = sha256_hex(archive);
+        let sha256 = crate::ids::sha256_hex(archive);
         let manifest = tree::validate(archive, limits)?;
         let path = self.path(&sha256);
         let already_present = match fs::symlink_metadata(&path) {
@@ -218,7 +218,7 @@ impl SourceStore {
                 ))
             }
         };
-        if sha256_hex(&archive) != sha256 {
+        if crate::ids::sha256_hex(&archive) != sha256 {
             let error = io::Error::new(io::ErrorKind::InvalidData, "digest mismatch");
             return Err(SourceError::io(format!(
                 "stored source {} is corrupt",
@@ -286,14 +286,4 @@ impl SourceStore {
         }
         result.map_err(SourceError::io(format!("cannot store source {sha256}")))
     }
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }

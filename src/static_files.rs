@@ -35,6 +35,7 @@ use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 
 use crate::http_util::{empty, Body};
+use crate::pages::VisitorPage;
 
 /// Bounds applied while loading a site.
 #[derive(Clone, Debug)]
@@ -86,7 +87,7 @@ impl StaticSite {
         let method = request.method();
         let head = method == Method::HEAD;
         if method != Method::GET && !head {
-            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", head);
+            let mut response = head_only(VisitorPage::MethodNotAllowed.response(), head);
             response
                 .headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -96,7 +97,7 @@ impl StaticSite {
         let path = match decode_path(raw_path) {
             Ok(path) => path,
             Err(PathRefused::Traversal) => {
-                return plain(StatusCode::BAD_REQUEST, "Bad Request", head)
+                return head_only(VisitorPage::BadRequest.response(), head)
             }
             Err(PathRefused::NotUtf8) => return self.not_found(request, head),
         };
@@ -120,17 +121,7 @@ impl StaticSite {
     fn not_found<B>(&self, request: &Request<B>, head: bool) -> Response<Body> {
         match &self.not_found {
             Some(page) => respond::not_found_page(page, request.headers(), head),
-            None => {
-                let mut response = crate::proxy::error_page(
-                    StatusCode::NOT_FOUND,
-                    "Not found",
-                    "There is nothing at this address.",
-                );
-                if head {
-                    *response.body_mut() = empty();
-                }
-                response
-            }
+            None => head_only(VisitorPage::NotFound.response(), head),
         }
     }
 }
@@ -182,7 +173,8 @@ fn decode_path(raw: &str) -> Result<Cow<'_, str>, PathRefused> {
         return Err(PathRefused::Traversal);
     }
     let decoded: Cow<'_, str> = if raw.contains('%') {
-        let bytes = percent_decode(raw.as_bytes()).ok_or(PathRefused::Traversal)?;
+        let bytes =
+            crate::http_util::percent_decode(raw.as_bytes()).ok_or(PathRefused::Traversal)?;
         Cow::Owned(String::from_utf8(bytes).map_err(|_| PathRefused::NotUtf8)?)
     } else {
         Cow::Borrowed(raw)
@@ -199,35 +191,6 @@ fn decode_path(raw: &str) -> Result<Cow<'_, str>, PathRefused> {
 }
 
 /// Decodes `%XX` escapes; `None` for a malformed escape.
-fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
-    let mut output = Vec::with_capacity(input.len());
-    let mut index = 0;
-    while index < input.len() {
-        match input[index] {
-            b'%' => {
-                let high = hex_value(*input.get(index + 1)?)?;
-                let low = hex_value(*input.get(index + 2)?)?;
-                output.push(high << 4 | low);
-                index += 3;
-            }
-            byte => {
-                output.push(byte);
-                index += 1;
-            }
-        }
-    }
-    Some(output)
-}
-
-fn hex_value(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        b'A'..=b'F' => Some(digit - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// 308 from `/dir` to `/dir/`, keeping the query. `raw_path` was validated and is a known
 /// route, so it never starts with `//` (no open redirect).
 fn add_slash(raw_path: &str, query: Option<&str>, head: bool) -> Response<Body> {
@@ -238,6 +201,14 @@ fn add_slash(raw_path: &str, query: Option<&str>, head: bool) -> Response<Body> 
     let mut response = plain(StatusCode::PERMANENT_REDIRECT, "Permanent Redirect", head);
     if let Ok(value) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(LOCATION, value);
+    }
+    response
+}
+
+/// A HEAD request gets the page's status and headers without its body.
+fn head_only(mut response: Response<Body>, head: bool) -> Response<Body> {
+    if head {
+        *response.body_mut() = empty();
     }
     response
 }

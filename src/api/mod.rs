@@ -135,29 +135,13 @@ pub fn match_template(template: &str, path: &str) -> Option<Params> {
                 if p.is_empty() {
                     return None;
                 }
-                params.push(percent_decode(p)?);
+                params
+                    .push(String::from_utf8(crate::http_util::percent_decode(p.as_bytes())?).ok()?);
             }
             (Some(t), Some(p)) if t == p => {}
             _ => return None,
         }
     }
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 enum Matched {

@@ -8,8 +8,9 @@ use http::{Request, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
-use super::{bad_gateway, error_page, headers, Proxy};
+use super::{bad_gateway, headers, Proxy};
 use crate::http_util::{empty, Body};
+use crate::pages::VisitorPage;
 
 /// Sends the upgrade request `head` (body-less) and sets up the tunnel on a 101.
 pub(super) async fn forward(
@@ -20,18 +21,10 @@ pub(super) async fn forward(
 ) -> Response<Body> {
     let Some(visitor) = visitor else {
         tracing::warn!("proxy: WebSocket request on a connection served without upgrades");
-        return error_page(
-            StatusCode::NOT_IMPLEMENTED,
-            "Not implemented",
-            "WebSocket upgrades are not available here.",
-        );
+        return VisitorPage::UpgradeUnavailable.response();
     };
     if proxy.close_tunnels.is_cancelled() {
-        return super::service_unavailable_page(
-            "Shutting down",
-            "The server is restarting. Please reconnect shortly.",
-            std::time::Duration::from_secs(5),
-        );
+        return VisitorPage::ShuttingDown.response();
     }
     let mut response = match proxy.send(head).await {
         Ok(response) => response,

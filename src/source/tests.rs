@@ -196,7 +196,7 @@ fn assert_refused(fixture: &Fixture, archive: &[u8], needle: &str) {
     let limits = SourceLimits::default();
     expect_invalid(fixture.store.ingest(archive, &limits), needle);
     fixture.assert_untouched();
-    let sha256 = sha256_hex(archive);
+    let sha256 = crate::ids::sha256_hex(archive);
     fs::write(fixture.store.path(&sha256), archive).unwrap();
     expect_invalid(
         fixture.store.unpack(&sha256, &fixture.dest(), &limits),
@@ -221,7 +221,7 @@ fn valid_archive_round_trips_with_sizes_count_and_exec_bit() {
         .gz();
     let limits = SourceLimits::default();
     let ingested = fixture.store.ingest(&archive, &limits).unwrap();
-    assert_eq!(ingested.sha256, sha256_hex(&archive));
+    assert_eq!(ingested.sha256, crate::ids::sha256_hex(&archive));
     assert_eq!(ingested.size_bytes, archive.len() as u64);
     assert_eq!(ingested.file_count, 8);
     assert!(!ingested.already_present);

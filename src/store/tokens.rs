@@ -29,7 +29,7 @@ impl Store {
             let record: Option<TokenRecord> = get_record(&tokens, "tokens", id)?;
             if let Some(record) = &record {
                 tokens.remove(id)?;
-                let hash = hex_decode(&record.hash);
+                let hash = crate::ids::hex_decode(&record.hash).unwrap_or_default();
                 txn.open_table(tables::TOKEN_HASHES)?
                     .remove(hash.as_slice())?;
             }
@@ -60,10 +60,4 @@ impl Store {
         let txn = self.read()?;
         Ok(txn.open_table(tables::TOKEN_HASHES)?.len()?)
     }
-}
-
-fn hex_decode(text: &str) -> Vec<u8> {
-    (0..text.len() / 2)
-        .filter_map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
-        .collect()
 }

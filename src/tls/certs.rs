@@ -134,14 +134,7 @@ pub fn parse_key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
         .ok_or_else(|| TlsError::Certificate("no private key in PEM data".into()))
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest
-        .as_ref()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
+use crate::ids::sha256_hex;
 
 /// The name a wildcard certificate would be stored under for `name` (`a.b.c` → `*.b.c`).
 pub fn wildcard_of(name: &str) -> Option<String> {

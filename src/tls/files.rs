@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use rustls::pki_types::CertificateDer;
 
-use super::certs::{parse_chain, sha256_hex, LeafFacts, ServedCert};
+use super::certs::{parse_chain, LeafFacts, ServedCert};
 use super::resolver::CertResolver;
 use super::TlsError;
+use crate::ids::sha256_hex;
 
 #[derive(Debug)]
 pub struct FilesSource {

@@ -18,8 +18,8 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::certs::sha256_hex;
 use super::TlsError;
+use crate::ids::sha256_hex;
 
 /// The whole check (connect, handshake, request, response head) must finish within this.
 pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(15);

@@ -307,7 +307,7 @@ fn gzip_bombs_stop_at_the_limit() {
         };
         let started = Instant::now();
         expect_invalid(fixture.store.ingest(&bomb, &limits), needle);
-        let sha256 = sha256_hex(&bomb);
+        let sha256 = crate::ids::sha256_hex(&bomb);
         fs::write(fixture.store.path(&sha256), &bomb).unwrap();
         expect_invalid(
             fixture.store.unpack(&sha256, &fixture.dest(), &limits),

@@ -184,7 +184,7 @@ pub async fn served_leaf(addr: SocketAddr, name: &str) -> Result<String, String>
         .peer_certificates()
         .and_then(|chain| chain.first().cloned())
         .ok_or("no certificate")?;
-    Ok(slipway::tls::certs::sha256_hex(&leaf))
+    Ok(slipway::ids::sha256_hex(&leaf))
 }
 
 /// A verifier that accepts any certificate: only for reading what a server serves.

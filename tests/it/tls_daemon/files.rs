@@ -13,7 +13,7 @@ use super::support::{assert_curl_page, eventually, Daemon};
 /// The SHA-256 of the first certificate in a PEM chain.
 fn leaf_sha256(chain_pem: &str) -> String {
     let chain = slipway::tls::certs::parse_chain(chain_pem).unwrap();
-    slipway::tls::certs::sha256_hex(&chain[0])
+    slipway::ids::sha256_hex(&chain[0])
 }
 
 /// Replaces a file the way operators' tooling should: write aside, then rename.
