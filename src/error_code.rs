@@ -161,23 +161,6 @@ impl ErrorCode {
             | ErrorCode::Canceled => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
-
-    /// Whether this code ends a provisioning run (as opposed to answering an API request).
-    pub const fn is_run_failure(self) -> bool {
-        matches!(
-            self,
-            ErrorCode::SourceFailed
-                | ErrorCode::InstallFailed
-                | ErrorCode::BuildFailed
-                | ErrorCode::StartFailed
-                | ErrorCode::HealthcheckFailed
-                | ErrorCode::CertificateFailed
-                | ErrorCode::Timeout
-                | ErrorCode::Interrupted
-                | ErrorCode::Canceled
-                | ErrorCode::InternalError
-        )
-    }
 }
 
 impl std::fmt::Display for ErrorCode {

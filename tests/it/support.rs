@@ -12,12 +12,22 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
+mod deploying;
+
+pub use deploying::targz;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_slipway");
 
 /// Options for a test daemon; `extra_toml` is appended to the generated config.
 #[derive(Clone)]
 pub struct DaemonOptions {
+    /// Apps are served at `<slug>.<apps_domain>`, the API at `slipway.<apps_domain>`.
+    pub apps_domain: String,
+    /// HTTPS listens on 127.0.0.1 at this port (0: any).
+    pub https_port: u16,
     pub tls_mode: &'static str,
+    /// The whole `[tls]` table instead of `mode = "<tls_mode>"`.
+    pub tls_table: Option<String>,
     /// Empty: no `sandbox.mode` line (the default of the mode `--dev` picks).
     pub sandbox_mode: &'static str,
     pub extra_toml: String,
@@ -32,7 +42,10 @@ pub struct DaemonOptions {
 impl Default for DaemonOptions {
     fn default() -> Self {
         DaemonOptions {
+            apps_domain: "localhost".into(),
+            https_port: 0,
             tls_mode: "off",
+            tls_table: None,
             sandbox_mode: "none",
             extra_toml: String::new(),
             dev: false,
@@ -64,19 +77,7 @@ impl TestDaemon {
 
     /// Like [`TestDaemon::start_with`], with the temp dir (and so the data dir) under `parent`.
     pub fn start_in(parent: &Path, options: DaemonOptions) -> TestDaemon {
-        let dir = tempfile::tempdir_in(parent).expect("temp dir");
-        if let Some(uid) = options.uid {
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(uid)).expect("chown temp dir");
-        }
-        let mut daemon = TestDaemon {
-            dir,
-            options,
-            child: None,
-            http: "0.0.0.0:0".parse().unwrap(),
-            https: None,
-            token: String::new(),
-            log: Default::default(),
-        };
+        let mut daemon = TestDaemon::unstarted(parent, options);
         daemon.spawn();
         daemon
     }
@@ -85,17 +86,28 @@ impl TestDaemon {
         self.dir.path().join("data")
     }
 
+    /// `slipway.<apps_domain>`.
+    pub fn control_host(&self) -> String {
+        format!("slipway.{}", self.options.apps_domain)
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("slipway.toml")
     }
 
     fn write_config(&self) {
         let config = format!(
-            "data_dir = {data:?}\napps_domain = \"localhost\"\ncontrol_host = \"slipway.localhost\"\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n\n[tls]\nmode = \"{tls}\"\n\n\
+            "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
+             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n\n[tls]\n{tls}\n\n\
              [sandbox]\n{sandbox}\n{extra}\n",
             data = self.data_dir().display().to_string(),
-            tls = self.options.tls_mode,
+            domain = self.options.apps_domain,
+            control = self.control_host(),
+            https_port = self.options.https_port,
+            tls = match &self.options.tls_table {
+                Some(table) => table.clone(),
+                None => format!("mode = \"{}\"", self.options.tls_mode),
+            },
             sandbox = match self.options.sandbox_mode {
                 "" => String::new(),
                 mode => format!("mode = \"{mode}\"\n"),
@@ -128,10 +140,13 @@ impl TestDaemon {
         command
     }
 
-    /// Runs a daemon that is expected to refuse to start: its exit code and its log.
-    pub fn run_to_exit(options: DaemonOptions) -> (Option<i32>, String) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let daemon = TestDaemon {
+    /// A daemon with its temp dir under `parent`, not started yet.
+    fn unstarted(parent: &Path, options: DaemonOptions) -> TestDaemon {
+        let dir = tempfile::tempdir_in(parent).expect("temp dir");
+        if let Some(uid) = options.uid {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(uid)).expect("chown temp dir");
+        }
+        TestDaemon {
             dir,
             options,
             child: None,
@@ -139,7 +154,12 @@ impl TestDaemon {
             https: None,
             token: String::new(),
             log: Default::default(),
-        };
+        }
+    }
+
+    /// Runs a daemon that is expected to refuse to start: its exit code and its log.
+    pub fn run_to_exit(options: DaemonOptions) -> (Option<i32>, String) {
+        let daemon = TestDaemon::unstarted(&std::env::temp_dir(), options);
         daemon.write_config();
         let mut command = daemon.command();
         let mut child = command
@@ -261,7 +281,7 @@ impl TestDaemon {
             }
             None => Vec::new(),
         };
-        self.request(method, "slipway.localhost", path, &headers, bytes)
+        self.request(method, &self.control_host(), path, &headers, bytes)
             .await
     }
 
@@ -433,156 +453,4 @@ pub async fn raw_exchange(addr: SocketAddr, request: &str) -> String {
     }
     writer.abort();
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A gzip'd tar of `(path, contents, mode)` entries.
-pub fn targz(files: &[(&str, &str, u32)]) -> Vec<u8> {
-    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut builder = tar::Builder::new(encoder);
-    for (path, contents, mode) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(contents.len() as u64);
-        header.set_mode(*mode);
-        header.set_mtime(1_700_000_000);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder
-            .append_data(&mut header, path, contents.as_bytes())
-            .unwrap();
-    }
-    builder.into_inner().unwrap().finish().unwrap()
-}
-
-impl TestDaemon {
-    pub async fn upload(&self, slug: &str, archive: Vec<u8>) -> TestResponse {
-        let headers = [
-            ("authorization", format!("Bearer {}", self.token)),
-            ("content-type", "application/gzip".into()),
-        ];
-        self.request(
-            "POST",
-            "slipway.localhost",
-            &format!("/api/projects/{slug}/source"),
-            &headers,
-            archive,
-        )
-        .await
-    }
-
-    /// POST …/provision; panics unless 202. Returns the response body.
-    pub async fn provision(&self, slug: &str, mut body: serde_json::Value) -> serde_json::Value {
-        body["projectSlug"] = serde_json::Value::String(slug.to_owned());
-        let response = self
-            .api(
-                "POST",
-                &format!("/api/projects/{slug}/provision"),
-                Some(body),
-            )
-            .await;
-        assert_eq!(response.status, 202, "provision: {}", response.text());
-        response.json()
-    }
-
-    /// Polls the status until the run is no longer in progress (at most `timeout`).
-    pub async fn wait_run(&self, provisioning_id: &str, timeout: Duration) -> serde_json::Value {
-        let deadline = Instant::now() + timeout;
-        let mut last_progress = 0;
-        loop {
-            let status = self
-                .api(
-                    "GET",
-                    &format!("/api/provisioning/{provisioning_id}/status"),
-                    None,
-                )
-                .await;
-            assert_eq!(status.status, 200, "{}", status.text());
-            let status = status.json();
-            if status["status"] != "provisioning_in_progress" {
-                return status;
-            }
-            let progress = status["progressPercentage"].as_u64().unwrap();
-            assert!(
-                progress >= last_progress && progress <= 99,
-                "progress went from {last_progress} to {progress}"
-            );
-            last_progress = progress;
-            assert!(
-                Instant::now() < deadline,
-                "run {provisioning_id} still in progress: {status}\nlog:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Upload + provision + wait; asserts completion and returns the final status.
-    pub async fn deploy(
-        &self,
-        slug: &str,
-        files: &[(&str, &str, u32)],
-        body: serde_json::Value,
-    ) -> serde_json::Value {
-        let upload = self.upload(slug, targz(files)).await;
-        assert_eq!(upload.status, 201, "upload: {}", upload.text());
-        let started = self.provision(slug, body).await;
-        self.wait_complete(&started, Duration::from_secs(120)).await
-    }
-
-    /// Waits for the run a provision answer names; asserts it completed (showing its logs
-    /// when not) and returns the final status.
-    pub async fn wait_complete(
-        &self,
-        started: &serde_json::Value,
-        timeout: Duration,
-    ) -> serde_json::Value {
-        let status = self
-            .wait_run(started["provisioningId"].as_str().unwrap(), timeout)
-            .await;
-        let deployment_id = started["deploymentId"].as_str().unwrap();
-        assert_eq!(
-            status["status"],
-            "provisioning_complete",
-            "{status}\nlogs: {}",
-            self.logs_text(deployment_id).await
-        );
-        status
-    }
-
-    /// All log messages of a deployment, one per line.
-    pub async fn logs_text(&self, deployment_id: &str) -> String {
-        let logs = self
-            .api(
-                "GET",
-                &format!("/api/deployments/{deployment_id}/logs?limit=5000"),
-                None,
-            )
-            .await
-            .json();
-        logs["logs"]
-            .as_array()
-            .map(|lines| {
-                lines
-                    .iter()
-                    .map(|l| {
-                        format!(
-                            "[{}] {}",
-                            l["stream"].as_str().unwrap_or(""),
-                            l["message"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
-    }
-
-    /// GET on an app host through the daemon's router.
-    pub async fn app_get(
-        &self,
-        slug: &str,
-        path: &str,
-        headers: &[(&str, String)],
-    ) -> TestResponse {
-        self.request("GET", &format!("{slug}.localhost"), path, headers, vec![])
-            .await
-    }
 }

@@ -1,14 +1,12 @@
-//! Support for the daemon-level TLS tests: [`Daemon`] runs the real `slipway serve` with a
-//! chosen `apps_domain`, `[tls]` table and HTTPS port (the shared `TestDaemon` fixes them to
-//! `localhost` and port 0), speaks to its API on the control host and deploys static sites;
+//! Support for the daemon-level TLS tests: [`Daemon`] is the shared `TestDaemon` with a chosen
+//! `apps_domain`, `[tls]` table and HTTPS port, and deploys static sites checked over TLS;
 //! [`ChallengeRelay`] stands between Pebble and the daemon's plain HTTP listener and can refuse
 //! HTTP-01 validations for chosen names, which drives the daemon to TLS-ALPN-01.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,14 +15,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::support::{http_request, targz, DaemonOptions, TestDaemon, TestResponse, BIN};
+use crate::support::{targz, DaemonOptions, TestDaemon, TestResponse};
 
 /// The real daemon with its own domains; the `TestDaemon` inside owns the process, the temp
 /// dir, the log and the SIGTERM-on-drop.
 pub struct Daemon {
     pub inner: TestDaemon,
     pub apps_domain: String,
-    pub control_host: String,
 }
 
 /// A TCP port on loopback that was free a moment ago, and the listener holding it until the
@@ -37,95 +34,21 @@ impl Daemon {
     /// Starts `slipway serve` with `apps_domain`, control host `slipway.<apps_domain>`, plain
     /// HTTP on port 0, HTTPS on `https_port` (0: any) and `tls_table` as the `[tls]` body.
     pub fn start(apps_domain: &str, https_port: u16, tls_table: &str) -> Daemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let control_host = format!("slipway.{apps_domain}");
-        let config = format!(
-            "data_dir = {data:?}\napps_domain = {apps_domain:?}\ncontrol_host = {control_host:?}\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n\n\
-             [tls]\n{tls_table}\n\n[sandbox]\nmode = \"none\"\n",
-            data = dir.path().join("data").display().to_string(),
-        );
-        std::fs::write(dir.path().join("slipway.toml"), config).expect("write config");
-        let mut daemon = Daemon {
-            inner: TestDaemon {
-                dir,
-                options: DaemonOptions::default(),
-                child: None,
-                http: "127.0.0.1:0".parse().unwrap(),
-                https: None,
-                token: String::new(),
-                log: Default::default(),
-            },
+        let inner = TestDaemon::start_with(DaemonOptions {
             apps_domain: apps_domain.to_owned(),
-            control_host,
-        };
-        daemon.launch();
-        daemon
-    }
-
-    /// SIGTERM, then the same config again (`TestDaemon::restart` would rewrite it).
-    pub fn restart(&mut self) {
-        self.inner.stop();
-        self.launch();
-    }
-
-    /// Spawns the binary on the config file already written and waits for `ready`.
-    fn launch(&mut self) {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(self.inner.config_path())
-            .env("SLIPWAY_LOG", "info,slipway=debug")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn slipway");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::clone(&self.inner.log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
+            https_port,
+            tls_table: Some(tls_table.to_owned()),
+            ..DaemonOptions::default()
         });
-        let stdout = child.stdout.take().unwrap();
-        let (lines, received) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // From here on the child is killed on drop, even if start-up fails.
-        self.inner.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let (mut http, mut https) = (None, None);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let Ok(line) = received.recv_timeout(remaining) else {
-                panic!(
-                    "daemon did not become ready; log:\n{}",
-                    self.inner.log_text()
-                );
-            };
-            if let Some(addr) = line.strip_prefix("listening http ") {
-                http = Some(addr.parse().unwrap());
-            } else if let Some(addr) = line.strip_prefix("listening https ") {
-                https = Some(addr.parse().unwrap());
-            } else if line == "ready" {
-                break;
-            }
+        Daemon {
+            inner,
+            apps_domain: apps_domain.to_owned(),
         }
-        self.inner.http = http.expect("http address printed");
-        self.inner.https = https;
-        self.inner.token =
-            std::fs::read_to_string(self.inner.data_dir().join("initial-admin-token"))
-                .unwrap()
-                .trim()
-                .to_owned();
+    }
+
+    /// SIGTERM, then the same config again.
+    pub fn restart(&mut self) {
+        self.inner.restart();
     }
 
     pub fn https(&self) -> SocketAddr {
@@ -138,42 +61,14 @@ impl Daemon {
 
     /// An authenticated API request to the control host over plain HTTP from loopback.
     pub async fn api(&self, method: &str, path: &str, body: Option<Value>) -> TestResponse {
-        let mut headers = vec![("authorization", format!("Bearer {}", self.inner.token))];
-        let bytes = match body {
-            Some(value) => {
-                headers.push(("content-type", "application/json".into()));
-                value.to_string().into_bytes()
-            }
-            None => Vec::new(),
-        };
-        http_request(
-            self.inner.http,
-            method,
-            &self.control_host,
-            path,
-            &headers,
-            bytes,
-        )
-        .await
+        self.inner.api(method, path, body).await
     }
 
     /// Uploads `public/index.html` with `page` and provisions it as a static site (no install,
     /// no build); returns the final status of the run, whatever it is.
     pub async fn deploy_page(&self, slug: &str, page: &str) -> Value {
-        let headers = [
-            ("authorization", format!("Bearer {}", self.inner.token)),
-            ("content-type", "application/gzip".into()),
-        ];
         let archive = targz(&[("public/index.html", page, 0o644)]);
-        let upload = http_request(
-            self.inner.http,
-            "POST",
-            &self.control_host,
-            &format!("/api/projects/{slug}/source"),
-            &headers,
-            archive,
-        )
-        .await;
+        let upload = self.inner.upload(slug, archive).await;
         assert_eq!(upload.status, 201, "upload: {}", upload.text());
         let body = json!({"projectSlug": slug, "installCommand": "", "buildCommand": ""});
         let path = format!("/api/projects/{slug}/provision");

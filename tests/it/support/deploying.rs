@@ -1,0 +1,158 @@
+//! Deploying through a `TestDaemon`'s API: archives, upload, provision, waiting for a run,
+//! reading its logs, and requests to app hosts.
+
+use std::time::{Duration, Instant};
+
+use super::{TestDaemon, TestResponse};
+
+/// A gzip'd tar of `(path, contents, mode)` entries.
+pub fn targz(files: &[(&str, &str, u32)]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(encoder);
+    for (path, contents, mode) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(*mode);
+        header.set_mtime(1_700_000_000);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder
+            .append_data(&mut header, path, contents.as_bytes())
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap()
+}
+
+impl TestDaemon {
+    pub async fn upload(&self, slug: &str, archive: Vec<u8>) -> TestResponse {
+        let headers = [
+            ("authorization", format!("Bearer {}", self.token)),
+            ("content-type", "application/gzip".into()),
+        ];
+        self.request(
+            "POST",
+            &self.control_host(),
+            &format!("/api/projects/{slug}/source"),
+            &headers,
+            archive,
+        )
+        .await
+    }
+
+    /// POST …/provision; panics unless 202. Returns the response body.
+    pub async fn provision(&self, slug: &str, mut body: serde_json::Value) -> serde_json::Value {
+        body["projectSlug"] = serde_json::Value::String(slug.to_owned());
+        let response = self
+            .api(
+                "POST",
+                &format!("/api/projects/{slug}/provision"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(response.status, 202, "provision: {}", response.text());
+        response.json()
+    }
+
+    /// Polls the status until the run is no longer in progress (at most `timeout`).
+    pub async fn wait_run(&self, provisioning_id: &str, timeout: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        let mut last_progress = 0;
+        loop {
+            let status = self
+                .api(
+                    "GET",
+                    &format!("/api/provisioning/{provisioning_id}/status"),
+                    None,
+                )
+                .await;
+            assert_eq!(status.status, 200, "{}", status.text());
+            let status = status.json();
+            if status["status"] != "provisioning_in_progress" {
+                return status;
+            }
+            let progress = status["progressPercentage"].as_u64().unwrap();
+            assert!(
+                progress >= last_progress && progress <= 99,
+                "progress went from {last_progress} to {progress}"
+            );
+            last_progress = progress;
+            assert!(
+                Instant::now() < deadline,
+                "run {provisioning_id} still in progress: {status}\nlog:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Upload + provision + wait; asserts completion and returns the final status.
+    pub async fn deploy(
+        &self,
+        slug: &str,
+        files: &[(&str, &str, u32)],
+        body: serde_json::Value,
+    ) -> serde_json::Value {
+        let upload = self.upload(slug, targz(files)).await;
+        assert_eq!(upload.status, 201, "upload: {}", upload.text());
+        let started = self.provision(slug, body).await;
+        self.wait_complete(&started, Duration::from_secs(120)).await
+    }
+
+    /// Waits for the run a provision answer names; asserts it completed (showing its logs
+    /// when not) and returns the final status.
+    pub async fn wait_complete(
+        &self,
+        started: &serde_json::Value,
+        timeout: Duration,
+    ) -> serde_json::Value {
+        let status = self
+            .wait_run(started["provisioningId"].as_str().unwrap(), timeout)
+            .await;
+        let deployment_id = started["deploymentId"].as_str().unwrap();
+        assert_eq!(
+            status["status"],
+            "provisioning_complete",
+            "{status}\nlogs: {}",
+            self.logs_text(deployment_id).await
+        );
+        status
+    }
+
+    /// All log messages of a deployment, one per line.
+    pub async fn logs_text(&self, deployment_id: &str) -> String {
+        let logs = self
+            .api(
+                "GET",
+                &format!("/api/deployments/{deployment_id}/logs?limit=5000"),
+                None,
+            )
+            .await
+            .json();
+        logs["logs"]
+            .as_array()
+            .map(|lines| {
+                lines
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "[{}] {}",
+                            l["stream"].as_str().unwrap_or(""),
+                            l["message"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+
+    /// GET on an app host through the daemon's router.
+    pub async fn app_get(
+        &self,
+        slug: &str,
+        path: &str,
+        headers: &[(&str, String)],
+    ) -> TestResponse {
+        self.request("GET", &format!("{slug}.localhost"), path, headers, vec![])
+            .await
+    }
+}
