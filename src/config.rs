@@ -50,6 +50,17 @@ pub enum TlsMode {
     Off,
 }
 
+impl TlsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsMode::Internal => "internal",
+            TlsMode::Acme => "acme",
+            TlsMode::Files => "files",
+            TlsMode::Off => "off",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TlsConfig {
     pub mode: TlsMode,

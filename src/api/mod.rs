@@ -90,6 +90,7 @@ pub const ROUTES: &[(Method, &str, Route)] = &[
         Route::LogStream,
     ),
     (Method::GET, "/api/openapi.json", Route::OpenApi),
+    (Method::GET, "/api/system", Route::System),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,7 @@ pub enum Route {
     Logs,
     LogStream,
     OpenApi,
+    System,
 }
 
 /// Path parameters captured by a template, in order.
@@ -266,6 +268,18 @@ async fn dispatch(
         Route::Logs => logs::page(ctx, params.get(0), &request).await,
         Route::LogStream => logs::stream(ctx, params.get(0), &request).await,
         Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
+        Route::System => Ok(json_response(StatusCode::OK, &system_info(ctx))),
+    }
+}
+
+/// What the daemon runs as: version, sandbox mode in force, TLS mode, domains.
+fn system_info(ctx: &Context) -> types::SystemInfo {
+    types::SystemInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        sandbox_mode: ctx.config.sandbox.mode.as_str().into(),
+        tls_mode: ctx.config.tls.mode.as_str().into(),
+        apps_domain: ctx.config.apps_domain.clone(),
+        control_host: ctx.config.control_host.clone(),
     }
 }
 

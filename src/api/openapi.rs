@@ -167,6 +167,12 @@ fn operation(route: Route) -> Operation {
                 Response::EventStream,
             )
         },
+        Route::System => op(
+            "What the daemon runs as: version, sandbox mode in force, TLS mode, domains",
+            200,
+            None,
+            Response::Json(shape::<SystemInfo>),
+        ),
         Route::OpenApi => op(
             "This document",
             200,

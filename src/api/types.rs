@@ -242,3 +242,15 @@ pub struct Health {
     /// Always `ok`.
     pub status: String,
 }
+
+/// `GET /api/system`: what this daemon runs as.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemInfo {
+    pub version: String,
+    /// `namespaces`, or `none` (builds and apps run without isolation).
+    pub sandbox_mode: String,
+    pub tls_mode: String,
+    pub apps_domain: String,
+    pub control_host: String,
+}

@@ -60,6 +60,9 @@ async fn dev_falls_back_to_no_sandbox_without_nft_and_ip() {
         .request("GET", "slipway.localhost", "/healthz", &[], vec![])
         .await;
     assert_eq!(health.status, 200);
+    // The dashboard shows the mode in force from the API.
+    let system = daemon.api("GET", "/api/system", None).await.json();
+    assert_eq!(system["sandboxMode"], "none", "{system}");
     // And it deploys: the README's first deployment, a static site.
     daemon
         .deploy(
