@@ -66,7 +66,15 @@ async fn serve(mode: Arc<Mode>, listen: SocketAddr) -> anyhow::Result<()> {
                 async move {
                     let response = match &*mode {
                         Mode::Proxy { upstream } => {
-                            proxy.forward(request, *upstream, peer, "http").await
+                            let host =
+                                slipway::dispatch::request_host(&request).unwrap_or_default();
+                            let forwarded = slipway::proxy::Forwarded {
+                                client: peer.ip(),
+                                proto: "http",
+                                host: http::HeaderValue::from_str(&host)
+                                    .unwrap_or(http::HeaderValue::from_static("localhost")),
+                            };
+                            proxy.forward(request, *upstream, &forwarded).await
                         }
                         Mode::Static { site } => site.serve(&request),
                     };

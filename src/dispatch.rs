@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::http_util::{full, Body};
 use crate::pages::VisitorPage;
-use crate::proxy::Proxy;
+use crate::proxy::{Forwarded, Proxy};
 use crate::router::{Destination, Routes, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,15 @@ impl Dispatch {
                     } else {
                         "http"
                     };
-                    self.proxy.forward(request, upstream, client, proto).await
+                    let Ok(host) = HeaderValue::from_str(&host) else {
+                        return VisitorPage::BadRequest.response();
+                    };
+                    let forwarded = Forwarded {
+                        client: client.ip(),
+                        proto,
+                        host,
+                    };
+                    self.proxy.forward(request, upstream, &forwarded).await
                 }
             },
             Destination::Unknown => VisitorPage::UnknownHost.response(),

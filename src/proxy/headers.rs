@@ -31,12 +31,30 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 /// Who asked, as the app should see it.
-pub(super) struct Forwarded {
+pub struct Forwarded {
+    /// The peer address of the visitor's connection.
     pub client: IpAddr,
+    /// `http` or `https`: the scheme of the visitor's connection.
     pub proto: &'static str,
-    /// The `Host` (HTTP/1) or `:authority` (HTTP/2) the visitor used.
-    pub host: Option<HeaderValue>,
+    /// The host the router resolved this request by (`:authority` or `Host`, lowercased):
+    /// the app gets it as `Host` and `X-Forwarded-Host`, whatever else the visitor sent, so a
+    /// request routed by one name can never present another to the app.
+    pub host: HeaderValue,
 }
+
+/// Headers through which a client could claim to be someone or somewhere else. Only the edge
+/// knows; every `X-Forwarded-*` is dropped as well.
+const CLIENT_CLAIMS: [HeaderName; 9] = [
+    FORWARDED,
+    X_REAL_IP,
+    HeaderName::from_static("x-client-ip"),
+    HeaderName::from_static("true-client-ip"),
+    HeaderName::from_static("x-cluster-client-ip"),
+    HeaderName::from_static("cf-connecting-ip"),
+    HeaderName::from_static("fastly-client-ip"),
+    HeaderName::from_static("x-original-host"),
+    HeaderName::from_static("x-host"),
+];
 
 /// Whether an HTTP/1.1 request asks for a WebSocket upgrade.
 pub(super) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
@@ -64,22 +82,24 @@ pub(super) fn to_upstream(
     remove_hop_by_hop(&mut headers);
     // The front server answers `Expect: 100-continue` itself when the body is first read.
     headers.remove(EXPECT);
-    // Only the edge knows the client; anything the client claims is dropped.
-    headers.remove(FORWARDED);
+    // Only the edge knows the client and the host it routed by; anything the client claims
+    // is dropped.
+    for name in CLIENT_CLAIMS {
+        headers.remove(name);
+    }
+    let claimed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("x-forwarded-"))
+        .cloned()
+        .collect();
+    for name in claimed {
+        headers.remove(name);
+    }
     headers.insert(X_FORWARDED_FOR, ip_header_value(forwarded.client));
     headers.insert(X_REAL_IP, ip_header_value(forwarded.client));
     headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(forwarded.proto));
-    match &forwarded.host {
-        Some(host) => {
-            headers.insert(X_FORWARDED_HOST, host.clone());
-            if !headers.contains_key(HOST) {
-                headers.insert(HOST, host.clone());
-            }
-        }
-        None => {
-            headers.remove(X_FORWARDED_HOST);
-        }
-    }
+    headers.insert(X_FORWARDED_HOST, forwarded.host.clone());
+    headers.insert(HOST, forwarded.host.clone());
     merge_cookies(&mut headers);
     if let Some(upgrade) = upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
@@ -171,7 +191,7 @@ mod tests {
         let forwarded = Forwarded {
             client: "192.0.2.7".parse().unwrap(),
             proto: "https",
-            host: Some(host),
+            host,
         };
         let headers = to_upstream(
             map(&[
@@ -181,6 +201,11 @@ mod tests {
                 ("te", "trailers"),
                 ("proxy-authorization", "Basic eA=="),
                 ("x-forwarded-for", "10.0.0.1"),
+                ("x-forwarded-host", "evil.example"),
+                ("x-forwarded-port", "1"),
+                ("x-real-ip", "10.0.0.2"),
+                ("true-client-ip", "10.0.0.3"),
+                ("host", "evil.example"),
                 ("forwarded", "for=10.0.0.1"),
                 ("cookie", "a=1"),
                 ("cookie", "b=2"),
@@ -198,6 +223,8 @@ mod tests {
             "proxy-authorization",
             "forwarded",
             "upgrade",
+            "x-forwarded-port",
+            "true-client-ip",
         ] {
             assert!(
                 !headers.contains_key(dropped),
@@ -206,6 +233,7 @@ mod tests {
         }
         assert_eq!(headers.get_all(X_FORWARDED_FOR).iter().count(), 1);
         assert_eq!(headers[X_FORWARDED_FOR], "192.0.2.7");
+        assert_eq!(headers[X_REAL_IP], "192.0.2.7");
         assert_eq!(headers[X_FORWARDED_PROTO], "https");
         assert_eq!(headers[X_FORWARDED_HOST], "web.example.test");
         assert_eq!(headers[HOST], "web.example.test");
@@ -228,7 +256,7 @@ mod tests {
         let forwarded = Forwarded {
             client: "::1".parse().unwrap(),
             proto: "http",
-            host: None,
+            host: HeaderValue::from_static("chat.example.test"),
         };
         let headers = to_upstream(request, &forwarded, true);
         assert_eq!(headers[CONNECTION], "upgrade");

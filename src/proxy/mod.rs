@@ -12,6 +12,8 @@
 //! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
 
 mod headers;
+
+pub use headers::Forwarded;
 #[cfg(test)]
 pub(crate) mod test_harness;
 #[cfg(test)]
@@ -97,32 +99,22 @@ impl Proxy {
 
     /// Forwards one visitor request to the app at `upstream` and returns the app's response
     /// (streamed), or a 502 page when the app cannot be reached or does not answer in time.
-    /// `client` is the visitor's peer address; `proto` is `"http"` or `"https"`, the scheme of
-    /// the visitor's connection. A WebSocket upgrade needs the visitor's HTTP/1 connection to
-    /// be served `with_upgrades()`.
+    /// `forwarded` says who asked, over which scheme, for which host (what the app sees in
+    /// `X-Forwarded-*` and `Host`). A WebSocket upgrade needs the visitor's HTTP/1 connection
+    /// to be served `with_upgrades()`.
     pub async fn forward(
         &self,
         request: Request<Incoming>,
         upstream: SocketAddr,
-        client: SocketAddr,
-        proto: &'static str,
+        forwarded: &Forwarded,
     ) -> Response<Body> {
         let (parts, body) = request.into_parts();
         if parts.method == Method::CONNECT {
             return VisitorPage::ConnectNotAllowed.response();
         }
-        let host = parts.headers.get(http::header::HOST).cloned().or_else(|| {
-            let authority = parts.uri.authority()?;
-            http::HeaderValue::from_str(authority.as_str()).ok()
-        });
-        let forwarded = headers::Forwarded {
-            client: client.ip(),
-            proto,
-            host,
-        };
         let websocket =
             parts.version == Version::HTTP_11 && headers::is_websocket_upgrade(&parts.headers);
-        let upstream_headers = headers::to_upstream(parts.headers, &forwarded, websocket);
+        let upstream_headers = headers::to_upstream(parts.headers, forwarded, websocket);
         let uri = match upstream_uri(upstream, parts.uri.path_and_query()) {
             Ok(uri) => uri,
             Err(error) => {
@@ -242,6 +234,8 @@ fn closed_before_response(error: &hyper_util::client::legacy::Error) -> bool {
 fn from_upstream(response: Response<Incoming>) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     headers::from_upstream(&mut parts.headers, false);
+    // The visitor's connection has its own version; an HTTP/1.0 app must not downgrade it.
+    parts.version = Version::HTTP_11;
     Response::from_parts(parts, from_incoming(body))
 }
 

@@ -102,12 +102,25 @@ fn app(mut request: Request<Incoming>) -> Response<Body> {
     }
 }
 
+/// What the router would pass: routed by the visitor's `:authority` or `Host`, over HTTPS.
+fn forwarded_by_visitor_host(request: &Request<Incoming>, peer: SocketAddr) -> super::Forwarded {
+    let host = crate::dispatch::request_host(request).unwrap_or_default();
+    super::Forwarded {
+        client: peer.ip(),
+        proto: "https",
+        host: http::HeaderValue::from_str(&host).unwrap(),
+    }
+}
+
 /// A front server proxying everything to `upstream` as if it were served over HTTPS.
 async fn front(proxy: Proxy, upstream: SocketAddr) -> SocketAddr {
     let proxy = Arc::new(proxy);
     front_server(move |request, peer| {
         let proxy = proxy.clone();
-        async move { proxy.forward(request, upstream, peer, "https").await }
+        async move {
+            let forwarded = forwarded_by_visitor_host(&request, peer);
+            proxy.forward(request, upstream, &forwarded).await
+        }
     })
     .await
 }
@@ -377,8 +390,9 @@ async fn http2_requests_go_upstream_as_http1() {
         let service = service_fn(move |request: Request<Incoming>| {
             let proxy = proxy.clone();
             async move {
+                let forwarded = forwarded_by_visitor_host(&request, peer);
                 Ok::<_, std::convert::Infallible>(
-                    proxy.forward(request, upstream, peer, "https").await,
+                    proxy.forward(request, upstream, &forwarded).await,
                 )
             }
         });

@@ -7,6 +7,7 @@ mod client;
 mod connections;
 mod dev_mode;
 mod flood;
+mod forwarding;
 mod logs;
 mod pipeline;
 mod sandbox;
