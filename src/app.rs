@@ -163,6 +163,9 @@ pub async fn run(
         crate::proxy::ProxySettings {
             connect_timeout: Duration::from_secs(config.limits.proxy_connect_timeout_s),
             response_timeout: Duration::from_secs(config.limits.proxy_response_timeout_s),
+            max_tunnels: config.limits.max_websockets,
+            max_tunnels_per_client: config.limits.max_websockets_per_client,
+            tunnel_idle_timeout: Duration::from_secs(config.limits.websocket_idle_timeout_s),
             ..crate::proxy::ProxySettings::STANDARD
         },
     ));

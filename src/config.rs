@@ -107,6 +107,10 @@ pub struct Limits {
     pub idle_timeout_s: u64,
     /// A response write that makes no progress for this long fails (the client stopped reading).
     pub write_timeout_s: u64,
+    /// Open WebSocket tunnels, in all and per client; one idle this long is closed.
+    pub max_websockets: usize,
+    pub max_websockets_per_client: u32,
+    pub websocket_idle_timeout_s: u64,
     /// TLS handshake, and the wait for a plain connection's first request.
     pub handshake_timeout_s: u64,
     /// Reading one request's headers, and the idle wait between keep-alive requests.
@@ -211,6 +215,9 @@ struct RawLimits {
     control_reserved_connections: Option<usize>,
     idle_timeout_s: Option<u64>,
     write_timeout_s: Option<u64>,
+    max_websockets: Option<usize>,
+    max_websockets_per_client: Option<u32>,
+    websocket_idle_timeout_s: Option<u64>,
     handshake_timeout_s: Option<u64>,
     header_timeout_s: Option<u64>,
     max_header_kb: Option<usize>,
@@ -390,6 +397,17 @@ impl Config {
             )?,
             idle_timeout_s: positive("limits.idle_timeout_s", raw.limits.idle_timeout_s, 60)?,
             write_timeout_s: positive("limits.write_timeout_s", raw.limits.write_timeout_s, 30)?,
+            max_websockets: positive("limits.max_websockets", raw.limits.max_websockets, 4096)?,
+            max_websockets_per_client: positive(
+                "limits.max_websockets_per_client",
+                raw.limits.max_websockets_per_client,
+                64,
+            )?,
+            websocket_idle_timeout_s: positive(
+                "limits.websocket_idle_timeout_s",
+                raw.limits.websocket_idle_timeout_s,
+                300,
+            )?,
             handshake_timeout_s: positive(
                 "limits.handshake_timeout_s",
                 raw.limits.handshake_timeout_s,

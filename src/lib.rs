@@ -11,6 +11,7 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod budget;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -48,6 +48,12 @@ pub struct ProxySettings {
     pub pool_idle_timeout: Duration,
     /// Idle connections kept per app.
     pub max_idle_per_app: usize,
+    /// Open WebSocket tunnels, in all and per client (IPv4 address or IPv6 /64); each holds
+    /// two sockets, so these bound the daemon's file descriptors.
+    pub max_tunnels: usize,
+    pub max_tunnels_per_client: u32,
+    /// A tunnel with no byte either way for this long is closed.
+    pub tunnel_idle_timeout: Duration,
 }
 
 impl ProxySettings {
@@ -57,6 +63,9 @@ impl ProxySettings {
         response_timeout: Duration::from_secs(60),
         pool_idle_timeout: Duration::from_secs(4),
         max_idle_per_app: 256,
+        max_tunnels: 4096,
+        max_tunnels_per_client: 64,
+        tunnel_idle_timeout: Duration::from_secs(300),
     };
 }
 
@@ -65,6 +74,8 @@ pub struct Proxy {
     client: Client<HttpConnector, Body>,
     settings: ProxySettings,
     tunnels: TaskTracker,
+    /// A permit per open tunnel.
+    tunnel_budget: std::sync::Arc<crate::budget::ConnectionBudget>,
     close_tunnels: CancellationToken,
 }
 
@@ -89,10 +100,16 @@ impl Proxy {
             .pool_max_idle_per_host(settings.max_idle_per_app)
             .pool_timer(TokioTimer::new())
             .build(connector);
+        let tunnel_budget = crate::budget::ConnectionBudget::new(crate::budget::BudgetLimits {
+            max_connections: settings.max_tunnels,
+            control_reserved: 0,
+            max_per_client: settings.max_tunnels_per_client,
+        });
         Proxy {
             client,
             settings,
             tunnels: TaskTracker::new(),
+            tunnel_budget,
             close_tunnels: CancellationToken::new(),
         }
     }
@@ -130,13 +147,11 @@ impl Proxy {
 
         if websocket {
             let mut extensions = parts.extensions;
-            return upgrade::forward(
-                self,
-                head,
-                extensions.remove::<hyper::upgrade::OnUpgrade>(),
-                upstream,
-            )
-            .await;
+            let visitor = upgrade::Visitor {
+                client: forwarded.client,
+                connection: extensions.remove::<hyper::upgrade::OnUpgrade>(),
+            };
+            return upgrade::forward(self, head, visitor, upstream).await;
         }
 
         // A request without body to an idempotent method can be sent again when the pooled

@@ -16,10 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::{Dispatch, Scheme};
 
 mod activity;
-mod budget;
 
+pub use crate::budget::{BudgetLimits, ConnectionBudget};
 use activity::{Activity, DeadlineIo, TrackedBody};
-pub use budget::{BudgetLimits, ConnectionBudget};
 
 /// Bounds applied to every connection (the connection counts are in `BudgetLimits`).
 #[derive(Debug, Clone, Copy)]

@@ -180,3 +180,60 @@ async fn a_reader_that_stops_reading_loses_its_connection() {
     );
     assert!(stalled.elapsed() < Duration::from_secs(30));
 }
+
+/// WebSocket tunnels: one client holds at most its share, idle ones are closed, and the
+/// daemon keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
+    use futures_util::StreamExt;
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("SKIP: node is not installed (the WebSocket echo app is a node server)");
+        return;
+    }
+    let daemon = TestDaemon::start_with(DaemonOptions {
+        extra_toml: "[limits]\nmax_websockets_per_client = 5\nwebsocket_idle_timeout_s = 2\n"
+            .into(),
+        ..DaemonOptions::default()
+    });
+    daemon
+        .deploy(
+            "chat",
+            &[("server.js", crate::pipeline::NODE_APP, 0o644)],
+            json!({"startCommand": "node server.js"}),
+        )
+        .await;
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for _ in 0..8 {
+        let stream = TcpStream::connect(daemon.http).await.unwrap();
+        match tokio_tungstenite::client_async("ws://chat.localhost/socket", stream).await {
+            Ok((socket, _)) => open.push(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                assert_eq!(response.status(), 503);
+                refused += 1;
+            }
+            Err(other) => panic!("unexpected handshake error: {other}"),
+        }
+    }
+    assert_eq!((open.len(), refused), (5, 3), "a client holds at most 5 tunnels");
+    assert_eq!(healthz(&daemon).await, 200);
+    // Silent for longer than the idle timeout: every tunnel is closed by the daemon.
+    for socket in &mut open {
+        let next = tokio::time::timeout(Duration::from_secs(10), socket.next()).await;
+        match next {
+            Ok(None) | Ok(Some(Err(_))) => {}
+            Ok(Some(Ok(message))) if message.is_close() => {}
+            Ok(Some(Ok(message))) => panic!("unexpected message {message:?}"),
+            Err(_) => panic!("an idle tunnel stayed open past websocket_idle_timeout_s"),
+        }
+    }
+    // Their permits are back: a new tunnel opens.
+    let stream = TcpStream::connect(daemon.http).await.unwrap();
+    tokio_tungstenite::client_async("ws://chat.localhost/socket", stream)
+        .await
+        .expect("a tunnel after the idle ones closed");
+}

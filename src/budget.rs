@@ -1,8 +1,8 @@
-//! The daemon's connection budget, shared by every listener: a global bound on open
-//! connections, part of it reserved for the control host so that a flood aimed at apps never
-//! locks the operator out of the API, and a per-client cap (per IPv4 address, per IPv6 /64) so
-//! one client cannot take the whole budget. `server/mod.rs` asks for a permit per accepted
-//! connection; the permit gives its share back when the connection ends.
+//! Budgets of things clients hold open: a global bound, part of it reserved for the control
+//! host so that a flood aimed at apps never locks the operator out of the API, and a
+//! per-client cap (per IPv4 address, per IPv6 /64) so one client cannot take the whole budget.
+//! `server/` asks for a permit per accepted connection (with a reserve), the proxy per
+//! WebSocket tunnel (without); a permit gives its share back when it is dropped.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
