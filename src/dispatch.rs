@@ -101,7 +101,11 @@ impl Dispatch {
             Destination::App { slug, target } => match target {
                 None => VisitorPage::NotDeployedYet { slug }.response(),
                 Some(Target::Static { site, .. }) => site.serve(&request),
-                Some(Target::Proxy { upstream, .. }) => {
+                Some(Target::Proxy { upstream: None, .. }) => VisitorPage::AppRestarting.response(),
+                Some(Target::Proxy {
+                    upstream: Some(upstream),
+                    ..
+                }) => {
                     let proto = if scheme == Scheme::Https {
                         "https"
                     } else {

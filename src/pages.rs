@@ -37,6 +37,8 @@ pub enum VisitorPage<'a> {
     ShuttingDown,
     /// A connection from the control host's reserve asked for another host.
     Busy,
+    /// The app stopped and the supervisor is starting it again.
+    AppRestarting,
 }
 
 impl VisitorPage<'_> {
@@ -46,9 +48,10 @@ impl VisitorPage<'_> {
             | VisitorPage::NotFound
             | VisitorPage::NoSuchChallenge
             | VisitorPage::NoSuchControlPage => StatusCode::NOT_FOUND,
-            VisitorPage::NotDeployedYet { .. } | VisitorPage::ShuttingDown | VisitorPage::Busy => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            VisitorPage::NotDeployedYet { .. }
+            | VisitorPage::ShuttingDown
+            | VisitorPage::Busy
+            | VisitorPage::AppRestarting => StatusCode::SERVICE_UNAVAILABLE,
             VisitorPage::MethodNotAllowed | VisitorPage::ConnectNotAllowed => {
                 StatusCode::METHOD_NOT_ALLOWED
             }
@@ -71,6 +74,7 @@ impl VisitorPage<'_> {
             VisitorPage::UpgradeUnavailable => "Not implemented",
             VisitorPage::ShuttingDown => "Shutting down",
             VisitorPage::Busy => "Busy",
+            VisitorPage::AppRestarting => "Restarting",
         }
     }
 
@@ -99,15 +103,19 @@ impl VisitorPage<'_> {
             VisitorPage::Busy => {
                 "The server is handling too many connections. Please try again shortly.".into()
             }
+            VisitorPage::AppRestarting => {
+                "The app stopped and is being started again. Please try again shortly.".into()
+            }
         }
     }
 
     /// Seconds a client should wait before retrying, where waiting helps.
     fn retry_after(self) -> Option<u64> {
         match self {
-            VisitorPage::NotDeployedYet { .. } | VisitorPage::ShuttingDown | VisitorPage::Busy => {
-                Some(5)
-            }
+            VisitorPage::NotDeployedYet { .. }
+            | VisitorPage::ShuttingDown
+            | VisitorPage::Busy
+            | VisitorPage::AppRestarting => Some(5),
             _ => None,
         }
     }
@@ -201,6 +209,7 @@ mod tests {
             ),
             (VisitorPage::ShuttingDown, 503, "Shutting down", Some(5)),
             (VisitorPage::Busy, 503, "Busy", Some(5)),
+            (VisitorPage::AppRestarting, 503, "Restarting", Some(5)),
         ];
         for (page, status, title, retry) in table {
             assert_eq!(page.status().as_u16(), *status, "{page:?}");

@@ -14,9 +14,10 @@ use crate::static_files::StaticSite;
 /// Where the live deployment of a project is served from.
 #[derive(Clone)]
 pub enum Target {
-    /// A server-mode app listening at `upstream`.
+    /// A server-mode app listening at `upstream`; `None` while it restarts after a crash
+    /// (its old address may already belong to another sandbox).
     Proxy {
-        upstream: SocketAddr,
+        upstream: Option<SocketAddr>,
         deployment_id: String,
     },
     /// A static-mode build, held in memory.
@@ -113,7 +114,23 @@ impl Routes {
             })) = table.apps.get_mut(slug)
             {
                 if live == deployment_id {
-                    *upstream = address;
+                    *upstream = Some(address);
+                }
+            }
+        });
+    }
+
+    /// The live app of `slug` stopped (it will be restarted): nothing may reach its address
+    /// until `repoint` gives the new one; visitors meanwhile get a "restarting" page.
+    pub fn unpoint(&self, slug: &str, deployment_id: &str) {
+        self.update(|table| {
+            if let Some(Some(Target::Proxy {
+                deployment_id: live,
+                upstream,
+            })) = table.apps.get_mut(slug)
+            {
+                if live == deployment_id {
+                    *upstream = None;
                 }
             }
         });
@@ -235,7 +252,7 @@ mod tests {
                         routes.set_live(
                             &slug,
                             Some(Target::Proxy {
-                                upstream,
+                                upstream: Some(upstream),
                                 deployment_id: format!("dpl-{writer}-{round}"),
                             }),
                         );
@@ -262,7 +279,11 @@ mod tests {
                         deployment_id,
                     })) => {
                         assert_eq!(deployment_id, &format!("dpl-{writer}-{round}"));
-                        assert_eq!(upstream.port(), 2000 + round as u16, "{slug} repoint lost");
+                        assert_eq!(
+                            upstream.map(|u| u.port()),
+                            Some(2000 + round as u16),
+                            "{slug} repoint lost"
+                        );
                     }
                     _ => panic!("{slug}: its live switch was lost"),
                 }

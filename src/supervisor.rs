@@ -266,6 +266,9 @@ impl Supervisor {
             {
                 return;
             }
+            // The app is gone; its sandbox address is given back when `running` is dropped
+            // below, and may then go to another project's sandbox: the route lets go first.
+            self.routes.unpoint(&spec.slug, &dpl);
             // Ran for a while healthily: start the backoff again from the beginning.
             if started.elapsed() > BACKOFF_MAX {
                 backoff = BACKOFF_START;

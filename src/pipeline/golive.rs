@@ -35,7 +35,7 @@ impl Prepared {
                 deployment_id: deployment_id.to_owned(),
             },
             Prepared::Server { address } => Target::Proxy {
-                upstream: address,
+                upstream: Some(address),
                 deployment_id: deployment_id.to_owned(),
             },
         }

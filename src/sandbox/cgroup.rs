@@ -197,7 +197,7 @@ pub struct Cgroups {
 }
 
 /// One step's cgroup (a directory per v1 hierarchy, or one v2 directory).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StepCgroup {
     /// The `cgroup.procs` files the sandbox init is written into.
     pub procs_files: Vec<PathBuf>,

@@ -417,23 +417,31 @@ impl NamespaceProcess {
         };
         self.exited = Some(exit.clone());
         self.lifeline = None;
-        if let Some(resources) = self.resources.take() {
+        if let Some(resources) = &self.resources {
             // A task of its own, so that a caller's timeout cannot cancel the cleanup halfway.
-            let _ = tokio::spawn(release(Arc::clone(&self.shared), resources)).await;
+            // The address stays taken until this process is dropped: a route may still point
+            // at it (the supervisor lets go of the route first).
+            let cgroup = resources.cgroup.clone();
+            let _ = tokio::spawn(remove_cgroup(Arc::clone(&self.shared), cgroup)).await;
         }
         Ok(exit)
     }
 }
 
-/// Frees a finished step's cgroup (retrying while the kernel finishes the last exits) and
-/// its address.
-async fn release(shared: Arc<Shared>, resources: StepResources) {
+/// Removes a finished step's cgroup (already gone counts as removed), retrying while the
+/// kernel finishes the last exits.
+async fn remove_cgroup(shared: Arc<Shared>, cgroup: StepCgroup) {
     for _ in 0..200 {
-        if shared.cgroups.remove(&resources.cgroup).is_ok() {
+        if shared.cgroups.remove(&cgroup).is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Frees a step's cgroup (if still there) and its address.
+async fn release(shared: Arc<Shared>, resources: StepResources) {
+    remove_cgroup(Arc::clone(&shared), resources.cgroup).await;
     shared.addresses.release(&resources.link);
 }
 

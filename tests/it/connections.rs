@@ -219,7 +219,11 @@ async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
             Err(other) => panic!("unexpected handshake error: {other}"),
         }
     }
-    assert_eq!((open.len(), refused), (5, 3), "a client holds at most 5 tunnels");
+    assert_eq!(
+        (open.len(), refused),
+        (5, 3),
+        "a client holds at most 5 tunnels"
+    );
     assert_eq!(healthz(&daemon).await, 200);
     // Silent for longer than the idle timeout: every tunnel is closed by the daemon.
     for socket in &mut open {

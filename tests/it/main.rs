@@ -10,6 +10,7 @@ mod flood;
 mod forwarding;
 mod logs;
 mod pipeline;
+mod restarts;
 mod sandbox;
 mod sandboxed;
 mod support;

@@ -336,7 +336,8 @@ async fn start_failures_are_reported_and_apps_restart_after_a_crash() {
         if response.status == 200 && saw_down {
             break;
         }
-        if response.status == 502 {
+        // 502 while the exit is noticed, then 503 "restarting" until it is healthy again.
+        if response.status == 502 || response.status == 503 {
             saw_down = true;
         }
         assert!(Instant::now() < deadline, "app did not come back");
