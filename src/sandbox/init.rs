@@ -189,6 +189,19 @@ extern "C" fn ignore_signal(_: libc::c_int) {}
 const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
 
 fn run_init(context: &ChildContext) -> isize {
+    // A session of its own: no controlling terminal, so nothing in the sandbox can reach the
+    // terminal an operator started the daemon from (TIOCSTI would type into a root shell).
+    if let Err(error) = nix::unistd::setsid() {
+        let _ = writeln!(io::stderr(), "slipway sandbox: setsid: {error}");
+        return SETUP_FAILED as isize;
+    }
+    // No core dumps: the host's core handler would run as root on sandbox memory.
+    if let Err(error) =
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0)
+    {
+        let _ = writeln!(io::stderr(), "slipway sandbox: RLIMIT_CORE: {error}");
+        return SETUP_FAILED as isize;
+    }
     // The kernel drops signals a namespace init has no handler for; install one, keep the
     // signals blocked and collect them synchronously.
     let handler = SigAction::new(

@@ -22,7 +22,8 @@ use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
 
 const SYSTEM_DIRS: &[&str] = &["usr", "etc", "opt"];
 const ROOT_LINK_CANDIDATES: &[&str] = &["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// The device nodes a sandbox gets. No `tty`: a sandbox has no controlling terminal.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// A detached host tree and where it goes in the sandbox (relative to the new root).
 pub(crate) struct Tree {

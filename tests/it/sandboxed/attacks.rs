@@ -298,3 +298,51 @@ async fn stopped_builds_leave_nothing_behind() {
     sandboxed.assert_no_project_processes("the newer run");
     assert_eq!(daemon.app_get("stubborn", "/", &[]).await.text(), "new\n");
 }
+
+/// A build cannot reach a terminal (no `/dev/tty`, no controlling terminal: TIOCSTI has
+/// nothing to type into) and cannot dump core to the host's handler.
+#[tokio::test]
+async fn a_build_has_no_terminal_and_no_core_dumps() {
+    let Some(sandboxed) = Sandboxed::start("terminal", "") else {
+        return;
+    };
+    let script = r#"test -e /dev/tty && echo 'LEAK: /dev/tty exists'
+(exec 3<>/dev/tty) 2>/dev/null && echo 'LEAK: /dev/tty opens'
+python3 - <<'PY' 2>&1 || true
+import fcntl, termios
+for fd in (0, 1, 2):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+        print("LEAK: TIOCSTI on fd", fd)
+    except OSError:
+        pass
+PY
+grep -i 'core file size' /proc/self/limits
+echo done-checking
+mkdir -p dist && echo ok > dist/index.html"#;
+    let (status, logs) = sandboxed
+        .run(
+            "terminal",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": script, "installCommand": ""}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    // Only the build's own output counts (the system line echoes the script).
+    let output: Vec<&str> = logs.lines().filter(|l| l.starts_with("[build]")).collect();
+    assert!(output.iter().any(|l| l.contains("done-checking")), "{logs}");
+    assert!(!output.iter().any(|l| l.contains("LEAK")), "{logs}");
+    let core = output
+        .iter()
+        .find(|line| line.to_ascii_lowercase().contains("core file size"))
+        .unwrap_or_else(|| panic!("no core limit line: {logs}"));
+    let numbers: Vec<&str> = core
+        .split_whitespace()
+        .filter(|w| w.parse::<u64>().is_ok())
+        .collect();
+    assert_eq!(numbers, ["0", "0"], "soft and hard core limits: {core}");
+}
