@@ -346,3 +346,56 @@ mkdir -p dist && echo ok > dist/index.html"#;
         .collect();
     assert_eq!(numbers, ["0", "0"], "soft and hard core limits: {core}");
 }
+
+/// Syscalls a build must not make (x86_64 numbers): each answers EPERM, and the x32 ABI kills
+/// the process.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn a_build_cannot_use_io_uring_handles_vsock_personality_or_x32() {
+    let Some(sandboxed) = Sandboxed::start("syscalls", "") else {
+        return;
+    };
+    let script = r#"python3 - <<'PY' 2>&1
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def check(name, number, *args):
+    result = libc.syscall(number, *args)
+    error = ctypes.get_errno()
+    verdict = "denied" if result == -1 and error == errno.EPERM else "LEAK"
+    print(verdict + ": " + name, result, error)
+params = ctypes.create_string_buffer(120)
+check("io_uring_setup", 425, 1, params)
+check("kcmp", 312, os.getpid(), os.getpid(), 0, 0, 0)
+check("name_to_handle_at", 303, -100, b"/", ctypes.create_string_buffer(128), ctypes.byref(ctypes.c_int()), 0)
+check("fanotify_init", 300, 0, 0)
+check("personality", 135, 0x0040000)
+check("socket(AF_VSOCK)", 41, 40, 1, 0)
+check("ioctl(TIOCSTI)", 16, 1, 0x5412, b"x")
+print("checked")
+PY
+python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print("LEAK: x32 getpid ran")'
+echo "x32 exit=$?"
+mkdir -p dist && echo ok > dist/index.html"#;
+    let (status, logs) = sandboxed
+        .run(
+            "syscalls",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": script, "installCommand": ""}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    let output: Vec<&str> = logs.lines().filter(|l| l.starts_with("[build]")).collect();
+    assert!(output.iter().any(|l| l.contains("checked")), "{logs}");
+    assert!(!output.iter().any(|l| l.contains("LEAK")), "{logs}");
+    assert_eq!(
+        output.iter().filter(|l| l.contains("denied:")).count(),
+        7,
+        "{logs}"
+    );
+    // SIGSYS (31): the shell reports 128 + 31.
+    assert!(output.iter().any(|l| l.contains("x32 exit=159")), "{logs}");
+}
