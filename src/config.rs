@@ -107,6 +107,8 @@ pub struct Limits {
     pub idle_timeout_s: u64,
     /// A response write that makes no progress for this long fails (the client stopped reading).
     pub write_timeout_s: u64,
+    /// Builds (source, install, build) running at once; more wait for a slot.
+    pub max_concurrent_builds: usize,
     /// Open WebSocket tunnels, in all and per client; one idle this long is closed.
     pub max_websockets: usize,
     pub max_websockets_per_client: u32,
@@ -216,6 +218,7 @@ struct RawLimits {
     idle_timeout_s: Option<u64>,
     write_timeout_s: Option<u64>,
     max_websockets: Option<usize>,
+    max_concurrent_builds: Option<usize>,
     max_websockets_per_client: Option<u32>,
     websocket_idle_timeout_s: Option<u64>,
     handshake_timeout_s: Option<u64>,
@@ -397,6 +400,11 @@ impl Config {
             )?,
             idle_timeout_s: positive("limits.idle_timeout_s", raw.limits.idle_timeout_s, 60)?,
             write_timeout_s: positive("limits.write_timeout_s", raw.limits.write_timeout_s, 30)?,
+            max_concurrent_builds: positive(
+                "limits.max_concurrent_builds",
+                raw.limits.max_concurrent_builds,
+                2,
+            )?,
             max_websockets: positive("limits.max_websockets", raw.limits.max_websockets, 4096)?,
             max_websockets_per_client: positive(
                 "limits.max_websockets_per_client",

@@ -85,6 +85,9 @@ pub struct Pipeline {
     deploy_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) shutdown: CancellationToken,
+    /// Builds running at once (`limits.max_concurrent_builds`); more wait for a slot, so
+    /// builds cannot starve the live apps of CPU and memory.
+    pub(crate) build_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -123,6 +126,7 @@ pub struct PipelineParts {
 
 impl Pipeline {
     pub fn new(parts: PipelineParts) -> Arc<Pipeline> {
+        let build_slots = parts.config.limits.max_concurrent_builds;
         let url_prefix = (
             format!("{}://", parts.scheme),
             format!(".{}{}", parts.config.apps_domain, parts.port_suffix),
@@ -143,6 +147,7 @@ impl Pipeline {
             by_project: Mutex::new(HashMap::new()),
             deploy_locks: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
+            build_slots: Arc::new(tokio::sync::Semaphore::new(build_slots)),
             shutdown: parts.shutdown,
         })
     }

@@ -179,6 +179,11 @@ impl Pipeline {
             })
             .await?;
 
+        // Waiting for a build slot counts against neither the build timeout nor a step.
+        let build_slot = match plan {
+            RunPlan::Build(_) => Some(self.build_slot(active, &dpl).await?),
+            RunPlan::Rollback(_) => None,
+        };
         let workspace = self.workspace(&dpl);
         let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
         let request = match plan {
@@ -232,6 +237,8 @@ impl Pipeline {
             }
         }
 
+        // The deploy step starts an app, not a build: the next queued build may go.
+        drop(build_slot);
         let prepared = self
             .step(active, "deploy", async {
                 if let RunPlan::Build(request) = plan {
@@ -287,6 +294,30 @@ impl Pipeline {
             return Err(failure);
         }
         Ok(prepared)
+    }
+
+    /// One of `limits.max_concurrent_builds` slots; says so in the log when it has to wait.
+    async fn build_slot(
+        &self,
+        active: &Arc<ActiveRun>,
+        dpl: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Failure> {
+        if let Ok(permit) = self.build_slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        self.hub.system(
+            dpl,
+            &format!(
+                "waiting for a build slot: {} build(s) are running (limits.max_concurrent_builds)",
+                self.config.limits.max_concurrent_builds
+            ),
+        );
+        tokio::select! {
+            permit = self.build_slots.clone().acquire_owned() => {
+                Ok(permit.expect("the build slots are never closed"))
+            }
+            _ = active.cancel.cancelled() => Err(self.stop_failure(active, "source")),
+        }
     }
 
     fn is_live(&self, project: &ProjectRecord, dpl: &str) -> bool {

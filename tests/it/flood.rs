@@ -91,3 +91,44 @@ async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
         "the store grew to {store_size} bytes"
     );
 }
+
+/// Builds queue for `limits.max_concurrent_builds` slots instead of all running at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builds_wait_for_a_slot() {
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions {
+        extra_toml: "[limits]\nmax_concurrent_builds = 1\n".into(),
+        ..Default::default()
+    });
+    let build = json!({"installCommand": "", "buildCommand": "sleep 1 && mkdir -p dist && echo ok > dist/index.html"});
+    for slug in ["first", "second"] {
+        let upload = daemon
+            .upload(slug, crate::support::targz(&[("x", "x", 0o644)]))
+            .await;
+        assert_eq!(upload.status, 201);
+    }
+    let first = daemon.provision("first", build.clone()).await;
+    let second = daemon.provision("second", build).await;
+    let first = daemon.wait_complete(&first, Duration::from_secs(60)).await;
+    let second_status = daemon.wait_complete(&second, Duration::from_secs(60)).await;
+    let logs = daemon
+        .logs_text(second["deploymentId"].as_str().unwrap())
+        .await;
+    assert!(logs.contains("waiting for a build slot"), "{logs}");
+    // The second build started only after the first one's build step ended.
+    let step = |status: &serde_json::Value, name: &str| {
+        status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let first_build = step(&first, "build");
+    let second_source = step(&second_status, "source");
+    let first_end = first_build["startedAt"].as_str().unwrap().to_owned();
+    assert!(
+        second_source["startedAt"].as_str().unwrap() >= first_end.as_str(),
+        "second source {second_source} began before the first build {first_build}"
+    );
+}
