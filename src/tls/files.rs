@@ -50,6 +50,7 @@ impl FilesSource {
             })
         };
         let chain_pem = read(&self.cert_file)?;
+        refuse_shared_key(&self.key_file)?;
         let key_pem = read(&self.key_file)?;
         let digest = sha256_hex(format!("{chain_pem}\0{key_pem}").as_bytes());
         let mut state = self
@@ -100,4 +101,23 @@ impl FilesSource {
             .chain_roots
             .clone()
     }
+}
+/// A private key that other users can read is one every sandbox could read too (they see
+/// `/etc`): refuse it, and say how to fix it.
+fn refuse_shared_key(path: &std::path::Path) -> Result<(), TlsError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|error| TlsError::Config(format!("cannot read {}: {error}", path.display())))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(TlsError::Config(format!(
+            "the private key {} is readable by other users (mode {:o}); make it private: \
+             chmod 600 {}",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )));
+    }
+    Ok(())
 }

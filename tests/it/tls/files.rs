@@ -58,8 +58,10 @@ impl TestCa {
 
 /// Replaces a file the way an operator's tooling should: write aside, then rename.
 fn replace(path: &Path, contents: &str) {
+    use std::os::unix::fs::PermissionsExt;
     let temporary = path.with_extension("new");
     std::fs::write(&temporary, contents).unwrap();
+    std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::rename(&temporary, path).unwrap();
 }
 
@@ -73,6 +75,10 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
     let (first_cert, first_key) = ca.leaf(&["*.apps.test", "slipway.apps.test"]);
     std::fs::write(&cert_file, &first_cert).unwrap();
     std::fs::write(&key_file, &first_key).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
 
     let mut config = tls_config(TlsMode::Files);
     config.cert_file = Some(cert_file.clone());

@@ -18,9 +18,38 @@ fn leaf_sha256(chain_pem: &str) -> String {
 
 /// Replaces a file the way operators' tooling should: write aside, then rename.
 fn replace(path: &Path, contents: &str) {
+    use std::os::unix::fs::PermissionsExt;
     let aside = path.with_extension("new");
     std::fs::write(&aside, contents).unwrap();
+    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::rename(&aside, path).unwrap();
+}
+
+/// Sandboxes see `/etc`, where operators keep wildcard keys: a key other users can read is
+/// refused at start, with the fix in the message.
+#[tokio::test]
+async fn a_key_other_users_can_read_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("Operator test CA");
+    let (leaf, key) = ca.leaf(&["*.apps.test"]);
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, format!("{leaf}{}", ca.cert_pem)).unwrap();
+    std::fs::write(&key_file, &key).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (code, log) = crate::support::TestDaemon::run_to_exit(crate::support::DaemonOptions {
+        apps_domain: "apps.test".into(),
+        tls_table: Some(format!(
+            "mode = \"files\"\ncert_file = {:?}\nkey_file = {:?}\n",
+            cert_file.display().to_string(),
+            key_file.display().to_string(),
+        )),
+        ..Default::default()
+    });
+    assert_ne!(code, Some(0), "{log}");
+    assert!(log.contains("chmod 600"), "{log}");
 }
 
 #[tokio::test]
@@ -34,6 +63,10 @@ async fn an_operator_wildcard_serves_apps_and_is_swapped_without_a_restart() {
     let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert_file, format!("{leaf}{}", ca.cert_pem)).unwrap();
     std::fs::write(&key_file, &key).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let tls = format!(
         "mode = \"files\"\ncert_file = {:?}\nkey_file = {:?}\n",
         cert_file.display().to_string(),
