@@ -156,6 +156,10 @@ pub struct SandboxConfig {
     pub instance: String,
 }
 
+/// Projects take the host uids `sandbox.uid_base` .. `uid_base + PROJECT_UID_RANGE`, one each,
+/// never reused.
+pub const PROJECT_UID_RANGE: u32 = 1_000_000;
+
 pub const LETS_ENCRYPT_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
 
 /// The TOML file as written; every field optional so `--dev` and defaults can fill gaps.
@@ -454,12 +458,12 @@ impl Config {
             message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
         })?;
         let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
-        if !(65_536..=u32::MAX - 1_000_000).contains(&uid_base) {
+        if !(65_536..=u32::MAX - PROJECT_UID_RANGE).contains(&uid_base) {
             return Err(ConfigError::Invalid {
                 key: "sandbox.uid_base",
                 message: format!(
                     "{uid_base} must be between 65536 and {}",
-                    u32::MAX - 1_000_000
+                    u32::MAX - PROJECT_UID_RANGE
                 ),
             });
         }

@@ -58,8 +58,21 @@ pub async fn find_or_create(
             record
         }
         CreateProject::SlugTaken(record) => record,
+        CreateProject::NoUidLeft => return Err(no_uid_left()),
     };
     Ok(record)
+}
+
+/// Every sandbox uid of the configured range was handed out.
+fn no_uid_left() -> ApiError {
+    ApiError::new(
+        ErrorCode::Conflict,
+        format!(
+            "no sandbox uid is left: {} projects were created from sandbox.uid_base (uids are \
+             never reused); give this daemon a new sandbox.uid_base range",
+            crate::config::PROJECT_UID_RANGE
+        ),
+    )
 }
 
 /// A new project answers 503 (not 404) on its app host until something is live.
@@ -101,6 +114,7 @@ pub async fn create(
             ErrorCode::InvalidSlugTaken,
             format!("a project with slug {slug:?} already exists; use GET /api/projects/{slug}"),
         )),
+        CreateProject::NoUidLeft => Err(no_uid_left()),
     }
 }
 

@@ -22,6 +22,7 @@ mod net;
 pub mod ns;
 mod seccomp;
 mod spec;
+mod subid;
 
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
@@ -159,7 +160,10 @@ impl Sandbox {
             }
             SandboxMode::Auto => match NamespaceRunner::start(config, daemon_exe) {
                 Ok(runner) => Ok(Sandbox::Namespaces(runner)),
-                Err(error @ SandboxError::InvalidInstance(_)) => Err(error),
+                // Configuration mistakes are not the machine's: never fall back on them.
+                Err(error @ (SandboxError::InvalidInstance(_) | SandboxError::UidOverlap(_))) => {
+                    Err(error)
+                }
                 Err(error) => {
                     tracing::warn!(
                         "sandbox.mode = \"auto\": the namespaces sandbox cannot start on this \

@@ -54,6 +54,8 @@ pub enum SandboxError {
     Network(io::Error),
     #[error("invalid sandbox instance name {0:?} (lowercase letters, digits and _; at most 24)")]
     InvalidInstance(String),
+    #[error("{0}")]
+    UidOverlap(String),
     #[error("the helper executable {0} does not exist")]
     MissingHelper(PathBuf),
 }
@@ -95,6 +97,8 @@ impl NamespaceRunner {
             return Err(SandboxError::InvalidInstance(instance.to_owned()));
         }
         check_machine(&daemon_exe)?;
+        super::subid::check_host(config.uid_base, crate::config::PROJECT_UID_RANGE)
+            .map_err(SandboxError::UidOverlap)?;
         let proc_self_cgroup =
             std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
                 path: "/proc/self/cgroup".into(),

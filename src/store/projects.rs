@@ -11,6 +11,8 @@ pub const MAX_ENV_VARS: usize = 500;
 pub enum CreateProject {
     Created(ProjectRecord),
     SlugTaken(ProjectRecord),
+    /// Every uid of `sandbox.uid_base`'s range was handed out (uids are never reused).
+    NoUidLeft,
 }
 
 pub enum SetEnvVars {
@@ -42,6 +44,13 @@ impl Store {
                 }
                 None => {
                     let index = meta_u64(&txn, "next_uid_index")?;
+                    let uid = u32::try_from(index)
+                        .ok()
+                        .filter(|index| *index < crate::config::PROJECT_UID_RANGE)
+                        .and_then(|index| uid_base.checked_add(index));
+                    let Some(uid) = uid else {
+                        return Ok(CreateProject::NoUidLeft);
+                    };
                     set_meta_u64(&txn, "next_uid_index", index + 1)?;
                     let record = ProjectRecord {
                         v: 1,
@@ -50,7 +59,7 @@ impl Store {
                         created_ms: now_ms,
                         live_deployment_id: None,
                         state: ProjectState::New,
-                        uid: uid_base + index as u32,
+                        uid,
                     };
                     put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, &record)?;
                     txn.open_table(tables::PROJECT_SLUGS)?
