@@ -41,7 +41,7 @@ async fn dev_falls_back_to_no_sandbox_without_nft_and_ip() {
     let tools = tempfile::tempdir().unwrap();
     let path = path_without_nft_and_ip(tools.path());
     let daemon = TestDaemon::start_with(options(&path, true));
-    let log = daemon.log_text();
+    let log = daemon.log_with("slipway is ready");
     assert!(
         log.contains("sandbox.mode = \"auto\"") && log.contains("WITHOUT ANY ISOLATION"),
         "no fallback warning:\n{log}"
@@ -113,7 +113,7 @@ async fn dev_as_an_unprivileged_user_falls_back_too() {
             ..options(&path, true)
         },
     );
-    let log = daemon.log_text();
+    let log = daemon.log_with("slipway is ready");
     assert!(log.contains("needs the daemon to run as root"), "{log}");
     assert!(log.contains("sandbox=none"), "{log}");
     let health = daemon

@@ -106,29 +106,38 @@ async fn builds_wait_for_a_slot() {
             .await;
         assert_eq!(upload.status, 201);
     }
-    let first = daemon.provision("first", build.clone()).await;
-    let second = daemon.provision("second", build).await;
-    let first = daemon.wait_complete(&first, Duration::from_secs(60)).await;
-    let second_status = daemon.wait_complete(&second, Duration::from_secs(60)).await;
-    let logs = daemon
-        .logs_text(second["deploymentId"].as_str().unwrap())
-        .await;
-    assert!(logs.contains("waiting for a build slot"), "{logs}");
-    // The second build started only after the first one's build step ended.
-    let step = |status: &serde_json::Value, name: &str| {
+    let started = [
+        daemon.provision("first", build.clone()).await,
+        daemon.provision("second", build).await,
+    ];
+    let mut finished = Vec::new();
+    let mut waited = Vec::new();
+    for run in &started {
+        finished.push(daemon.wait_complete(run, Duration::from_secs(60)).await);
+        let logs = daemon
+            .logs_text(run["deploymentId"].as_str().unwrap())
+            .await;
+        waited.push(logs.contains("waiting for a build slot"));
+    }
+    // Whichever got the slot second waited, and its source began after the other's build.
+    let (waiting, other) = match waited.as_slice() {
+        [false, true] => (1, 0),
+        [true, false] => (0, 1),
+        _ => panic!("exactly one run waits for the slot: {waited:?}"),
+    };
+    let started_at = |status: &serde_json::Value, name: &str| {
         status["steps"]
             .as_array()
             .unwrap()
             .iter()
             .find(|s| s["name"] == name)
+            .and_then(|s| s["startedAt"].as_str())
             .unwrap()
-            .clone()
+            .to_owned()
     };
-    let first_build = step(&first, "build");
-    let second_source = step(&second_status, "source");
-    let first_end = first_build["startedAt"].as_str().unwrap().to_owned();
     assert!(
-        second_source["startedAt"].as_str().unwrap() >= first_end.as_str(),
-        "second source {second_source} began before the first build {first_build}"
+        started_at(&finished[waiting], "source") >= started_at(&finished[other], "build"),
+        "{:?}",
+        finished
     );
 }

@@ -266,6 +266,19 @@ impl TestDaemon {
         self.log.lock().unwrap().clone()
     }
 
+    /// The log once it contains `needle` (stderr is read by its own thread, so a line the
+    /// daemon wrote before "ready" on stdout may arrive a moment later); at most 10 s.
+    pub fn log_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log_text();
+            if log.contains(needle) || Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// An authenticated API request to the control host.
     pub async fn api(
         &self,
