@@ -86,6 +86,11 @@ pub async fn provision(
             return Err(ApiError::new(ErrorCode::InvalidBody, "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
         }
     }
+    if let Some(url) = parsed.git_url.take() {
+        let (url, credentials) = crate::source::split_credentials(&url);
+        parsed.git_url = Some(url);
+        parsed.git_credentials = credentials;
+    }
     if parsed.git_ref.is_some() && parsed.git_url.is_none() {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,

@@ -120,13 +120,17 @@ impl Pipeline {
         let command = crate::source::git_clone_command(url, request.git_ref.as_deref())
             .map_err(|e| fail(e.to_string()))?;
         self.hub.system(&dpl, &format!("source: cloning {url}"));
+        let mut clone_env = env.to_vec();
+        if let Some(credentials) = &request.git_credentials {
+            clone_env.extend(crate::source::credential_env(credentials));
+        }
         let clone = BuildCommand {
             step: "source",
             failure_code: ErrorCode::SourceFailed,
             stream: LogStream::System,
             command: &command,
             workspace,
-            env,
+            env: &clone_env,
             deadline,
         };
         self.run_command(project, &dpl, clone).await

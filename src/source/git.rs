@@ -26,6 +26,43 @@ const GIT_OPTIONS: &str = "-c protocol.allow=never -c protocol.https.allow=alway
 /// Returns the POSIX shell command that clones `url` at `git_ref` (a branch or tag; a full
 /// 40- or 64-hex commit id; `None` or empty for the remote's default branch) into the current
 /// directory, which must be empty, with a history depth of 1.
+/// Splits the credentials out of an `http(s)://user:token@host/…` URL: the URL without them
+/// (what logs, records and git's command line show) and `user:token` (handed to git through
+/// its environment, never its arguments). Other URLs come back as they are.
+pub fn split_credentials(url: &str) -> (String, Option<String>) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (url.to_owned(), None);
+    };
+    if !matches!(scheme, "https" | "http") {
+        return (url.to_owned(), None);
+    }
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some((userinfo, host)) = rest[..authority_end].rsplit_once('@') else {
+        return (url.to_owned(), None);
+    };
+    let redacted = format!("{scheme}://{host}{}", &rest[authority_end..]);
+    let decoded = crate::http_util::percent_decode(userinfo.as_bytes())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| userinfo.to_owned());
+    (redacted, Some(decoded))
+}
+
+/// The environment that hands `user:token` to git as an HTTP `Authorization` header
+/// (`GIT_CONFIG_*`), so that it never appears in a process list or a log.
+pub fn credential_env(credentials: &str) -> Vec<(String, String)> {
+    vec![
+        ("GIT_CONFIG_COUNT".into(), "1".into()),
+        ("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into()),
+        (
+            "GIT_CONFIG_VALUE_0".into(),
+            format!(
+                "Authorization: Basic {}",
+                crate::ids::base64(credentials.as_bytes())
+            ),
+        ),
+    ]
+}
+
 pub fn git_clone_command(url: &str, git_ref: Option<&str>) -> Result<String, SourceError> {
     check_url(url)?;
     let git_ref = git_ref.filter(|git_ref| !git_ref.is_empty());
@@ -154,6 +191,27 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+
+    #[test]
+    fn credentials_are_split_out_of_https_urls_only() {
+        assert_eq!(
+            split_credentials("https://ci:s3cr%40t@git.example.com/team/app.git"),
+            (
+                "https://git.example.com/team/app.git".to_owned(),
+                Some("ci:s3cr@t".to_owned())
+            )
+        );
+        assert_eq!(
+            split_credentials("https://git.example.com/a@b.git"),
+            ("https://git.example.com/a@b.git".to_owned(), None)
+        );
+        for url in ["ssh://git@example.com/app.git", "git@example.com:app.git"] {
+            assert_eq!(split_credentials(url), (url.to_owned(), None));
+        }
+        let env = credential_env("ci:token");
+        assert!(env.iter().any(|(k, v)| k == "GIT_CONFIG_VALUE_0"
+            && v == &format!("Authorization: Basic {}", crate::ids::base64(b"ci:token"))));
+    }
 
     #[test]
     fn urls_are_validated() {

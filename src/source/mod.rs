@@ -30,7 +30,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use git::git_clone_command;
+pub use git::{credential_env, git_clone_command, split_credentials};
 
 /// The size and count limits applied to one archive.
 ///

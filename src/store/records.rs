@@ -121,6 +121,10 @@ pub struct ProvisionRequest {
     pub git_url: Option<String>,
     pub git_ref: Option<String>,
     pub health_check_path: Option<String>,
+    /// `user:token` split out of an https `git_url` at the API's edge: handed to git through
+    /// its environment for this run only, never stored (`git_url` keeps the URL without it).
+    #[serde(skip)]
+    pub git_credentials: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

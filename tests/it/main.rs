@@ -8,6 +8,7 @@ mod connections;
 mod dev_mode;
 mod flood;
 mod forwarding;
+mod git_secrets;
 mod logs;
 mod pipeline;
 mod restarts;
