@@ -107,22 +107,16 @@ impl Routes {
 
     /// A restarted app listens at a new address; only while `deployment_id` is still live.
     pub fn repoint(&self, slug: &str, deployment_id: &str, address: SocketAddr) {
-        self.update(|table| {
-            if let Some(Some(Target::Proxy {
-                deployment_id: live,
-                upstream,
-            })) = table.apps.get_mut(slug)
-            {
-                if live == deployment_id {
-                    *upstream = Some(address);
-                }
-            }
-        });
+        self.set_upstream(slug, deployment_id, Some(address));
     }
 
     /// The live app of `slug` stopped (it will be restarted): nothing may reach its address
     /// until `repoint` gives the new one; visitors meanwhile get a "restarting" page.
     pub fn unpoint(&self, slug: &str, deployment_id: &str) {
+        self.set_upstream(slug, deployment_id, None);
+    }
+
+    fn set_upstream(&self, slug: &str, deployment_id: &str, address: Option<SocketAddr>) {
         self.update(|table| {
             if let Some(Some(Target::Proxy {
                 deployment_id: live,
@@ -130,7 +124,7 @@ impl Routes {
             })) = table.apps.get_mut(slug)
             {
                 if live == deployment_id {
-                    *upstream = None;
+                    *upstream = address;
                 }
             }
         });

@@ -15,7 +15,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::support::{DaemonOptions, TestDaemon};
 
 const LIMITS: &str = "[limits]\nmax_connections = 400\ncontrol_reserved_connections = 40\n\
-     max_connections_per_client = 100\nidle_timeout_s = 3\nwrite_timeout_s = 3\n";
+     max_connections_per_client = 100\nidle_timeout_s = 10\nwrite_timeout_s = 3\n";
 
 fn daemon() -> TestDaemon {
     TestDaemon::start_with(DaemonOptions {
@@ -123,20 +123,27 @@ async fn idle_http2_floods_are_capped_per_client_and_closed_while_others_answer(
     let asked = Instant::now();
     assert_eq!(healthz(&daemon).await, 200);
     assert!(
-        asked.elapsed() < Duration::from_secs(2),
+        asked.elapsed() < Duration::from_secs(5),
         "{:?}",
         asked.elapsed()
     );
     let app = daemon.app_get("other", "/", &[]).await;
     assert_eq!(app.status, 503, "app host on the reserve: {}", app.text());
     assert_eq!(app.header("retry-after"), Some("5"));
+    // ... while the flood still held every general connection (the reserve answered, not a
+    // connection the idle timeout had freed).
+    let open = held.iter().filter(|c| !c.closed.is_finished()).count();
+    assert_eq!(
+        open, 360,
+        "the flood was still held when the operator got in"
+    );
 
     // Pings are not use: after the idle timeout every flood connection is closed.
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while held.iter().any(|c| !c.closed.is_finished()) {
         assert!(
             Instant::now() < deadline,
-            "idle HTTP/2 connections still open after 15 s (idle_timeout_s = 3)"
+            "idle HTTP/2 connections still open after 30 s (idle_timeout_s = 10)"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -186,12 +193,7 @@ async fn a_reader_that_stops_reading_loses_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
     use futures_util::StreamExt;
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: node is not installed (the WebSocket echo app is a node server)");
+    if crate::support::missing_tool("node", "the WebSocket echo app is a node server") {
         return;
     }
     let daemon = TestDaemon::start_with(DaemonOptions {

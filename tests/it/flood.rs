@@ -20,12 +20,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: python3 is not installed (the flooding app is a python3 http.server)");
+    if crate::support::missing_tool("python3", "the flooding app is a python3 http.server") {
         return;
     }
     let daemon = TestDaemon::start();
@@ -64,7 +59,7 @@ async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
         "daemon RSS grew from {baseline} KiB to {peak_rss} KiB during the flood"
     );
     assert!(
-        worst_latency < Duration::from_secs(2),
+        worst_latency < Duration::from_secs(3),
         "API latency reached {worst_latency:?} during the flood"
     );
     // The excess was dropped and said so; what was kept stays within the retention.

@@ -27,12 +27,7 @@ http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), Echo).serv
 "#;
 
 async fn echo_daemon() -> Option<TestDaemon> {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: python3 is not installed (the echo app is a python3 http.server)");
+    if crate::support::missing_tool("python3", "the echo app is a python3 http.server") {
         return None;
     }
     let daemon = TestDaemon::start();

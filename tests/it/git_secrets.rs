@@ -44,12 +44,7 @@ fn recording_server() -> (u16, std::sync::mpsc::Receiver<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_in_git_url_reaches_git_and_nothing_else() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: git is not installed");
+    if crate::support::missing_tool("git", "git clones the repository") {
         return;
     }
     let mut daemon = TestDaemon::start();

@@ -10,12 +10,7 @@ use crate::support::TestDaemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_app_is_unrouted_until_it_is_healthy_again() {
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: node is not installed (the app is a node server)");
+    if crate::support::missing_tool("node", "the app is a node server") {
         return;
     }
     let daemon = TestDaemon::start();

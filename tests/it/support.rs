@@ -379,6 +379,15 @@ impl TestResponse {
     }
 }
 
+/// Whether `tool` is missing; if so, says which test skips and why (tests never skip silently).
+pub fn missing_tool(tool: &str, why: &str) -> bool {
+    let found = Command::new(tool).arg("--version").output().is_ok();
+    if !found {
+        println!("SKIP: {tool} is not installed ({why})");
+    }
+    !found
+}
+
 /// One HTTP/1.1 request on a fresh connection.
 pub async fn http_request(
     addr: SocketAddr,
