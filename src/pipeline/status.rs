@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::progress;
+use crate::api::types::WireCode;
 use crate::error_code::ErrorCode;
 use crate::ids::rfc3339;
 use crate::store::records::{RunRecord, RunStatus, StepRecord, StepState};
@@ -50,7 +51,10 @@ pub struct RunEnded {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunErrorBody {
-    pub code: ErrorCode,
+    /// Why the run failed.
+    // An `ErrorCode` from this server; a client keeps a code it does not know as text.
+    #[schemars(with = "ErrorCode")]
+    pub code: WireCode,
     pub message: String,
 }
 
@@ -134,7 +138,7 @@ pub fn run_status(run: &RunRecord, now_ms: u64, floor: u32, url: &str) -> (Provi
             let ended = RunEnded {
                 failed_step: run.failed_step.clone(),
                 error: run.error.as_ref().map(|e| RunErrorBody {
-                    code: e.code,
+                    code: e.code.into(),
                     message: e.message.clone(),
                 }),
                 deployment_id: run.deployment_id.clone(),
