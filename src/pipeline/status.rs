@@ -5,7 +5,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::progress;
-use crate::api::types::WireCode;
 use crate::error_code::ErrorCode;
 use crate::ids::rfc3339;
 use crate::store::records::{RunRecord, RunStatus, StepRecord, StepState};
@@ -51,10 +50,7 @@ pub struct RunEnded {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunErrorBody {
-    /// Why the run failed.
-    // An `ErrorCode` from this server; a client keeps a code it does not know as text.
-    #[schemars(with = "ErrorCode")]
-    pub code: WireCode,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -138,7 +134,7 @@ pub fn run_status(run: &RunRecord, now_ms: u64, floor: u32, url: &str) -> (Provi
             let ended = RunEnded {
                 failed_step: run.failed_step.clone(),
                 error: run.error.as_ref().map(|e| RunErrorBody {
-                    code: e.code.into(),
+                    code: e.code,
                     message: e.message.clone(),
                 }),
                 deployment_id: run.deployment_id.clone(),

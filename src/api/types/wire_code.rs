@@ -1,7 +1,7 @@
-//! An error code as it travels in the error envelope and in a failed run's status. The server
-//! only ever sends an [`ErrorCode`]; a client built before a newer server reads a code it does
-//! not know as [`WireCode::Unknown`] and still shows it, instead of failing to read the answer.
-//! The code strings themselves are written only in `crate::error_code`.
+//! An error code as it travels in the API's error envelope. The server only ever sends an
+//! [`ErrorCode`]; a client built before a newer server reads a code it does not know as
+//! [`WireCode::Unknown`] and still shows it, instead of failing to read the envelope. The code
+//! strings themselves are written only in `crate::error_code`.
 
 use std::fmt;
 
