@@ -126,7 +126,7 @@ fn accepted(run: &RunRecord) -> Response<Body> {
     json_response(
         StatusCode::ACCEPTED,
         &types::ProvisionAccepted {
-            status: "provisioning_in_progress".into(),
+            status: types::AcceptedStatus::ProvisioningInProgress,
             provisioning_id: run.id.clone(),
             status_check_url: format!("/api/provisioning/{}/status", run.id),
             estimated_completion_time: run.estimate_ms,

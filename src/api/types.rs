@@ -227,12 +227,18 @@ impl RequestFields for ProvisionBody {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProvisionAccepted {
-    /// Always `provisioning_in_progress`.
-    pub status: String,
+    pub status: AcceptedStatus,
     pub provisioning_id: String,
     pub status_check_url: String,
     pub estimated_completion_time: u64,
     pub deployment_id: String,
+}
+
+/// A run just accepted is always in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptedStatus {
+    ProvisioningInProgress,
 }
 
 /// `POST /api/projects/{projectId}/rollback`.
