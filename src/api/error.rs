@@ -53,7 +53,7 @@ impl ApiError {
         let status = self.code.status();
         let body = super::types::ErrorEnvelope {
             error: super::types::ErrorBody {
-                code: self.code,
+                code: self.code.into(),
                 message: self.message,
                 status: status.as_u16(),
             },

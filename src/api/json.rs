@@ -1,10 +1,12 @@
 //! Request body reading and input validation shared by the handlers: bounded bodies,
-//! content-type and JSON checks, slug rules.
+//! content-type and JSON checks, typed request bodies (`api::types`) with field-naming errors,
+//! slug rules.
 
 use http::Request;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
+use super::types::RequestFields;
 use super::{ApiError, ErrorCode};
 
 /// Largest JSON body the API accepts (env vars: 500 × 64 KiB values fit).
@@ -81,19 +83,28 @@ pub async fn read_json_object(
 /// Reads a JSON object body into `T`, a request shape of `api::types` whose fields are all
 /// strings: an unknown field, a value that is not a string, or a missing required field is
 /// refused with `INVALID_BODY` naming the field.
-pub async fn read_string_fields<T: serde::de::DeserializeOwned>(
+pub async fn read_string_fields<T: RequestFields + serde::de::DeserializeOwned>(
     request: Request<Incoming>,
-    fields: &[&str],
 ) -> Result<T, ApiError> {
-    let body = read_json_object(request).await?;
-    only_fields(&body, fields)?;
-    for field in fields {
+    string_fields(read_json_object(request).await?)
+}
+
+/// [`read_string_fields`] once the body is a JSON object. A null field counts as absent.
+pub fn string_fields<T: RequestFields + serde::de::DeserializeOwned>(
+    mut body: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, ApiError> {
+    only_fields(&body, T::FIELDS)?;
+    for field in T::FIELDS {
         optional_string(&body, field)?;
     }
+    body.retain(|_, value| !value.is_null());
     serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
         let message = error.to_string();
-        let message = match message.strip_prefix("missing field ") {
-            Some(field) => format!("field {field} is required"),
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split_once('`'));
+        let message = match missing {
+            Some((field, _)) => T::missing(field),
             None => message,
         };
         ApiError::new(ErrorCode::InvalidBody, message)
@@ -124,7 +135,7 @@ pub fn validate_slug(slug: &str, reserved: &str) -> Result<(), ApiError> {
 }
 
 /// An optional string field: absent or null → None; wrong type → INVALID_BODY naming it.
-pub fn optional_string(
+fn optional_string(
     map: &serde_json::Map<String, serde_json::Value>,
     field: &str,
 ) -> Result<Option<String>, ApiError> {
@@ -139,7 +150,7 @@ pub fn optional_string(
 }
 
 /// Refuses fields outside `allowed`, naming the first unknown one.
-pub fn only_fields(
+fn only_fields(
     map: &serde_json::Map<String, serde_json::Value>,
     allowed: &[&str],
 ) -> Result<(), ApiError> {
@@ -158,6 +169,57 @@ pub fn only_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::types::{CreateProject, CreateToken, ProvisionBody};
+
+    fn body(json: &str) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn refusal<T: RequestFields + serde::de::DeserializeOwned + std::fmt::Debug>(
+        json: &str,
+    ) -> String {
+        let error = string_fields::<T>(body(json)).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidBody, "{json}");
+        error.message
+    }
+
+    #[test]
+    fn typed_bodies_name_the_offending_field() {
+        let project: CreateProject = string_fields(body(r#"{"slug": "web"}"#)).unwrap();
+        assert_eq!(project.slug, "web");
+        assert_eq!(
+            refusal::<CreateProject>(r#"{"slug": "web", "name": "x"}"#),
+            "unknown field `name`; allowed fields: slug"
+        );
+        assert_eq!(
+            refusal::<CreateProject>(r#"{"slug": 3}"#),
+            "field `slug` must be a string"
+        );
+        for missing in ["{}", r#"{"slug": null}"#] {
+            assert_eq!(
+                refusal::<CreateProject>(missing),
+                "field `slug` is required"
+            );
+        }
+        assert_eq!(
+            refusal::<CreateToken>("{}"),
+            "field `name` is required (a label for the token)"
+        );
+        let provision: ProvisionBody = string_fields(body(
+            r#"{"projectSlug": "web", "buildCommand": null, "gitUrl": "https://x/y.git"}"#,
+        ))
+        .unwrap();
+        assert_eq!(provision.build_command, None);
+        assert_eq!(provision.git_url.as_deref(), Some("https://x/y.git"));
+        assert!(
+            refusal::<ProvisionBody>(r#"{"projectSlug": "web", "env": {}}"#)
+                .starts_with("unknown field `env`; allowed fields: projectSlug, installCommand")
+        );
+        assert_eq!(
+            refusal::<ProvisionBody>(r#"{"projectSlug": "web", "startCommand": ["node"]}"#),
+            "field `startCommand` must be a string"
+        );
+    }
 
     #[test]
     fn slug_edges() {

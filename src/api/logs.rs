@@ -13,26 +13,17 @@ use hyper::body::Incoming;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
+use super::types::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 use super::{json_response, ApiError, Context};
 use crate::http_util::{Body, ChannelBody};
 use crate::logs::{LogEvent, LogHub, LogLine, LogStream};
 use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState};
 
-pub const MAX_LIMIT: usize = 5000;
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
-struct Query {
-    since: u64,
-    limit: usize,
-    stream: Option<LogStream>,
-}
-
-fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
-    let mut parsed = Query {
-        since: 0,
-        limit: 1000,
-        stream: None,
-    };
+/// The query as [`LogQuery`]; a bad or unknown parameter is refused with `INVALID_QUERY`.
+fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
+    let mut parsed = LogQuery::default();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
@@ -48,11 +39,14 @@ fn parse_query(query: Option<&str>) -> Result<Query, ApiError> {
                 parsed.limit = value
                     .parse()
                     .ok()
-                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .filter(|n| (1..=LogQuery::MAX_LIMIT).contains(n))
                     .ok_or_else(|| {
                         ApiError::new(
                             ErrorCode::InvalidQuery,
-                            format!("limit={value:?} must be an integer from 1 to {MAX_LIMIT}"),
+                            format!(
+                                "limit={value:?} must be an integer from 1 to {}",
+                                LogQuery::MAX_LIMIT
+                            ),
                         )
                     })?
             }
@@ -101,7 +95,7 @@ pub async fn page(
     let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
     Ok(json_response(
         StatusCode::OK,
-        &super::types::LogPage {
+        &LogPage {
             deployment_id: deployment.id,
             logs: lines,
             next_since,
@@ -175,15 +169,25 @@ pub async fn stream(
 
 fn line_event(line: &LogLine) -> Bytes {
     let data = serde_json::to_string(line).expect("log lines serialize");
-    Bytes::from(format!("id: {}\nevent: log\ndata: {data}\n\n", line.seq))
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        line.seq,
+        LogStreamEvent::LOG
+    ))
 }
 
 /// `status` is the status object serialized as JSON (as the hub carries it).
 fn status_event(status: &str) -> Bytes {
-    Bytes::from(format!("event: status\ndata: {status}\n\n"))
+    Bytes::from(format!(
+        "event: {}\ndata: {status}\n\n",
+        LogStreamEvent::STATUS
+    ))
 }
 
-const END_EVENT: &str = "event: end\ndata: {}\n\n";
+fn end_event() -> Bytes {
+    let data = serde_json::to_string(&StreamEnd {}).expect("the end event serializes");
+    Bytes::from(format!("event: {}\ndata: {data}\n\n", LogStreamEvent::END))
+}
 
 async fn follow(
     hub: Arc<LogHub>,
@@ -211,7 +215,7 @@ async fn follow(
         }
     }
     if subscription.ended {
-        let _ = sender.send(Bytes::from_static(END_EVENT.as_bytes())).await;
+        let _ = sender.send(end_event()).await;
         return;
     }
     loop {
@@ -243,7 +247,7 @@ async fn follow(
                 // Lines appended just before the end are in the channel already (sent before
                 // End); a final replay covers any the receiver missed.
                 replay(&hub, &deployment_id, &mut last, &sender, &wanted).await;
-                let _ = sender.send(Bytes::from_static(END_EVENT.as_bytes())).await;
+                let _ = sender.send(end_event()).await;
                 return;
             }
             Err(RecvError::Lagged(_)) => {
@@ -278,6 +282,50 @@ async fn replay(
             if wanted(line) && sender.send(line_event(line)).await.is_err() {
                 return false;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::sse::Parser;
+
+    #[test]
+    fn the_client_reads_the_events_the_stream_sends() {
+        let line = LogLine {
+            seq: 7,
+            timestamp: "2025-01-01T00:00:00.000Z".into(),
+            stream: LogStream::Build,
+            message: "compiled".into(),
+        };
+        let mut bytes = line_event(&line).to_vec();
+        bytes.extend_from_slice(&end_event());
+        let events = Parser::default().feed(&bytes).unwrap();
+        let parsed: Vec<_> = events
+            .iter()
+            .map(|event| LogStreamEvent::parse(&event.name, &event.data))
+            .collect();
+        assert_eq!(events[0].id.as_deref(), Some("7"));
+        assert!(
+            matches!(&parsed[0], Some(LogStreamEvent::Log(got)) if got.message == "compiled"),
+            "{parsed:?}"
+        );
+        assert!(
+            matches!(parsed[1], Some(LogStreamEvent::End(_))),
+            "{parsed:?}"
+        );
+    }
+
+    #[test]
+    fn queries_parse_into_the_typed_query() {
+        assert_eq!(parse_query(None).unwrap(), LogQuery::default());
+        let query = parse_query(Some("since=5&limit=10&stream=stderr")).unwrap();
+        assert_eq!((query.since, query.limit), (5, 10));
+        assert_eq!(query.stream, Some(LogStream::Stderr));
+        for bad in ["limit=0", "limit=5001", "since=-1", "stream=x", "page=2"] {
+            let error = parse_query(Some(bad)).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidQuery, "{bad}");
         }
     }
 }

@@ -9,6 +9,7 @@ mod logs;
 mod openapi;
 mod projects;
 mod provision;
+mod routes;
 mod source;
 mod tokens;
 pub mod types;
@@ -21,100 +22,11 @@ use hyper::body::Incoming;
 
 pub use context::Context;
 pub use error::{ApiError, ErrorCode};
-pub use openapi::openapi_document;
+pub use openapi::{openapi_document, OpenApiDocument};
+pub use routes::{Route, RouteSpec, ROUTES};
 
 use crate::auth::Caller;
 use crate::http_util::{full, Body};
-
-/// Every route of the API: (method, template, id). The OpenAPI document and its test walk it.
-pub const ROUTES: &[(Method, &str, Route)] = &[
-    (Method::GET, "/api/projects", Route::ListProjects),
-    (Method::POST, "/api/projects", Route::CreateProject),
-    (Method::GET, "/api/projects/{projectId}", Route::GetProject),
-    (
-        Method::DELETE,
-        "/api/projects/{projectId}",
-        Route::DeleteProject,
-    ),
-    (
-        Method::POST,
-        "/api/projects/{projectId}/env-vars",
-        Route::SetEnvVars,
-    ),
-    (
-        Method::GET,
-        "/api/projects/{projectId}/env-vars",
-        Route::GetEnvVars,
-    ),
-    (
-        Method::DELETE,
-        "/api/projects/{projectId}/env-vars/{key}",
-        Route::DeleteEnvVar,
-    ),
-    (Method::POST, "/api/tokens", Route::CreateToken),
-    (Method::GET, "/api/tokens", Route::ListTokens),
-    (Method::DELETE, "/api/tokens/{tokenId}", Route::DeleteToken),
-    (
-        Method::POST,
-        "/api/projects/{projectId}/source",
-        Route::UploadSource,
-    ),
-    (
-        Method::POST,
-        "/api/projects/{projectId}/provision",
-        Route::Provision,
-    ),
-    (
-        Method::GET,
-        "/api/provisioning/{provisioningId}/status",
-        Route::ProvisionStatus,
-    ),
-    (
-        Method::GET,
-        "/api/projects/{projectId}/deployments",
-        Route::Deployments,
-    ),
-    (
-        Method::POST,
-        "/api/projects/{projectId}/rollback",
-        Route::Rollback,
-    ),
-    (
-        Method::GET,
-        "/api/deployments/{deploymentId}/logs",
-        Route::Logs,
-    ),
-    (
-        Method::GET,
-        "/api/deployments/{deploymentId}/logs/stream",
-        Route::LogStream,
-    ),
-    (Method::GET, "/api/openapi.json", Route::OpenApi),
-    (Method::GET, "/api/system", Route::System),
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    ListProjects,
-    CreateProject,
-    GetProject,
-    DeleteProject,
-    SetEnvVars,
-    GetEnvVars,
-    DeleteEnvVar,
-    CreateToken,
-    ListTokens,
-    DeleteToken,
-    UploadSource,
-    Provision,
-    ProvisionStatus,
-    Deployments,
-    Rollback,
-    Logs,
-    LogStream,
-    OpenApi,
-    System,
-}
 
 /// Path parameters captured by a template, in order.
 pub struct Params(Vec<String>);
@@ -154,12 +66,12 @@ enum Matched {
 
 fn find_route(method: &Method, path: &str) -> Matched {
     let mut allowed = Vec::new();
-    for (route_method, template, route) in ROUTES {
-        if let Some(params) = match_template(template, path) {
-            if route_method == method || (method == Method::HEAD && route_method == Method::GET) {
-                return Matched::Route(*route, template, params);
+    for spec in ROUTES {
+        if let Some(params) = match_template(spec.template, path) {
+            if spec.method == method || (method == Method::HEAD && spec.method == Method::GET) {
+                return Matched::Route(spec.route, spec.template, params);
             }
-            allowed.push(route_method.as_str());
+            allowed.push(spec.method.as_str());
         }
     }
     if allowed.is_empty() {

@@ -93,7 +93,7 @@ pub async fn create(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let types::CreateProject { slug } = read_string_fields(request, &["slug"]).await?;
+    let types::CreateProject { slug } = read_string_fields(request).await?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let uid_base = ctx.config.sandbox.uid_base;
     let owned = slug.clone();
@@ -157,47 +157,9 @@ pub async fn set_env_vars(
     if !id_or_slug.starts_with("prj_") {
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
-    let body = read_json_object(request).await?;
-    let mut plain = Vec::with_capacity(body.len());
-    for (key, value) in &body {
-        validate_env_key(key)?;
-        let serde_json::Value::String(value) = value else {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} must be a string"),
-            ));
-        };
-        if value.len() > MAX_ENV_VALUE_BYTES {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!(
-                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
-                    value.len()
-                ),
-            ));
-        }
-        if value.contains('\0') {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} contains a NUL byte"),
-            ));
-        }
-        plain.push((key.clone(), value.clone()));
-    }
-    if plain.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
-        ));
-    }
-    if plain.len() > MAX_ENV_VARS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidEnvKey,
-            format!("at most {MAX_ENV_VARS} variables per project"),
-        ));
-    }
+    let body = env_vars_body(read_json_object(request).await?)?;
     let project = find_or_create(ctx, id_or_slug).await?;
-    let sealed: Vec<(String, Vec<u8>)> = plain
+    let sealed: Vec<(String, Vec<u8>)> = body
         .iter()
         .map(|(key, value)| (key.clone(), ctx.secrets.seal_env(&project.id, key, value)))
         .collect();
@@ -217,8 +179,8 @@ pub async fn set_env_vars(
             ))
         }
     }
-    let mut updated: Vec<String> = plain.into_iter().map(|(k, _)| k).collect();
-    updated.sort_unstable();
+    // The body's names, sorted (a map keeps them so).
+    let updated: Vec<String> = body.into_keys().collect();
     Ok(json_response(
         StatusCode::OK,
         &types::EnvVarsUpdated {
@@ -279,6 +241,52 @@ pub async fn decrypted_env(
     ctx.secrets
         .open_env_vars(project_id, sealed)
         .map_err(ApiError::internal)
+}
+
+/// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
+/// values (each checked in name order, the first fault refused).
+fn env_vars_body(
+    body: serde_json::Map<String, serde_json::Value>,
+) -> Result<types::EnvVarsBody, ApiError> {
+    let mut vars = types::EnvVarsBody::new();
+    for (key, value) in body {
+        validate_env_key(&key)?;
+        let serde_json::Value::String(value) = value else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!("value of {key:?} must be a string"),
+            ));
+        };
+        if value.len() > MAX_ENV_VALUE_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!(
+                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
+                    value.len()
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!("value of {key:?} contains a NUL byte"),
+            ));
+        }
+        vars.insert(key, value);
+    }
+    if vars.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
+        ));
+    }
+    if vars.len() > MAX_ENV_VARS {
+        return Err(ApiError::new(
+            ErrorCode::InvalidEnvKey,
+            format!("at most {MAX_ENV_VARS} variables per project"),
+        ));
+    }
+    Ok(vars)
 }
 
 fn validate_env_key(key: &str) -> Result<(), ApiError> {

@@ -23,8 +23,7 @@ pub async fn provision(
     id_or_slug: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let body: types::ProvisionBody =
-        read_string_fields(request, types::ProvisionBody::FIELDS).await?;
+    let body: types::ProvisionBody = read_string_fields(request).await?;
     let slug = body.project_slug;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let mut parsed = ProvisionRequest {
@@ -132,7 +131,7 @@ fn accepted(run: &RunRecord) -> Response<Body> {
     json_response(
         StatusCode::ACCEPTED,
         &types::ProvisionAccepted {
-            status: "provisioning_in_progress".into(),
+            status: types::AcceptedStatus::ProvisioningInProgress,
             provisioning_id: run.id.clone(),
             status_check_url: format!("/api/provisioning/{}/status", run.id),
             estimated_completion_time: run.estimate_ms,
@@ -146,8 +145,7 @@ pub async fn rollback(
     id_or_slug: &str,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let types::RollbackBody { deployment_id } =
-        read_string_fields(request, &["deploymentId"]).await?;
+    let types::RollbackBody { deployment_id } = read_string_fields(request).await?;
     let project = find(ctx, id_or_slug).await?;
     let id = deployment_id.clone();
     let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;

@@ -14,7 +14,7 @@ pub async fn create(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let types::CreateToken { name } = read_string_fields(request, &["name"]).await?;
+    let types::CreateToken { name } = read_string_fields(request).await?;
     if name.trim().is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,

@@ -1,6 +1,11 @@
-//! The API's JSON shapes, as Rust types: the handlers build responses from them, the CLI client
-//! reads responses into them, and the OpenAPI document derives its schemas from them. Shapes
-//! another module owns (the provisioning status, log lines) are re-exported here.
+//! The API's JSON shapes, as Rust types: the handlers build responses from them, request bodies
+//! parse into them, the CLI client reads responses into them, and the OpenAPI document derives
+//! its schemas from them (`api::routes` names each route's shapes). Shapes another module owns
+//! (the provisioning status, log lines) are re-exported here; the log endpoints' shapes are in
+//! [`logs`], the error code as it travels in [`wire_code`].
+
+mod logs;
+mod wire_code;
 
 use std::collections::BTreeMap;
 
@@ -11,6 +16,20 @@ pub use crate::error_code::ErrorCode;
 pub use crate::logs::{LogLine, LogStream};
 pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
+pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
+pub use wire_code::{UnknownCode, WireCode};
+
+/// A request body whose fields are all strings: the names it allows, as the API spells them,
+/// in the order error messages list them (`api::json::read_string_fields` enforces them; a
+/// test checks them against the type's schema).
+pub trait RequestFields {
+    const FIELDS: &'static [&'static str];
+
+    /// The message for a required field that is absent or null.
+    fn missing(field: &str) -> String {
+        format!("field `{field}` is required")
+    }
+}
 
 /// Every error: `{"error": {"code", "message", "status"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -20,7 +39,10 @@ pub struct ErrorEnvelope {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
-    pub code: ErrorCode,
+    /// The error's code.
+    // An `ErrorCode` from this server; a client keeps a code it does not know as text.
+    #[schemars(with = "ErrorCode")]
+    pub code: WireCode,
     pub message: String,
     /// The HTTP status again.
     pub status: u16,
@@ -49,6 +71,10 @@ pub struct CreateProject {
     pub slug: String,
 }
 
+impl RequestFields for CreateProject {
+    const FIELDS: &'static [&'static str] = &["slug"];
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ProjectDeleted {
     pub id: String,
@@ -56,7 +82,8 @@ pub struct ProjectDeleted {
     pub deleted: bool,
 }
 
-/// `POST …/env-vars`: names to values, set all or nothing.
+/// `POST …/env-vars`: names to values, set all or nothing (`api::projects` validates names and
+/// values and produces it).
 pub type EnvVarsBody = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -130,6 +157,14 @@ pub struct CreateToken {
     pub name: String,
 }
 
+impl RequestFields for CreateToken {
+    const FIELDS: &'static [&'static str] = &["name"];
+
+    fn missing(field: &str) -> String {
+        format!("field `{field}` is required (a label for the token)")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TokenList {
     pub tokens: Vec<Token>,
@@ -174,9 +209,8 @@ pub struct ProvisionBody {
     pub health_check_path: Option<String>,
 }
 
-impl ProvisionBody {
-    /// Field names as the API spells them (what `deny_unknown_fields` allows).
-    pub const FIELDS: &'static [&'static str] = &[
+impl RequestFields for ProvisionBody {
+    const FIELDS: &'static [&'static str] = &[
         "projectSlug",
         "installCommand",
         "buildCommand",
@@ -193,12 +227,18 @@ impl ProvisionBody {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProvisionAccepted {
-    /// Always `provisioning_in_progress`.
-    pub status: String,
+    pub status: AcceptedStatus,
     pub provisioning_id: String,
     pub status_check_url: String,
     pub estimated_completion_time: u64,
     pub deployment_id: String,
+}
+
+/// A run just accepted is always in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptedStatus {
+    ProvisioningInProgress,
 }
 
 /// `POST /api/projects/{projectId}/rollback`.
@@ -206,6 +246,10 @@ pub struct ProvisionAccepted {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RollbackBody {
     pub deployment_id: String,
+}
+
+impl RequestFields for RollbackBody {
+    const FIELDS: &'static [&'static str] = &["deploymentId"];
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -229,15 +273,6 @@ pub struct DeploymentList {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LogPage {
-    pub deployment_id: String,
-    pub logs: Vec<LogLine>,
-    pub next_since: u64,
-    pub has_more: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Health {
     /// Always `ok`.
     pub status: String,
@@ -253,4 +288,61 @@ pub struct SystemInfo {
     pub tls_mode: String,
     pub apps_domain: String,
     pub control_host: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names a request type's schema gives its properties.
+    fn properties<T: JsonSchema>() -> Vec<String> {
+        let schema = schemars::generate::SchemaSettings::draft2020_12()
+            .for_deserialize()
+            .into_generator()
+            .into_root_schema_for::<T>();
+        let mut names: Vec<String> = schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn fields<T: RequestFields>() -> Vec<String> {
+        let mut names: Vec<String> = T::FIELDS.iter().map(|f| f.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn request_fields_are_the_types_fields() {
+        assert_eq!(fields::<CreateProject>(), properties::<CreateProject>());
+        assert_eq!(fields::<CreateToken>(), properties::<CreateToken>());
+        assert_eq!(fields::<ProvisionBody>(), properties::<ProvisionBody>());
+        assert_eq!(fields::<RollbackBody>(), properties::<RollbackBody>());
+    }
+
+    #[test]
+    fn shapes_keep_null_and_absent_apart() {
+        let project = Project {
+            id: "prj_1".into(),
+            slug: "web".into(),
+            url: "https://web.localhost".into(),
+            created_at: "t".into(),
+            live_deployment_id: None,
+            state: ProjectState::New,
+        };
+        let value = serde_json::to_value(&project).unwrap();
+        assert!(value["liveDeploymentId"].is_null());
+        assert_eq!(value.as_object().unwrap().len(), 6);
+        let body = ProvisionBody {
+            project_slug: "web".into(),
+            ..ProvisionBody::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"projectSlug":"web"}"#
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::api::types::{LogLine, ProvisionStatus};
+use crate::api::types::{LogLine, LogStreamEvent, ProvisionStatus};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
@@ -117,18 +117,14 @@ pub async fn follow_logs(
         // The loop ends when the stream closes or breaks; either way, reconnect.
         while let Ok(Some(event)) = events.next().await {
             reconnects = 0;
-            match event.name.as_str() {
-                "log" => print_line(&event, &mut last_seq, display)?,
-                "status" => {
-                    if let Ok(status) = serde_json::from_str::<ProvisionStatus>(&event.data) {
-                        display.status(&status);
-                    }
-                }
-                "end" => {
+            match LogStreamEvent::parse(&event.name, &event.data) {
+                Some(LogStreamEvent::Log(line)) => print_line(&line, &mut last_seq, display)?,
+                Some(LogStreamEvent::Status(status)) => display.status(&status),
+                Some(LogStreamEvent::End(_)) => {
                     display.finish();
                     return Ok(());
                 }
-                _ => {}
+                None => {}
             }
         }
         reconnects += 1;
@@ -141,21 +137,18 @@ pub async fn follow_logs(
     }
 }
 
-/// Prints one `log` event, remembering its sequence number for a resumption.
+/// Prints one `log` event's line, remembering its sequence number for a resumption.
 fn print_line(
-    event: &Event,
+    line: &LogLine,
     last_seq: &mut Option<u64>,
     display: &mut Display,
 ) -> Result<(), ClientError> {
-    let Ok(line) = serde_json::from_str::<LogLine>(&event.data) else {
-        return Ok(());
-    };
     if last_seq.is_some_and(|last| line.seq <= last) {
         return Ok(());
     }
     *last_seq = Some(line.seq);
     display
-        .log_line(&line)
+        .log_line(line)
         .map_err(|error| ClientError::Io(format!("writing the log: {error}")))
 }
 
@@ -250,12 +243,9 @@ impl RunStream<'_> {
 
     /// Handles one event; `Some` when it ends the following.
     fn event(&mut self, event: &Event) -> Result<Option<StreamOutcome>, ClientError> {
-        match event.name.as_str() {
-            "log" => print_line(event, self.last_seq, self.display)?,
-            "status" => {
-                let Ok(status) = serde_json::from_str::<ProvisionStatus>(&event.data) else {
-                    return Ok(None);
-                };
+        match LogStreamEvent::parse(&event.name, &event.data) {
+            Some(LogStreamEvent::Log(line)) => print_line(&line, self.last_seq, self.display)?,
+            Some(LogStreamEvent::Status(status)) => {
                 // A stream may carry another run's status (e.g. the deployment's first run).
                 if status.provisioning_id() != self.provisioning_id {
                     return Ok(None);
@@ -265,8 +255,8 @@ impl RunStream<'_> {
                     return Ok(Some(StreamOutcome::Final(status)));
                 }
             }
-            "end" => return Ok(Some(StreamOutcome::Ended)),
-            _ => {}
+            Some(LogStreamEvent::End(_)) => return Ok(Some(StreamOutcome::Ended)),
+            None => {}
         }
         Ok(None)
     }

@@ -272,8 +272,8 @@ async fn error_from(response: Response<Incoming>) -> ClientError {
     parse_error(status.as_u16(), &bytes)
 }
 
-/// The API's `{"error":{"code","message","status"}}`, or a description of what came instead
-/// (a proxy's page, or a code this client does not know yet).
+/// The API's `{"error":{"code","message","status"}}` (a code this client does not know yet is
+/// kept as text), or a description of what came instead (e.g. a proxy's page).
 pub fn parse_error(status: u16, body: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorEnvelope>(body) {
         Ok(envelope) => ClientError::Api {
@@ -306,14 +306,20 @@ mod tests {
                 code,
                 message,
             } => {
-                assert_eq!(
-                    (status, code),
-                    (400, crate::error_code::ErrorCode::InvalidEnvKey)
-                );
+                assert_eq!(status, 400);
+                assert_eq!(code, crate::error_code::ErrorCode::InvalidEnvKey);
                 assert_eq!(message, "PORT is reserved");
             }
             other => panic!("{other:?}"),
         }
+        let newer =
+            br#"{"error":{"code":"QUOTA_EXCEEDED","message":"too many apps","status":403}}"#;
+        let error = parse_error(403, newer);
+        assert!(
+            matches!(error, ClientError::Api { status: 403, .. }),
+            "{error:?}"
+        );
+        assert_eq!(error.to_string(), "too many apps (QUOTA_EXCEEDED)");
         match parse_error(502, b"<html>bad gateway</html>") {
             ClientError::Http { status, message } => {
                 assert_eq!(status, 502);

@@ -33,14 +33,16 @@ pub enum ClientError {
     Config(String),
     #[error("cannot reach {target}: {detail}")]
     Connect { target: String, detail: String },
-    /// The API answered with its error envelope.
+    /// The API answered with its error envelope (a code this build does not know is kept as
+    /// text).
     #[error("{message} ({code})")]
     Api {
         status: u16,
-        code: crate::error_code::ErrorCode,
+        code: crate::api::types::WireCode,
         message: String,
     },
-    /// Another non-2xx answer (a proxy in front, or an envelope this client cannot read).
+    /// Another non-2xx answer without the API's envelope (e.g. a proxy's page): a client-side
+    /// condition, not an API error code.
     #[error("{message}")]
     Http { status: u16, message: String },
     #[error("unexpected answer from the API: {0}")]

@@ -489,6 +489,20 @@ async fn openapi_lists_the_routes() {
     ] {
         assert!(doc["paths"][path].is_object(), "{path} documented");
     }
+    // The shapes come from the handlers' types; the log stream is not JSON.
+    let provision = &doc["paths"]["/api/projects/{projectId}/provision"]["post"];
+    assert_eq!(
+        provision["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/ProvisionBody"
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["ProvisionBody"]["required"],
+        json!(["projectSlug"])
+    );
+    let stream = &doc["paths"]["/api/deployments/{deploymentId}/logs/stream"]["get"];
+    assert!(stream["responses"]["200"]["content"]["text/event-stream"].is_object());
+    assert!(stream["responses"]["200"]["content"]["application/json"].is_null());
+    assert!(doc["components"]["schemas"]["ErrorEnvelope"].is_object());
 }
 
 #[tokio::test]
