@@ -104,6 +104,9 @@ impl CgroupFs for FakeCgroupFs {
         }
         tree.insert(path.to_owned(), None);
         tree.insert(path.join("cgroup.procs"), Some(String::new()));
+        // What a kernel with swap accounting offers in every new memory cgroup.
+        tree.insert(path.join("memory.swap.max"), Some("max".into()));
+        tree.insert(path.join("memory.memsw.limit_in_bytes"), Some("-1".into()));
         Ok(())
     }
 
@@ -230,6 +233,8 @@ fn v2_delegation_moves_the_daemon_into_a_leaf_and_writes_the_limits() {
         (64u64 << 20).to_string()
     );
     assert_eq!(fake.file(&format!("{dir}/pids.max")).unwrap(), "32");
+    // No swap: a step cannot page its way past the memory limit.
+    assert_eq!(fake.file(&format!("{dir}/memory.swap.max")).unwrap(), "0");
     assert_eq!(
         fake.file(&format!("{dir}/cpu.max")).unwrap(),
         "50000 100000"
