@@ -20,7 +20,53 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
 
-const SYSTEM_DIRS: &[&str] = &["usr", "etc", "opt"];
+const SYSTEM_DIRS: &[&str] = &["usr", "opt"];
+
+/// What a sandbox sees of the host's `/etc`: what programs need to run, resolve names, speak
+/// TLS and find their defaults — never the rest, where operators keep keys and credentials
+/// (e.g. `/etc/slipway/`). `hosts`, `resolv.conf`, `passwd` and `group` are generated.
+const ETC_ALLOWED: &[&str] = &[
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "crypto-policies",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "host.conf",
+    "gai.conf",
+    "hosts",
+    "resolv.conf",
+    "passwd",
+    "group",
+    "os-release",
+    "debian_version",
+    "mime.types",
+    "protocols",
+    "services",
+    "networks",
+    "rpc",
+    "environment",
+    "profile",
+    "bash.bashrc",
+    "inputrc",
+    "locale.alias",
+    "magic",
+    "magic.mime",
+    "fonts",
+    "gitconfig",
+    "npmrc",
+    "pip.conf",
+    "python3",
+    "perl",
+    "java-17-openjdk",
+    "java-21-openjdk",
+];
 const ROOT_LINK_CANDIDATES: &[&str] = &["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 /// The device nodes a sandbox gets. No `tty`: a sandbox has no controlling terminal.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
@@ -58,6 +104,21 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
         }
     }
     let mut symlinks = Vec::new();
+    for name in ETC_ALLOWED {
+        let host = Path::new("/etc").join(name);
+        let target = Path::new("etc").join(name);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                symlinks.push((target, std::fs::read_link(&host)?))
+            }
+            Ok(meta) => trees.push(Tree {
+                target,
+                fd: clone_tree(&host, read_only, false)?,
+                is_dir: meta.is_dir(),
+            }),
+            Err(_) => {}
+        }
+    }
     for name in ROOT_LINK_CANDIDATES {
         let host = Path::new("/").join(name);
         match std::fs::symlink_metadata(&host) {
@@ -174,6 +235,9 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
         attach(&tree)?;
     }
     for (link, target) in &plan.symlinks {
+        if let Some(parent) = link.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
         std::os::unix::fs::symlink(target, link)?;
     }
     std::fs::create_dir("tmp")?;
@@ -379,6 +443,9 @@ fn attach(tree: &Tree) -> io::Result<()> {
     if tree.is_dir {
         std::fs::create_dir_all(&tree.target)?;
     } else {
+        if let Some(parent) = tree.target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
         std::fs::write(&tree.target, b"")?;
     }
     let target = CString::new(tree.target.as_os_str().as_bytes()).map_err(io::Error::other)?;

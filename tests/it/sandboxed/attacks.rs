@@ -399,3 +399,56 @@ mkdir -p dist && echo ok > dist/index.html"#;
     // SIGSYS (31): the shell reports 128 + 31.
     assert!(output.iter().any(|l| l.contains("x32 exit=159")), "{logs}");
 }
+
+/// A world-readable secret in the host's `/etc` (the example config keeps the wildcard key
+/// in `/etc/slipway/`): a build sees only the allow-listed part of `/etc`.
+#[tokio::test]
+async fn a_build_sees_only_an_allow_list_of_etc() {
+    let Some(sandboxed) = Sandboxed::start("etc", "") else {
+        return;
+    };
+    struct Planted(std::path::PathBuf);
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let planted = Planted(format!("/etc/slipway-test-{}", std::process::id()).into());
+    std::fs::create_dir_all(&planted.0).unwrap();
+    let secret = planted.0.join("wildcard.key");
+    std::fs::write(&secret, "-----BEGIN PRIVATE KEY----- planted").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&planted.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let script = format!(
+        "cat {} && echo 'LEAK: read the planted key'\n\
+         ls /etc | tr '\\n' ' '; echo\n\
+         git --version >/dev/null && echo git-works\n\
+         mkdir -p dist && echo ok > dist/index.html",
+        secret.display()
+    );
+    let (status, logs) = sandboxed
+        .run(
+            "etc",
+            &[("x", "x", 0o644)],
+            json!({"buildCommand": script, "installCommand": ""}),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    let output: Vec<&str> = logs.lines().filter(|l| l.starts_with("[build]")).collect();
+    assert!(!output.iter().any(|l| l.contains("LEAK")), "{logs}");
+    assert!(output.iter().any(|l| l.contains("git-works")), "{logs}");
+    let listing = output
+        .iter()
+        .find(|l| l.contains("passwd"))
+        .unwrap_or_else(|| panic!("no /etc listing: {logs}"));
+    for absent in ["slipway-test", "shadow", "nginx", "apt", "ssh"] {
+        assert!(!listing.contains(absent), "/etc shows {absent}: {listing}");
+    }
+}
