@@ -27,6 +27,8 @@ const BLOCKED_RANGES: &[&str] = &[
     "198.18.0.0/15",
     "224.0.0.0/4",
     "240.0.0.0/4",
+    // Azure's wireserver (instance metadata and VM agent), outside the private ranges.
+    "168.63.129.16/32",
 ];
 
 /// Hands out /30 links from the subnet. In memory: a link is free again once its step has
@@ -297,6 +299,14 @@ fn run_ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cloud_metadata_addresses_are_blocked() {
+        let rules = ruleset("t", "swabcd", ("10.213.0.0".parse().unwrap(), 16), &[]);
+        for address in ["169.254.0.0/16", "168.63.129.16/32", "100.64.0.0/10"] {
+            assert!(rules.contains(address), "{address} not blocked:\n{rules}");
+        }
+    }
 
     #[test]
     fn links_are_carved_round_robin_and_reused_after_release() {
