@@ -3,7 +3,7 @@
 //! serving and the dashboard's unknown paths. A static site's own `404.html` is the site's
 //! content and is served by `static_files`, not here.
 
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::http_util::{full, Body};
@@ -120,8 +120,16 @@ impl VisitorPage<'_> {
         }
     }
 
+    /// The methods a 405 names in `Allow`.
+    fn allow(self) -> Option<&'static str> {
+        match self {
+            VisitorPage::MethodNotAllowed => Some("GET, HEAD"),
+            _ => None,
+        }
+    }
+
     /// The page: a short HTML document (title and detail escaped), `no-store`, `nosniff`,
-    /// `Retry-After` where it applies.
+    /// `Retry-After` and `Allow` where they apply.
     pub fn response(self) -> Response<Body> {
         let status = self.status();
         let code = status.as_u16();
@@ -146,6 +154,9 @@ impl VisitorPage<'_> {
         headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
         if let Some(seconds) = self.retry_after() {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(methods) = self.allow() {
+            headers.insert(ALLOW, HeaderValue::from_static(methods));
         }
         response
     }
@@ -172,60 +183,62 @@ mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    /// The whole table: page → status, title, Retry-After.
+    /// The whole table: page → status, title and the headers beyond the ones every page has.
+    /// A new page must be added here too.
     #[test]
-    fn every_page_has_its_status_title_and_retry() {
-        let table: &[(VisitorPage, u16, &str, Option<u64>)] = &[
-            (VisitorPage::UnknownHost, 404, "Not found", None),
+    fn every_page_has_its_status_title_and_headers() {
+        type Headers = &'static [(&'static str, &'static str)];
+        const RETRY: Headers = &[("retry-after", "5")];
+        let table: &[(VisitorPage, u16, &str, Headers)] = &[
+            (VisitorPage::UnknownHost, 404, "Not found", &[]),
             (
                 VisitorPage::NotDeployedYet { slug: "web" },
                 503,
                 "Not deployed yet",
-                Some(5),
+                RETRY,
             ),
-            (VisitorPage::NotFound, 404, "Not found", None),
-            (VisitorPage::NoSuchChallenge, 404, "Not found", None),
-            (VisitorPage::NoSuchControlPage, 404, "Not found", None),
+            (VisitorPage::NotFound, 404, "Not found", &[]),
+            (VisitorPage::NoSuchChallenge, 404, "Not found", &[]),
+            (VisitorPage::NoSuchControlPage, 404, "Not found", &[]),
             (
                 VisitorPage::MethodNotAllowed,
                 405,
                 "Method not allowed",
-                None,
+                &[("allow", "GET, HEAD")],
             ),
             (
                 VisitorPage::ConnectNotAllowed,
                 405,
                 "Method not allowed",
-                None,
+                &[],
             ),
-            (VisitorPage::BadRequest, 400, "Bad request", None),
-            (VisitorPage::AppNotAnswering, 502, "Bad gateway", None),
-            (VisitorPage::AppTooSlow, 502, "Bad gateway", None),
-            (
-                VisitorPage::UpgradeUnavailable,
-                501,
-                "Not implemented",
-                None,
-            ),
-            (VisitorPage::ShuttingDown, 503, "Shutting down", Some(5)),
-            (VisitorPage::Busy, 503, "Busy", Some(5)),
-            (VisitorPage::AppRestarting, 503, "Restarting", Some(5)),
+            (VisitorPage::BadRequest, 400, "Bad request", &[]),
+            (VisitorPage::AppNotAnswering, 502, "Bad gateway", &[]),
+            (VisitorPage::AppTooSlow, 502, "Bad gateway", &[]),
+            (VisitorPage::UpgradeUnavailable, 501, "Not implemented", &[]),
+            (VisitorPage::ShuttingDown, 503, "Shutting down", RETRY),
+            (VisitorPage::Busy, 503, "Busy", RETRY),
+            (VisitorPage::AppRestarting, 503, "Restarting", RETRY),
         ];
-        for (page, status, title, retry) in table {
+        for (page, status, title, extra) in table {
             assert_eq!(page.status().as_u16(), *status, "{page:?}");
             assert_eq!(page.title(), *title, "{page:?}");
             let response = page.response();
             assert_eq!(response.status().as_u16(), *status);
-            assert_eq!(
-                response
-                    .headers()
-                    .get(RETRY_AFTER)
-                    .map(|v| v.to_str().unwrap().to_owned()),
-                retry.map(|s| s.to_string()),
-                "{page:?}"
-            );
-            assert_eq!(response.headers()[CACHE_CONTROL], "no-store");
-            assert_eq!(response.headers()[X_CONTENT_TYPE_OPTIONS], "nosniff");
+            let mut expected = vec![
+                ("cache-control", "no-store"),
+                ("content-type", "text/html; charset=utf-8"),
+                ("x-content-type-options", "nosniff"),
+            ];
+            expected.extend_from_slice(extra);
+            expected.sort_unstable();
+            let mut headers: Vec<(&str, &str)> = response
+                .headers()
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+                .collect();
+            headers.sort_unstable();
+            assert_eq!(headers, expected, "{page:?}");
         }
     }
 

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 
 use crate::http_util::{empty, Body};
@@ -87,11 +87,7 @@ impl StaticSite {
         let method = request.method();
         let head = method == Method::HEAD;
         if method != Method::GET && !head {
-            let mut response = head_only(VisitorPage::MethodNotAllowed.response(), head);
-            response
-                .headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return response;
+            return head_only(VisitorPage::MethodNotAllowed.response(), head);
         }
         let raw_path = request.uri().path();
         let path = match decode_path(raw_path) {
@@ -190,7 +186,6 @@ fn decode_path(raw: &str) -> Result<Cow<'_, str>, PathRefused> {
     Ok(decoded)
 }
 
-/// Decodes `%XX` escapes; `None` for a malformed escape.
 /// 308 from `/dir` to `/dir/`, keeping the query. `raw_path` was validated and is a known
 /// route, so it never starts with `//` (no open redirect).
 fn add_slash(raw_path: &str, query: Option<&str>, head: bool) -> Response<Body> {
