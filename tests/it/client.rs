@@ -6,16 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use crate::support::{DaemonOptions, TestDaemon, BIN};
+use crate::support::{DaemonOptions, TestDaemon, TlsSetup, BIN};
 
 /// A daemon whose rate limits do not get in the way of several commands per test.
 fn daemon() -> TestDaemon {
-    TestDaemon::start_with(DaemonOptions {
-        extra_toml:
-            "[rate_limits]\nrequests_per_minute = 1000\nposts_per_minute_per_endpoint = 1000\n"
-                .into(),
-        ..DaemonOptions::default()
-    })
+    TestDaemon::start_with(DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 1000\nposts_per_minute_per_endpoint = 1000\n",
+    ))
 }
 
 struct Client {
@@ -430,11 +427,8 @@ async fn login_saves_private_credentials_that_the_environment_overrides() {
 
 #[tokio::test]
 async fn https_with_the_exported_root_in_slipway_ca_file() {
-    let daemon = TestDaemon::start_with(DaemonOptions {
-        tls_mode: "internal",
-        ..DaemonOptions::default()
-    });
-    let https = daemon.https.expect("an https listener");
+    let daemon = TestDaemon::start_with(DaemonOptions::default().tls(TlsSetup::Internal));
+    let https = daemon.https_addr();
     let export = std::process::Command::new(BIN)
         .args(["ca", "export", "--data-dir"])
         .arg(daemon.data_dir())

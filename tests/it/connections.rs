@@ -18,10 +18,7 @@ const LIMITS: &str = "[limits]\nmax_connections = 400\ncontrol_reserved_connecti
      max_connections_per_client = 100\nidle_timeout_s = 10\nwrite_timeout_s = 3\n";
 
 fn daemon() -> TestDaemon {
-    TestDaemon::start_with(DaemonOptions {
-        extra_toml: LIMITS.into(),
-        ..DaemonOptions::default()
-    })
+    TestDaemon::start_with(DaemonOptions::default().extra_toml(LIMITS))
 }
 
 async fn connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
@@ -52,13 +49,6 @@ async fn idle_h2(source: IpAddr, to: SocketAddr) -> Option<IdleH2> {
         let _ = connection.await;
     });
     Some(IdleH2 { closed })
-}
-
-async fn healthz(daemon: &TestDaemon) -> u16 {
-    daemon
-        .request("GET", "slipway.localhost", "/healthz", &[], vec![])
-        .await
-        .status
 }
 
 async fn deploy_static(daemon: &TestDaemon, slug: &str, big: bool) {
@@ -121,7 +111,7 @@ async fn idle_http2_floods_are_capped_per_client_and_closed_while_others_answer(
     // The control host answers at once (from the reserve); an app host on a reserve connection
     // is told to come back later instead of taking the operator's room.
     let asked = Instant::now();
-    assert_eq!(healthz(&daemon).await, 200);
+    assert_eq!(daemon.healthz().await, 200);
     assert!(
         asked.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -148,7 +138,7 @@ async fn idle_http2_floods_are_capped_per_client_and_closed_while_others_answer(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(daemon.app_get("other", "/", &[]).await.status, 200);
-    assert_eq!(healthz(&daemon).await, 200);
+    assert_eq!(daemon.healthz().await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +160,7 @@ async fn a_reader_that_stops_reading_loses_its_connection() {
     // Stop reading: the socket buffers fill and the daemon's writes stall.
     let stalled = Instant::now();
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert_eq!(healthz(&daemon).await, 200, "others are served meanwhile");
+    assert_eq!(daemon.healthz().await, 200, "others are served meanwhile");
     // Now drain what was buffered: the stream must end well short of the 8 MiB.
     let mut received = 0usize;
     let mut buffer = vec![0u8; 64 * 1024];
@@ -196,11 +186,10 @@ async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
     if crate::support::missing_tool("node", "the WebSocket echo app is a node server") {
         return;
     }
-    let daemon = TestDaemon::start_with(DaemonOptions {
-        extra_toml: "[limits]\nmax_websockets_per_client = 5\nwebsocket_idle_timeout_s = 2\n"
-            .into(),
-        ..DaemonOptions::default()
-    });
+    let daemon = TestDaemon::start_with(
+        DaemonOptions::default()
+            .extra_toml("[limits]\nmax_websockets_per_client = 5\nwebsocket_idle_timeout_s = 2\n"),
+    );
     daemon
         .deploy(
             "chat",
@@ -226,7 +215,7 @@ async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
         (5, 3),
         "a client holds at most 5 tunnels"
     );
-    assert_eq!(healthz(&daemon).await, 200);
+    assert_eq!(daemon.healthz().await, 200);
     // Silent for longer than the idle timeout: every tunnel is closed by the daemon.
     for socket in &mut open {
         let next = tokio::time::timeout(Duration::from_secs(10), socket.next()).await;

@@ -26,21 +26,18 @@ fn path_without_nft_and_ip(dir: &Path) -> String {
     bin.display().to_string()
 }
 
-fn options(path: &str, dev: bool) -> DaemonOptions {
-    DaemonOptions {
-        tls_mode: "off",
-        sandbox_mode: "",
-        dev,
-        env: vec![("PATH", path.to_owned())],
-        ..DaemonOptions::default()
-    }
+/// The daemon's own sandbox mode default, with `path` as its `PATH`.
+fn options(path: &str) -> DaemonOptions {
+    DaemonOptions::default()
+        .default_sandbox_mode()
+        .env("PATH", path)
 }
 
 #[tokio::test]
 async fn dev_falls_back_to_no_sandbox_without_nft_and_ip() {
     let tools = tempfile::tempdir().unwrap();
     let path = path_without_nft_and_ip(tools.path());
-    let daemon = TestDaemon::start_with(options(&path, true));
+    let daemon = TestDaemon::start_with(options(&path).dev());
     let log = daemon.log_with("slipway is ready");
     assert!(
         log.contains("sandbox.mode = \"auto\"") && log.contains("WITHOUT ANY ISOLATION"),
@@ -56,10 +53,7 @@ async fn dev_falls_back_to_no_sandbox_without_nft_and_ip() {
         log.contains("slipway is ready") && log.contains("sandbox=none"),
         "the ready line names the mode:\n{log}"
     );
-    let health = daemon
-        .request("GET", "slipway.localhost", "/healthz", &[], vec![])
-        .await;
-    assert_eq!(health.status, 200);
+    assert_eq!(daemon.healthz().await, 200);
     // The dashboard shows the mode in force from the API.
     let system = daemon.api("GET", "/api/system", None).await.json();
     assert_eq!(system["sandboxMode"], "none", "{system}");
@@ -80,10 +74,7 @@ async fn dev_falls_back_to_no_sandbox_without_nft_and_ip() {
 async fn without_dev_a_machine_that_cannot_sandbox_refuses_to_start() {
     let tools = tempfile::tempdir().unwrap();
     let path = path_without_nft_and_ip(tools.path());
-    let (code, log) = TestDaemon::run_to_exit(DaemonOptions {
-        sandbox_mode: "",
-        ..options(&path, false)
-    });
+    let (code, log) = TestDaemon::run_to_exit(options(&path));
     assert_ne!(code, Some(0), "it started:\n{log}");
     assert!(log.contains("starting the sandbox"), "{log}");
     assert!(log.contains("slipway serve --dev"), "no --dev hint:\n{log}");
@@ -106,18 +97,9 @@ async fn dev_as_an_unprivileged_user_falls_back_too() {
     // The daemon as `nobody` must be able to create its data dir in the test's temp dir.
     let parent = tempfile::tempdir().unwrap();
     std::os::unix::fs::chown(parent.path(), Some(65534), Some(65534)).unwrap();
-    let daemon = TestDaemon::start_in(
-        parent.path(),
-        DaemonOptions {
-            uid: Some(65534),
-            ..options(&path, true)
-        },
-    );
+    let daemon = TestDaemon::start_in(parent.path(), options(&path).dev().uid(65534));
     let log = daemon.log_with("slipway is ready");
     assert!(log.contains("needs the daemon to run as root"), "{log}");
     assert!(log.contains("sandbox=none"), "{log}");
-    let health = daemon
-        .request("GET", "slipway.localhost", "/healthz", &[], vec![])
-        .await;
-    assert_eq!(health.status, 200);
+    assert_eq!(daemon.healthz().await, 200);
 }

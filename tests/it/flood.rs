@@ -90,10 +90,10 @@ async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
 /// Builds queue for `limits.max_concurrent_builds` slots instead of all running at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builds_wait_for_a_slot() {
-    let daemon = TestDaemon::start_with(crate::support::DaemonOptions {
-        extra_toml: "[limits]\nmax_concurrent_builds = 1\n".into(),
-        ..Default::default()
-    });
+    let daemon = TestDaemon::start_with(
+        crate::support::DaemonOptions::default()
+            .extra_toml("[limits]\nmax_concurrent_builds = 1\n"),
+    );
     let build = json!({"installCommand": "", "buildCommand": "sleep 1 && mkdir -p dist && echo ok > dist/index.html"});
     for slug in ["first", "second"] {
         let upload = daemon

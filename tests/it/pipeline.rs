@@ -148,15 +148,7 @@ server.listen(process.env.PORT, () => console.log('listening on ' + process.env.
 "#;
 
 fn node_missing() -> bool {
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: node is not installed");
-        return true;
-    }
-    false
+    crate::support::missing_tool("node", "the app is a node server")
 }
 
 #[tokio::test]
@@ -278,10 +270,9 @@ async fn start_failures_are_reported_and_apps_restart_after_a_crash() {
     if node_missing() {
         return;
     }
-    let daemon = TestDaemon::start_with(crate::support::DaemonOptions {
-        extra_toml: "[limits]\nhealth_timeout_s = 3\n".into(),
-        ..Default::default()
-    });
+    let daemon = TestDaemon::start_with(
+        crate::support::DaemonOptions::default().extra_toml("[limits]\nhealth_timeout_s = 3\n"),
+    );
     let files = [("server.js", NODE_APP, 0o644)];
     let upload = daemon.upload("crashy", targz(&files)).await;
     assert_eq!(upload.status, 201);
@@ -354,12 +345,9 @@ async fn ten_redeploys_under_load_fail_no_request() {
     if node_missing() {
         return;
     }
-    let daemon = TestDaemon::start_with(crate::support::DaemonOptions {
-        extra_toml:
-            "[rate_limits]\nrequests_per_minute = 1000\nposts_per_minute_per_endpoint = 1000\n"
-                .into(),
-        ..Default::default()
-    });
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 1000\nposts_per_minute_per_endpoint = 1000\n",
+    ));
     let files = [("server.js", NODE_APP, 0o644)];
     daemon
         .deploy("busy", &files, json!({"startCommand": "node server.js"}))

@@ -46,12 +46,9 @@ impl Sandboxed {
         // Under /var/tmp: the sandbox's own /tmp would hide a data dir under /tmp anyway.
         let daemon = TestDaemon::start_in(
             Path::new("/var/tmp"),
-            DaemonOptions {
-                tls_mode: "off",
-                sandbox_mode: "namespaces",
-                extra_toml,
-                ..DaemonOptions::default()
-            },
+            DaemonOptions::default()
+                .sandbox_mode("namespaces")
+                .extra_toml(&extra_toml),
         );
         Some(Sandboxed {
             daemon,
@@ -128,10 +125,7 @@ impl Sandboxed {
 
     /// `GET /healthz` on the control host.
     pub async fn healthz(&self) -> u16 {
-        self.daemon
-            .request("GET", "slipway.localhost", "/healthz", &[], vec![])
-            .await
-            .status
+        self.daemon.healthz().await
     }
 }
 

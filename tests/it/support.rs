@@ -1,59 +1,25 @@
-//! Test support: `TestDaemon` starts the real `slipway` binary on port 0 in a temp data dir and
-//! gives a small HTTP client that speaks to it over real sockets.
+//! The one daemon harness of the integration tests: [`TestDaemon`] starts the real `slipway`
+//! binary (plain HTTP on port 0, HTTPS on a chosen port, any TLS mode) in a temp data dir with
+//! the [`DaemonOptions`] a test builds, restarts and stops it, and talks to it over real
+//! sockets. Deploying through it is in `deploying.rs`, raw HTTP in `http.rs`, TLS clients
+//! (curl, a rustls probe) in `tls.rs`. Used by every daemon-level test module.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-
 mod deploying;
+mod http;
+mod options;
+pub mod tls;
 
-pub use deploying::targz;
+pub use deploying::{step_state, targz};
+pub use http::{http_request, raw_exchange, TestResponse};
+pub use options::{DaemonOptions, TlsSetup};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_slipway");
-
-/// Options for a test daemon; `extra_toml` is appended to the generated config.
-#[derive(Clone)]
-pub struct DaemonOptions {
-    /// Apps are served at `<slug>.<apps_domain>`, the API at `slipway.<apps_domain>`.
-    pub apps_domain: String,
-    /// HTTPS listens on 127.0.0.1 at this port (0: any).
-    pub https_port: u16,
-    pub tls_mode: &'static str,
-    /// The whole `[tls]` table instead of `mode = "<tls_mode>"`.
-    pub tls_table: Option<String>,
-    /// Empty: no `sandbox.mode` line (the default of the mode `--dev` picks).
-    pub sandbox_mode: &'static str,
-    pub extra_toml: String,
-    /// Run `serve --dev --config …` (the config still overrides the dev defaults).
-    pub dev: bool,
-    /// Extra environment for the daemon (e.g. a `PATH` without some tool).
-    pub env: Vec<(&'static str, String)>,
-    /// Run the daemon as this uid (and gid) instead of the test's own.
-    pub uid: Option<u32>,
-}
-
-impl Default for DaemonOptions {
-    fn default() -> Self {
-        DaemonOptions {
-            apps_domain: "localhost".into(),
-            https_port: 0,
-            tls_mode: "off",
-            tls_table: None,
-            sandbox_mode: "none",
-            extra_toml: String::new(),
-            dev: false,
-            env: Vec::new(),
-            uid: None,
-        }
-    }
-}
 
 pub struct TestDaemon {
     pub dir: tempfile::TempDir,
@@ -88,7 +54,17 @@ impl TestDaemon {
 
     /// `slipway.<apps_domain>`.
     pub fn control_host(&self) -> String {
-        format!("slipway.{}", self.options.apps_domain)
+        self.options.control_host()
+    }
+
+    /// `<slug>.<apps_domain>`.
+    pub fn app_host(&self, slug: &str) -> String {
+        format!("{slug}.{}", self.options.apps_domain)
+    }
+
+    /// The HTTPS listener's address (every TLS mode but `off` has one).
+    pub fn https_addr(&self) -> SocketAddr {
+        self.https.expect("the daemon has an HTTPS listener")
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -96,24 +72,7 @@ impl TestDaemon {
     }
 
     fn write_config(&self) {
-        let config = format!(
-            "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n\n[tls]\n{tls}\n\n\
-             [sandbox]\n{sandbox}\n{extra}\n",
-            data = self.data_dir().display().to_string(),
-            domain = self.options.apps_domain,
-            control = self.control_host(),
-            https_port = self.options.https_port,
-            tls = match &self.options.tls_table {
-                Some(table) => table.clone(),
-                None => format!("mode = \"{}\"", self.options.tls_mode),
-            },
-            sandbox = match self.options.sandbox_mode {
-                "" => String::new(),
-                mode => format!("mode = \"{mode}\"\n"),
-            },
-            extra = self.options.extra_toml,
-        );
+        let config = self.options.config_toml(&self.data_dir());
         std::fs::write(self.config_path(), config).expect("write config");
     }
 
@@ -167,16 +126,9 @@ impl TestDaemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn slipway");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("slipway kept running; it was expected to refuse to start");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = wait_exit(&mut child, Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("slipway kept running; it was expected to refuse to start");
         };
         let mut log = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
@@ -240,20 +192,12 @@ impl TestDaemon {
     /// SIGTERM and wait; returns the exit status code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
+        match terminate(&mut child, Duration::from_secs(30)) {
+            Some(status) => status.code(),
+            None => {
                 let _ = child.kill();
                 panic!("daemon did not stop within 30 s after SIGTERM");
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -298,6 +242,13 @@ impl TestDaemon {
             .await
     }
 
+    /// `GET /healthz` on the control host: its status.
+    pub async fn healthz(&self) -> u16 {
+        self.request("GET", &self.control_host(), "/healthz", &[], vec![])
+            .await
+            .status
+    }
+
     /// A raw request over plain HTTP to the daemon's http listener with the given Host.
     pub async fn request(
         &self,
@@ -314,68 +265,34 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if terminate(&mut child, Duration::from_secs(10)).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }
 
-pub struct TestResponse {
-    pub status: u16,
-    pub headers: HashMap<String, String>,
-    pub body: Bytes,
+/// SIGTERM, then [`wait_exit`].
+fn terminate(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    wait_exit(child, within)
 }
 
-impl TestResponse {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-
-    /// Asserts the contract's error envelope with `status` and `code`.
-    #[track_caller]
-    pub fn assert_error(&self, status: u16, code: &str) {
-        assert_eq!(self.status, status, "status; body: {}", self.text());
-        let body = self.json();
-        assert_eq!(body["error"]["code"], code, "code; body: {body}");
-        assert_eq!(
-            body["error"]["status"], status,
-            "envelope status; body: {body}"
-        );
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "message; body: {body}"
-        );
-        assert_eq!(
-            body.as_object().unwrap().len(),
-            1,
-            "only `error` at the top: {body}"
-        );
-        assert!(
-            self.header("x-request-id").is_some(),
-            "X-Request-Id on every response"
-        );
+/// The child's exit status once it exits; `None` if it still runs after `within`.
+fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -388,49 +305,28 @@ pub fn missing_tool(tool: &str, why: &str) -> bool {
     !found
 }
 
-/// One HTTP/1.1 request on a fresh connection.
-pub async fn http_request(
-    addr: SocketAddr,
-    method: &str,
-    host: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Vec<u8>,
-) -> TestResponse {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    let mut builder = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", host);
-    for (name, value) in headers {
-        builder = builder.header(*name, value);
+/// Polls `check` every 100 ms until it is true or `within` has passed; returns the last result.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if check().await {
+            return true;
+        }
+        if started.elapsed() > within {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let request = builder.body(Full::new(Bytes::from(body))).unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(60), sender.send_request(request))
-        .await
-        .expect("response within 60 s")
-        .expect("response");
-    let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    TestResponse {
-        status,
-        headers,
-        body,
-    }
+}
+
+/// A TCP port on loopback that was free a moment ago, and the listener holding it until the
+/// caller drops it (bind-to-0-then-release; the daemon then binds it itself).
+pub fn reserve_port() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
 }
 
 /// Reads every file under `dir` and returns whether any contains `needle`.
@@ -448,31 +344,4 @@ pub fn dir_contains(dir: &Path, needle: &[u8]) -> Option<PathBuf> {
         }
     }
     None
-}
-
-/// Writes `request` as raw bytes (ignoring a peer that stops reading) and returns everything
-/// the server sent back until it closed or went quiet.
-pub async fn raw_exchange(addr: SocketAddr, request: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut read, mut write) = stream.into_split();
-    let bytes = request.as_bytes().to_vec();
-    let writer = tokio::spawn(async move {
-        let _ = write.write_all(&bytes).await;
-        write
-    });
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), read.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-        }
-        if out.windows(4).any(|w| w == b"\r\n\r\n") && String::from_utf8_lossy(&out).contains("}}")
-        {
-            break;
-        }
-    }
-    writer.abort();
-    String::from_utf8_lossy(&out).into_owned()
 }

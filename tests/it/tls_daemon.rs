@@ -5,4 +5,4 @@
 mod acme;
 mod files;
 mod internal;
-mod support;
+mod relay;

@@ -1,5 +1,5 @@
 //! Deploying through a `TestDaemon`'s API: archives, upload, provision, waiting for a run,
-//! reading its logs, and requests to app hosts.
+//! reading its logs, static pages checked over TLS, and requests to app hosts.
 
 use std::time::{Duration, Instant};
 
@@ -145,6 +145,46 @@ impl TestDaemon {
             .unwrap_or_default()
     }
 
+    /// Uploads `public/index.html` with `page` and provisions it as a static site (no install,
+    /// no build); returns the final status of the run, whatever it is.
+    pub async fn deploy_page(&self, slug: &str, page: &str) -> serde_json::Value {
+        let upload = self
+            .upload(slug, targz(&[("public/index.html", page, 0o644)]))
+            .await;
+        assert_eq!(upload.status, 201, "upload: {}", upload.text());
+        let body = serde_json::json!({"installCommand": "", "buildCommand": ""});
+        let started = self.provision(slug, body).await;
+        let provisioning_id = started["provisioningId"].as_str().unwrap();
+        self.wait_run(provisioning_id, Duration::from_secs(120))
+            .await
+    }
+
+    /// [`TestDaemon::deploy_page`] that must end `provisioning_complete` with
+    /// `ssl_verification` `succeeded` and the https URL of the app.
+    pub async fn deploy_verified(&self, slug: &str, page: &str) -> serde_json::Value {
+        let status = self.deploy_page(slug, page).await;
+        assert_eq!(
+            status["status"],
+            "provisioning_complete",
+            "{status}\nlog:\n{}",
+            self.log_text()
+        );
+        assert_eq!(
+            step_state(&status, "ssl_verification"),
+            "succeeded",
+            "{status}"
+        );
+        assert_eq!(
+            status["url"],
+            format!(
+                "https://{}:{}",
+                self.app_host(slug),
+                self.https_addr().port()
+            )
+        );
+        status
+    }
+
     /// GET on an app host through the daemon's router.
     pub async fn app_get(
         &self,
@@ -152,7 +192,16 @@ impl TestDaemon {
         path: &str,
         headers: &[(&str, String)],
     ) -> TestResponse {
-        self.request("GET", &format!("{slug}.localhost"), path, headers, vec![])
+        self.request("GET", &self.app_host(slug), path, headers, vec![])
             .await
     }
+}
+
+/// The state of one step in a provisioning status.
+pub fn step_state<'s>(status: &'s serde_json::Value, step: &str) -> &'s str {
+    status["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["name"] == step))
+        .and_then(|s| s["state"].as_str())
+        .unwrap_or_else(|| panic!("no step {step} in {status}"))
 }

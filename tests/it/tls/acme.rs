@@ -11,7 +11,8 @@ use slipway::tls::store::{keys, CertRecord};
 use slipway::tls::{Clock, ManualClock, MemoryTlsStore, TlsError, TlsManager, TlsStore};
 
 use super::pebble::Pebble;
-use super::support::{bind, curl_https, serve_http, serve_https, served_leaf, tls_config};
+use super::support::{bind, serve_http, serve_https, tls_config};
+use crate::support::tls::{curl_https, served_leaf};
 
 const APPS_DOMAIN: &str = "apps.test";
 const CONTROL_HOST: &str = "slipway.apps.test";

@@ -11,7 +11,9 @@ use slipway::config::TlsMode;
 use slipway::tls::{MemoryTlsStore, SystemClock, TlsManager};
 use tokio_util::sync::CancellationToken;
 
-use super::support::{bind, curl_https, have_tool, serve_https, served_leaf, tls_config};
+use super::support::{bind, serve_https, tls_config};
+use crate::support::missing_tool;
+use crate::support::tls::{curl_https, served_leaf};
 
 /// A test CA, standing in for the operator's public CA.
 pub struct TestCa {
@@ -56,8 +58,9 @@ impl TestCa {
     }
 }
 
-/// Replaces a file the way an operator's tooling should: write aside, then rename.
-fn replace(path: &Path, contents: &str) {
+/// Writes or replaces a file the way an operator's tooling should: aside with mode 600, then
+/// a rename over the old one.
+pub(crate) fn replace(path: &Path, contents: &str) {
     use std::os::unix::fs::PermissionsExt;
     let temporary = path.with_extension("new");
     std::fs::write(&temporary, contents).unwrap();
@@ -73,12 +76,8 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
     std::fs::write(&ca_file, &ca.cert_pem).unwrap();
     let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     let (first_cert, first_key) = ca.leaf(&["*.apps.test", "slipway.apps.test"]);
-    std::fs::write(&cert_file, &first_cert).unwrap();
-    std::fs::write(&key_file, &first_key).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    replace(&cert_file, &first_cert);
+    replace(&key_file, &first_key);
 
     let mut config = tls_config(TlsMode::Files);
     config.cert_file = Some(cert_file.clone());
@@ -105,15 +104,13 @@ async fn replacing_the_files_changes_the_served_certificate_without_a_restart() 
         .unwrap();
     manager.verify("shop.apps.test", addr).await.unwrap();
     let first = served_leaf(addr, "shop.apps.test").await.unwrap();
-    if have_tool("curl") {
+    if !missing_tool("curl", "the part that checks the chain with curl") {
         let output = curl_https("shop.apps.test", addr, &ca_file, &[]).await;
         assert!(
             output.status.success(),
             "curl failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-    } else {
-        eprintln!("SKIP (part): curl is not installed");
     }
 
     // A half-done replacement (new certificate, old key) keeps the old certificate in service.

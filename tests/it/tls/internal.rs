@@ -10,7 +10,9 @@ use slipway::tls::{
     Clock, ManualClock, MemoryTlsStore, SystemClock, TlsError, TlsManager, TlsStore,
 };
 
-use super::support::{bind, curl_https, have_tool, serve_https, served_leaf, tls_config};
+use super::support::{bind, serve_https, tls_config};
+use crate::support::missing_tool;
+use crate::support::tls::{curl_https, served_leaf};
 
 const APPS_DOMAIN: &str = "apps.test";
 const CONTROL_HOST: &str = "slipway.apps.test";
@@ -28,8 +30,7 @@ fn internal_manager(store: Arc<dyn TlsStore>, clock: Arc<dyn Clock>) -> Arc<TlsM
 
 #[tokio::test]
 async fn curl_trusting_only_the_exported_root_gets_a_page_over_http2() {
-    if !have_tool("curl") {
-        eprintln!("SKIP: curl is not installed");
+    if missing_tool("curl", "curl is the client trusting only the exported root") {
         return;
     }
     let manager = internal_manager(Arc::new(MemoryTlsStore::new()), Arc::new(SystemClock));

@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::files::TestCa;
+use crate::support::TlsSetup;
 
 pub struct Pebble {
     pub directory: String,
@@ -56,6 +57,15 @@ fn wait_for_port(port: u16, within: Duration) -> bool {
 }
 
 impl Pebble {
+    /// The `[tls]` setup of a daemon that gets its certificates from this Pebble as `email`.
+    pub fn tls_setup(&self, email: &str) -> TlsSetup {
+        TlsSetup::Acme {
+            directory: self.directory.clone(),
+            email: email.to_owned(),
+            ca_file: self.acme_ca_file.clone(),
+        }
+    }
+
     /// Pebble's own log so far (e.g. its `Issued certificate serial …` lines).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("pebble.log")).unwrap_or_default()

@@ -5,8 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -137,93 +136,4 @@ pub async fn bind() -> (TcpListener, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     (listener, addr)
-}
-
-pub fn have_tool(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-/// curl `https://<name>:<port>/` resolved to loopback, trusting only `ca_file`.
-pub async fn curl_https(name: &str, addr: SocketAddr, ca_file: &Path, extra: &[&str]) -> Output {
-    let url = format!("https://{name}:{}/", addr.port());
-    let resolve = format!("{name}:{}:127.0.0.1", addr.port());
-    let mut command = tokio::process::Command::new("curl");
-    command
-        .args(["--silent", "--show-error", "--max-time", "10", "--cacert"])
-        .arg(ca_file);
-    command.args(["--resolve", &resolve]).args(extra).arg(&url);
-    command.kill_on_drop(true).output().await.unwrap()
-}
-
-/// The SHA-256 of the leaf a handshake with SNI `name` gets (no chain validation).
-pub async fn served_leaf(addr: SocketAddr, name: &str) -> Result<String, String> {
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .dangerous()
-    .with_custom_certificate_verifier(Arc::new(AcceptAnything))
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|error| error.to_string())?;
-    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(server_name, tcp)
-        .await
-        .map_err(|error| error.to_string())?;
-    let leaf = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|chain| chain.first().cloned())
-        .ok_or("no certificate")?;
-    Ok(slipway::ids::sha256_hex(&leaf))
-}
-
-/// A verifier that accepts any certificate: only for reading what a server serves.
-#[derive(Debug)]
-struct AcceptAnything;
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }

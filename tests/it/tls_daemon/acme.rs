@@ -5,12 +5,13 @@
 
 use std::time::Duration;
 
-use crate::tls::pebble::Pebble;
-use crate::tls::support::{have_tool, served_leaf};
-
-use super::support::{
-    assert_curl_page, curl, eventually, reserve_port, step_state, ChallengeRelay, Daemon,
+use crate::support::tls::{assert_curl_page, curl_https_path, served_leaf};
+use crate::support::{
+    eventually, missing_tool, reserve_port, step_state, DaemonOptions, TestDaemon,
 };
+use crate::tls::pebble::Pebble;
+
+use super::relay::ChallengeRelay;
 
 const APPS_DOMAIN: &str = "apps.test";
 
@@ -26,8 +27,7 @@ fn pebble_counts(pebble: &Pebble) -> (usize, usize) {
 #[tokio::test]
 async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_restart_issues_nothing()
 {
-    if !have_tool("curl") {
-        eprintln!("SKIP: curl is not installed");
+    if missing_tool("curl", "curl is the client trusting only Pebble's root") {
         return;
     }
     // Pebble validates HTTP-01 on the relay (which forwards to the daemon's plain listener,
@@ -43,15 +43,14 @@ async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_resta
             return;
         }
     };
-    let tls = format!(
-        "mode = \"acme\"\nacme_directory = {:?}\nacme_email = \"ops@apps.test\"\nacme_ca_file = {:?}\n",
-        pebble.directory,
-        pebble.acme_ca_file.display().to_string(),
-    );
+    let options = DaemonOptions::default()
+        .apps_domain(APPS_DOMAIN)
+        .https_port(https_port)
+        .tls(pebble.tls_setup("ops@apps.test"));
     drop(https_reservation);
-    let mut daemon = Daemon::start(APPS_DOMAIN, https_port, &tls);
-    relay.forward_to(daemon.inner.http);
-    let https = daemon.https();
+    let mut daemon = TestDaemon::start_with(options);
+    relay.forward_to(daemon.http);
+    let https = daemon.https_addr();
     assert_eq!(https.port(), https_port);
 
     // HTTP-01: the pipeline starts issuance at domain_binding and ssl_verification waits for it.
@@ -75,7 +74,7 @@ async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_resta
     let (forwarded, refused) = relay.counts("alpn.apps.test");
     assert_eq!(forwarded, 0);
     assert!(refused >= 1, "Pebble tried HTTP-01 for alpn first");
-    let log = daemon.inner.log_text();
+    let log = daemon.log_text();
     assert!(
         log.lines()
             .any(|line| line.contains("ACME validation failed") && line.contains("alpn.apps.test")),
@@ -91,12 +90,9 @@ async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_resta
         })
         .await,
         "no certificate for the control host within 60 s; log:\n{}",
-        daemon.inner.log_text()
+        daemon.log_text()
     );
-    let url = format!("https://{control}:{https_port}/healthz");
-    let resolve = format!("{control}:{https_port}:127.0.0.1");
-    let root = pebble.root_file.display().to_string();
-    let health = curl(&["--fail", "--cacert", &root, "--resolve", &resolve, &url]).await;
+    let health = curl_https_path(control, "/healthz", https, &pebble.root_file, &["--fail"]).await;
     assert!(
         health.status.success(),
         "control host over HTTPS: {}",
@@ -118,8 +114,8 @@ async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_resta
         pebble.log()
     );
     daemon.restart();
-    relay.forward_to(daemon.inner.http);
-    assert_eq!(daemon.https(), https);
+    relay.forward_to(daemon.http);
+    assert_eq!(daemon.https_addr(), https);
     for (name, leaf) in names.iter().zip(&before) {
         assert_eq!(
             &served_leaf(https, name).await.unwrap(),

@@ -2,27 +2,16 @@
 //! here with rcgen, signed by a test CA) serves a provisioned app, and replacing the files
 //! changes the served certificate without a restart.
 
-use std::path::Path;
 use std::time::Duration;
 
-use crate::tls::files::TestCa;
-use crate::tls::support::{have_tool, served_leaf};
-
-use super::support::{assert_curl_page, eventually, Daemon};
+use crate::support::tls::{assert_curl_page, served_leaf};
+use crate::support::{eventually, missing_tool, DaemonOptions, TestDaemon, TlsSetup};
+use crate::tls::files::{replace, TestCa};
 
 /// The SHA-256 of the first certificate in a PEM chain.
 fn leaf_sha256(chain_pem: &str) -> String {
     let chain = slipway::tls::certs::parse_chain(chain_pem).unwrap();
     slipway::ids::sha256_hex(&chain[0])
-}
-
-/// Replaces a file the way operators' tooling should: write aside, then rename.
-fn replace(path: &Path, contents: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let aside = path.with_extension("new");
-    std::fs::write(&aside, contents).unwrap();
-    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::rename(&aside, path).unwrap();
 }
 
 /// Sandboxes see `/etc`, where operators keep wildcard keys: a key other users can read is
@@ -39,15 +28,13 @@ async fn a_key_other_users_can_read_is_refused() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    let (code, log) = crate::support::TestDaemon::run_to_exit(crate::support::DaemonOptions {
-        apps_domain: "apps.test".into(),
-        tls_table: Some(format!(
-            "mode = \"files\"\ncert_file = {:?}\nkey_file = {:?}\n",
-            cert_file.display().to_string(),
-            key_file.display().to_string(),
-        )),
-        ..Default::default()
-    });
+    let (code, log) =
+        TestDaemon::run_to_exit(DaemonOptions::default().apps_domain("apps.test").tls(
+            TlsSetup::Files {
+                cert_file,
+                key_file,
+            },
+        ));
     assert_ne!(code, Some(0), "{log}");
     assert!(log.contains("chmod 600"), "{log}");
 }
@@ -61,27 +48,21 @@ async fn an_operator_wildcard_serves_apps_and_is_swapped_without_a_restart() {
     // The chain ends with the operator's root, which is how ssl_verification trusts it.
     let (leaf, key) = ca.leaf(&["*.apps.test"]);
     let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert_file, format!("{leaf}{}", ca.cert_pem)).unwrap();
-    std::fs::write(&key_file, &key).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let tls = format!(
-        "mode = \"files\"\ncert_file = {:?}\nkey_file = {:?}\n",
-        cert_file.display().to_string(),
-        key_file.display().to_string(),
-    );
+    replace(&cert_file, &format!("{leaf}{}", ca.cert_pem));
+    replace(&key_file, &key);
+    let tls = TlsSetup::Files {
+        cert_file: cert_file.clone(),
+        key_file: key_file.clone(),
+    };
 
-    let daemon = Daemon::start("apps.test", 0, &tls);
+    let daemon = TestDaemon::start_with(DaemonOptions::default().apps_domain("apps.test").tls(tls));
     daemon.deploy_verified("shop", "<h1>shop</h1>").await;
-    let https = daemon.https();
+    let https = daemon.https_addr();
     let first = served_leaf(https, "shop.apps.test").await.unwrap();
     assert_eq!(first, leaf_sha256(&leaf));
-    if have_tool("curl") {
+    let with_curl = !missing_tool("curl", "the parts that check the chain with curl");
+    if with_curl {
         assert_curl_page("shop.apps.test", https, &ca_file, "<h1>shop</h1>").await;
-    } else {
-        eprintln!("SKIP (part): curl is not installed");
     }
 
     // New files: the key first, then the certificate (between the two the pair does not
@@ -97,9 +78,9 @@ async fn an_operator_wildcard_serves_apps_and_is_swapped_without_a_restart() {
     assert!(
         swapped,
         "the new files were not served within 10 s; log:\n{}",
-        daemon.inner.log_text()
+        daemon.log_text()
     );
-    if have_tool("curl") {
+    if with_curl {
         assert_curl_page("shop.apps.test", https, &ca_file, "<h1>shop</h1>").await;
     }
     // A new provisioning verifies against the new certificate.

@@ -5,29 +5,31 @@
 
 use std::time::Duration;
 
-use crate::support::{http_request, BIN};
-use crate::tls::support::{curl_https, have_tool, served_leaf};
-
-use super::support::{assert_curl_page, curl, eventually, Daemon};
+use crate::support::tls::{assert_curl_page, curl_https, curl_https_path, served_leaf};
+use crate::support::{
+    eventually, http_request, missing_tool, DaemonOptions, TestDaemon, TlsSetup, BIN,
+};
 
 #[tokio::test]
 async fn internal_ca_serves_apps_over_http2_and_drops_a_deleted_projects_certificate() {
-    if !have_tool("curl") {
-        eprintln!("SKIP: curl is not installed");
+    if missing_tool("curl", "curl is the client trusting only the exported root") {
         return;
     }
-    let mut daemon = Daemon::start("apps.test", 0, "mode = \"internal\"");
+    let options = DaemonOptions::default()
+        .apps_domain("apps.test")
+        .tls(TlsSetup::Internal);
+    let mut daemon = TestDaemon::start_with(options);
     let status = daemon
         .deploy_verified("site", "<h1>internal site</h1>")
         .await;
     assert_eq!(status["status"], "provisioning_complete");
     daemon.deploy_verified("other", "<h1>other site</h1>").await;
-    let https = daemon.https();
+    let https = daemon.https_addr();
 
     // The root, as an operator gets it: through the admin socket of the running daemon.
     let export = tokio::process::Command::new(BIN)
         .args(["ca", "export", "--data-dir"])
-        .arg(daemon.inner.data_dir())
+        .arg(daemon.data_dir())
         .output()
         .await
         .unwrap();
@@ -46,7 +48,7 @@ async fn internal_ca_serves_apps_over_http2_and_drops_a_deleted_projects_certifi
         1,
         "the root only"
     );
-    let root_file = daemon.inner.dir.path().join("root.pem");
+    let root_file = daemon.dir.path().join("root.pem");
     std::fs::write(&root_file, &root_pem).unwrap();
 
     // HTTP/2 with curl trusting only that root.
@@ -77,21 +79,14 @@ async fn internal_ca_serves_apps_over_http2_and_drops_a_deleted_projects_certifi
     }
 
     // The control host: the API over HTTPS with a token.
-    let control = "slipway.apps.test";
-    let url = format!("https://{control}:{}/api/projects", https.port());
-    let resolve = format!("{control}:{}:127.0.0.1", https.port());
-    let auth = format!("authorization: Bearer {}", daemon.inner.token);
-    let root = root_file.display().to_string();
-    let listing = curl(&[
-        "--fail",
-        "--cacert",
-        &root,
-        "--resolve",
-        &resolve,
-        "-H",
-        &auth,
-        &url,
-    ])
+    let auth = format!("authorization: Bearer {}", daemon.token);
+    let listing = curl_https_path(
+        &daemon.control_host(),
+        "/api/projects",
+        https,
+        &root_file,
+        &["--fail", "-H", &auth],
+    )
     .await;
     assert!(
         listing.status.success(),
@@ -103,7 +98,7 @@ async fn internal_ca_serves_apps_over_http2_and_drops_a_deleted_projects_certifi
 
     // Plain HTTP to an app: 308 to the same path on the HTTPS port.
     let redirect = http_request(
-        daemon.inner.http,
+        daemon.http,
         "GET",
         "site.apps.test",
         "/a/b?c=1",
@@ -136,7 +131,7 @@ async fn internal_ca_serves_apps_over_http2_and_drops_a_deleted_projects_certifi
 
     // And it stays gone after a restart, while the CA and the other leaf survive it.
     daemon.restart();
-    let https = daemon.https();
+    let https = daemon.https_addr();
     assert!(served_leaf(https, "site.apps.test").await.is_err());
     assert_curl_page("other.apps.test", https, &root_file, "other site").await;
 }

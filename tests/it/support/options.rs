@@ -1,0 +1,161 @@
+//! What a `TestDaemon` is started with: [`DaemonOptions`], built step by step from its
+//! defaults (plain HTTP, `apps_domain = "localhost"`, no sandbox), and the [`TlsSetup`] that
+//! becomes its `[tls]` table. `TestDaemon` turns them into `slipway.toml` and a command line.
+
+use std::path::{Path, PathBuf};
+
+/// The `[tls]` table of a test daemon: one variant per `tls.mode`.
+#[derive(Clone, Debug)]
+pub enum TlsSetup {
+    Off,
+    Internal,
+    /// The operator's certificate chain and key (PEM files).
+    Files {
+        cert_file: PathBuf,
+        key_file: PathBuf,
+    },
+    /// An ACME CA (Pebble in the tests: `Pebble::tls_setup`); `ca_file` is what the daemon
+    /// trusts for the directory's own HTTPS.
+    Acme {
+        directory: String,
+        email: String,
+        ca_file: PathBuf,
+    },
+}
+
+impl TlsSetup {
+    /// The body of the `[tls]` table.
+    fn table(&self) -> String {
+        let path = |path: &Path| format!("{:?}", path.display().to_string());
+        match self {
+            TlsSetup::Off => "mode = \"off\"\n".into(),
+            TlsSetup::Internal => "mode = \"internal\"\n".into(),
+            TlsSetup::Files {
+                cert_file,
+                key_file,
+            } => format!(
+                "mode = \"files\"\ncert_file = {}\nkey_file = {}\n",
+                path(cert_file),
+                path(key_file)
+            ),
+            TlsSetup::Acme {
+                directory,
+                email,
+                ca_file,
+            } => format!(
+                "mode = \"acme\"\nacme_directory = {directory:?}\nacme_email = {email:?}\n\
+                 acme_ca_file = {}\n",
+                path(ca_file)
+            ),
+        }
+    }
+}
+
+/// How to start a test daemon: `DaemonOptions::default()` and then the builder methods.
+#[derive(Clone)]
+pub struct DaemonOptions {
+    pub(super) apps_domain: String,
+    https_port: u16,
+    tls: TlsSetup,
+    /// `None`: no `sandbox.mode` line (the default of the mode `--dev` picks).
+    sandbox_mode: Option<&'static str>,
+    extra_toml: String,
+    pub(super) dev: bool,
+    pub(super) env: Vec<(&'static str, String)>,
+    pub(super) uid: Option<u32>,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            apps_domain: "localhost".into(),
+            https_port: 0,
+            tls: TlsSetup::Off,
+            sandbox_mode: Some("none"),
+            extra_toml: String::new(),
+            dev: false,
+            env: Vec::new(),
+            uid: None,
+        }
+    }
+}
+
+impl DaemonOptions {
+    /// Apps are served at `<slug>.<apps_domain>`, the API at `slipway.<apps_domain>`.
+    pub fn apps_domain(mut self, apps_domain: &str) -> Self {
+        apps_domain.clone_into(&mut self.apps_domain);
+        self
+    }
+
+    /// HTTPS listens on 127.0.0.1 at this port (0, the default: any).
+    pub fn https_port(mut self, port: u16) -> Self {
+        self.https_port = port;
+        self
+    }
+
+    pub fn tls(mut self, tls: TlsSetup) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// `sandbox.mode` (the default is `none`).
+    pub fn sandbox_mode(mut self, mode: &'static str) -> Self {
+        self.sandbox_mode = Some(mode);
+        self
+    }
+
+    /// No `sandbox.mode` line: the daemon picks its own default.
+    pub fn default_sandbox_mode(mut self) -> Self {
+        self.sandbox_mode = None;
+        self
+    }
+
+    /// TOML appended to the generated config, right after the `[sandbox]` table's lines (so
+    /// it may continue that table before opening others).
+    pub fn extra_toml(mut self, toml: &str) -> Self {
+        self.extra_toml.push_str(toml);
+        self
+    }
+
+    /// Runs `serve --dev --config …` (the config still overrides the dev defaults).
+    pub fn dev(mut self) -> Self {
+        self.dev = true;
+        self
+    }
+
+    /// Extra environment for the daemon (e.g. a `PATH` without some tool).
+    pub fn env(mut self, name: &'static str, value: &str) -> Self {
+        self.env.push((name, value.to_owned()));
+        self
+    }
+
+    /// Runs the daemon as this uid (and gid) instead of the test's own.
+    pub fn uid(mut self, uid: u32) -> Self {
+        self.uid = Some(uid);
+        self
+    }
+
+    /// `slipway.<apps_domain>`.
+    pub(super) fn control_host(&self) -> String {
+        format!("slipway.{}", self.apps_domain)
+    }
+
+    /// The whole `slipway.toml`, with the data under `data_dir`.
+    pub(super) fn config_toml(&self, data_dir: &Path) -> String {
+        format!(
+            "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
+             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n\n[tls]\n{tls}\n\n\
+             [sandbox]\n{sandbox}\n{extra}\n",
+            data = data_dir.display().to_string(),
+            domain = self.apps_domain,
+            control = self.control_host(),
+            https_port = self.https_port,
+            tls = self.tls.table(),
+            sandbox = match self.sandbox_mode {
+                None => String::new(),
+                Some(mode) => format!("mode = \"{mode}\"\n"),
+            },
+            extra = self.extra_toml,
+        )
+    }
+}
