@@ -9,13 +9,14 @@
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
 //! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
-//! filesystem) ; `cgroup`, `net` and `seccomp` are used by both sides.
+//! filesystem) ; `cgroup`, `net`, `firewall` and `seccomp` are used by both sides.
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
 //! and they run in the single-threaded helper, never in the daemon.
 
 mod cgroup;
 pub mod direct;
 mod exec;
+mod firewall;
 mod init;
 mod mounts;
 mod net;
@@ -26,6 +27,7 @@ mod subid;
 
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
+pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;

@@ -1,8 +1,10 @@
 //! The namespaced sandbox, driven through the `Runner` trait: each attack is a real command
 //! run as a build or an app step. Tests skip with a printed reason without root.
 
+mod firewall;
 mod network;
-mod support;
+mod outside;
+pub(crate) mod support;
 
 use std::time::Duration;
 
@@ -373,6 +375,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         subnet: (std::net::Ipv4Addr::new(10, 213, 0, 0), 16),
         pass_env: Vec::new(),
         instance: "slipway".into(),
+        allow_smtp: false,
     };
     let sandbox =
         slipway::sandbox::Sandbox::start(&config, env!("CARGO_BIN_EXE_slipway").into()).unwrap();
