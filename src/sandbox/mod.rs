@@ -18,6 +18,7 @@ pub mod direct;
 mod exec;
 mod firewall;
 mod init;
+mod machine;
 mod mounts;
 mod net;
 pub mod ns;
