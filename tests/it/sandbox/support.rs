@@ -138,7 +138,7 @@ impl TestRunner {
     }
 }
 
-fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
+pub fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return found;
