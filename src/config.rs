@@ -154,6 +154,8 @@ pub struct SandboxConfig {
     /// Names the host objects the namespaced runner owns (nftables table `inet <instance>`,
     /// veth prefix, cgroup directory); two daemons on one machine need different ones.
     pub instance: String,
+    /// Whether sandboxes may open outbound SMTP connections (TCP 25, 465, 587).
+    pub allow_smtp: bool,
 }
 
 /// Projects take the host uids `sandbox.uid_base` .. `uid_base + PROJECT_UID_RANGE`, one each,
@@ -241,6 +243,7 @@ struct RawSandbox {
     subnet: Option<String>,
     pass_env: Option<Vec<String>>,
     instance: Option<String>,
+    allow_smtp: Option<bool>,
 }
 
 impl Config {
@@ -479,6 +482,7 @@ impl Config {
         }
         let sandbox = SandboxConfig {
             instance,
+            allow_smtp: raw.sandbox.allow_smtp.unwrap_or(false),
             mode: sandbox_mode,
             uid_base,
             subnet,
@@ -621,5 +625,13 @@ mod tests {
             let error = Config::from_toml(text, true).unwrap_err();
             assert!(error.to_string().contains(key), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn smtp_from_sandboxes_is_off_unless_allowed() {
+        let config = Config::from_toml("", true).unwrap();
+        assert!(!config.sandbox.allow_smtp);
+        let config = Config::from_toml("[sandbox]\nallow_smtp = true", true).unwrap();
+        assert!(config.sandbox.allow_smtp);
     }
 }

@@ -4,7 +4,8 @@
 //! It reads the [`HelperSpec`] from stdin (the pipe then stays open as the daemon's lifeline),
 //! clones the host trees the sandbox will see, `clone()`s the sandbox init (see
 //! [`super::init`]) into new user, mount, pid, net, ipc and uts namespaces, writes its uid/gid
-//! maps, puts it in the step's cgroups, wires its veth, and lets it go. Then it relays signals
+//! maps, puts it in the step's cgroups, wires its veth, installs the firewall inside its
+//! network namespace ([`super::firewall`]), and lets it go. Then it relays signals
 //! (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as its own.
 //! If the daemon dies (stdin hangs up) the sandbox is killed; if the helper dies, the init's
 //! parent-death signal kills the sandbox.
@@ -21,7 +22,7 @@ use nix::unistd::{Gid, Pid};
 
 use super::init::{self, ChildContext, ExitReport};
 use super::spec::{self, HelperSpec, SANDBOX_ID};
-use super::{mounts, net, seccomp};
+use super::{firewall, mounts, net, seccomp};
 
 /// The helper's exit code when the sandbox could not be built (the reason is on stderr).
 pub const SETUP_FAILED: i32 = 125;
@@ -143,6 +144,15 @@ fn release(spec: &HelperSpec, pid: Pid, go: std::os::fd::BorrowedFd<'_>) -> io::
     }
     let netns = File::open(format!("{proc_dir}/ns/net"))?;
     net::setup_veth(&spec.network, pid.as_raw(), &netns)?;
+    // The sandbox's own table, in its own namespace: it holds whatever the host's ruleset
+    // goes through, and the sandbox (no capabilities) cannot change it.
+    let rules = firewall::sandbox_ruleset(
+        &spec.network.firewall,
+        spec.network.host_address,
+        &spec.nameservers,
+    );
+    firewall::nft_apply(&rules, Some(netns.as_fd()))
+        .map_err(|error| io::Error::other(format!("the sandbox's firewall: {error}")))?;
     nix::unistd::write(go, b"g")?;
     Ok(())
 }

@@ -9,14 +9,16 @@
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
 //! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
-//! filesystem) ; `cgroup`, `net` and `seccomp` are used by both sides.
+//! filesystem) ; `cgroup`, `net`, `firewall` and `seccomp` are used by both sides.
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
 //! and they run in the single-threaded helper, never in the daemon.
 
 mod cgroup;
 pub mod direct;
 mod exec;
+mod firewall;
 mod init;
+mod machine;
 mod mounts;
 mod net;
 pub mod ns;
@@ -26,6 +28,8 @@ mod subid;
 
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
+pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
+pub use mounts::ETC_ALLOWED;
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;

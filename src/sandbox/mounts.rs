@@ -1,7 +1,7 @@
 //! The sandbox's filesystem, in two halves.
 //!
 //! [`plan`] runs in the helper, still host root: it clones the host trees the sandbox sees
-//! (`/usr`, `/etc`, `/opt`, the project's directories, a few device nodes) as detached mounts
+//! (`/usr`, an allow-list of `/etc`, the project's directories, a few device nodes) as detached mounts
 //! with `open_tree`, already read-only/nosuid/nodev where they must be. The project's uid
 //! could not even reach a workspace below a `0700` directory, so this cannot wait.
 //!
@@ -20,12 +20,15 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
 
-const SYSTEM_DIRS: &[&str] = &["usr", "opt"];
+/// Host directories a sandbox sees whole (read-only). Not `/opt`: what operators install
+/// there (vendor agents, tools with their own keys and tokens) is no business of tenants';
+/// build toolchains come from `/usr` (distribution packages, `/usr/local`).
+const SYSTEM_DIRS: &[&str] = &["usr"];
 
 /// What a sandbox sees of the host's `/etc`: what programs need to run, resolve names, speak
 /// TLS and find their defaults — never the rest, where operators keep keys and credentials
 /// (e.g. `/etc/slipway/`). `hosts`, `resolv.conf`, `passwd` and `group` are generated.
-const ETC_ALLOWED: &[&str] = &[
+pub const ETC_ALLOWED: &[&str] = &[
     "alternatives",
     "ssl",
     "ca-certificates",

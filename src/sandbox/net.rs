@@ -1,35 +1,19 @@
-//! Sandbox networking: /30 links carved from `sandbox.subnet`, veth pairs, and the daemon's
-//! own nftables table (NAT egress; no traffic from sandboxes to the host, to each other or to
-//! private and link-local ranges except the host's DNS servers).
+//! Sandbox networking: /30 links carved from `sandbox.subnet`, veth pairs, IPv4 forwarding,
+//! and what the sandboxes learn of the host's addresses and resolvers. What a sandbox may
+//! reach is [`super::firewall`]'s.
 //!
-//! The daemon side ([`super::ns`]) allocates links, installs and removes the table and sweeps
-//! stale interfaces; the helper side ([`super::exec`]) creates the veth pair once the sandbox's
-//! network namespace exists. Both drive the `ip` and `nft` commands.
+//! The daemon side ([`super::ns`]) allocates links and sweeps stale interfaces; the helper
+//! side ([`super::exec`]) creates the veth pair once the sandbox's network namespace exists,
+//! with the `ip` command.
 
-use std::io::{self, Write};
+use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+use super::firewall::run_with_stdin;
 use super::spec::NetworkSpec;
-
-/// Destinations a sandbox may not reach (besides the host and other sandboxes).
-const BLOCKED_RANGES: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-    // Azure's wireserver (instance metadata and VM agent), outside the private ranges.
-    "168.63.129.16/32",
-];
 
 /// Hands out /30 links from the subnet. In memory: a link is free again once its step has
 /// exited; allocation goes round-robin so a link is not reused while the kernel is still
@@ -116,81 +100,6 @@ pub fn interface_name(prefix: &str, link: &Link) -> String {
     format!("{prefix}{:x}", link.index)
 }
 
-/// The complete nftables table, as one `nft -f` transaction that replaces any older copy.
-pub fn ruleset(
-    table: &str,
-    prefix: &str,
-    subnet: (Ipv4Addr, u8),
-    nameservers: &[Ipv4Addr],
-) -> String {
-    let sandboxes = format!("\"{prefix}*\"");
-    let blocked = BLOCKED_RANGES.join(", ");
-    let mut dns = String::new();
-    if !nameservers.is_empty() {
-        let servers = nameservers
-            .iter()
-            .map(|ns| ns.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        dns = format!(
-            "    iifname {sandboxes} ip daddr {{ {servers} }} udp dport 53 accept\n    \
-             iifname {sandboxes} ip daddr {{ {servers} }} tcp dport 53 accept\n"
-        );
-    }
-    format!(
-        "table inet {table} {{}}\n\
-         delete table inet {table}\n\
-         table inet {table} {{\n\
-         \x20 chain input {{\n\
-         \x20   type filter hook input priority filter; policy accept;\n\
-         \x20   iifname {sandboxes} ct state established,related accept\n\
-         \x20   iifname {sandboxes} drop\n\
-         \x20 }}\n\
-         \x20 chain forward {{\n\
-         \x20   type filter hook forward priority filter; policy accept;\n\
-         \x20   iifname {sandboxes} oifname {sandboxes} drop\n\
-         \x20   oifname {sandboxes} ct state established,related accept\n\
-         \x20   oifname {sandboxes} drop\n\
-         \x20   iifname {sandboxes} meta nfproto ipv6 drop\n\
-         {dns}\
-         \x20   iifname {sandboxes} ip daddr {{ {blocked} }} drop\n\
-         \x20 }}\n\
-         \x20 chain postrouting {{\n\
-         \x20   type nat hook postrouting priority srcnat; policy accept;\n\
-         \x20   ip saddr {}/{} oifname != {sandboxes} masquerade\n\
-         \x20 }}\n\
-         }}\n",
-        subnet.0, subnet.1
-    )
-}
-
-/// Runs `nft -f -` with `script` on stdin.
-pub fn nft_apply(script: &str) -> io::Result<()> {
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script.as_bytes())?;
-    }
-    let output = child.wait_with_output()?;
-    if !output.status.success() {
-        return Err(io::Error::other(format!(
-            "nft -f - failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(())
-}
-
-pub fn nft_delete_table(table: &str) -> io::Result<()> {
-    nft_apply(&format!(
-        "table inet {table} {{}}\ndelete table inet {table}\n"
-    ))
-}
-
 /// Deletes leftover host ends of veth pairs with this prefix (their peers go with them).
 pub fn sweep_interfaces(prefix: &str) -> io::Result<()> {
     let output = Command::new("ip")
@@ -212,10 +121,37 @@ pub fn sweep_interfaces(prefix: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Turns on IPv4 forwarding, which NAT egress needs. It is left on at shutdown, as other
-/// services on the machine may rely on it by then.
-pub fn enable_forwarding() -> io::Result<()> {
-    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
+/// Turns on IPv4 forwarding, which NAT egress needs, if it is off (returns whether it was).
+/// It is left on at shutdown, as other services on the machine may rely on it by then.
+/// IPv6 forwarding is never touched: sandboxes have no IPv6 beyond their loopback.
+pub fn enable_forwarding() -> io::Result<bool> {
+    const PATH: &str = "/proc/sys/net/ipv4/ip_forward";
+    if std::fs::read_to_string(PATH)?.trim() == "1" {
+        return Ok(false);
+    }
+    std::fs::write(PATH, "1")?;
+    Ok(true)
+}
+
+/// The host's IPv4 addresses a sandbox could otherwise reach through its link: every
+/// interface's, except loopback and the links of `subnet` (sandboxes' own links are blocked
+/// as a range).
+pub fn host_addresses(subnet: (Ipv4Addr, u8)) -> io::Result<Vec<Ipv4Addr>> {
+    let mut addresses: Vec<Ipv4Addr> = nix::ifaddrs::getifaddrs()?
+        .filter_map(|interface| {
+            let address = interface.address?;
+            Some(address.as_sockaddr_in()?.ip())
+        })
+        .filter(|address| !address.is_loopback() && !in_subnet(*address, subnet))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
+}
+
+fn in_subnet(address: Ipv4Addr, (network, prefix): (Ipv4Addr, u8)) -> bool {
+    let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+    u32::from(address) & mask == u32::from(network) & mask
 }
 
 /// Reads the IPv4 DNS servers sandboxes should use: the host's, skipping loopback resolvers
@@ -239,7 +175,7 @@ pub fn host_nameservers() -> Vec<Ipv4Addr> {
 /// (`netns` is an open `/proc/<pid>/ns/net`) and configures both ends.
 pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> io::Result<()> {
     let host = &network.host_interface;
-    run_ip_batch(
+    ip_batch(
         &format!(
             "link add {host} type veth peer name eth0 netns {sandbox_pid}\n\
              addr add {}/30 dev {host}\n\
@@ -251,10 +187,13 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
     // Without an IPv6 link-local address on the host end, the sandbox cannot reach the host
     // over IPv6 at all (the nftables table drops it too).
     let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{host}/disable_ipv6"), "1");
-    run_ip_batch(
+    // No IPv6 address on `eth0` either (not even link-local): the sandbox's only IPv6 is its
+    // loopback, and its own table drops any other.
+    ip_batch(
         &format!(
             "link set lo up\n\
              addr add {}/30 dev eth0\n\
+             link set eth0 addrgenmode none\n\
              link set eth0 up\n\
              route add default via {}\n",
             network.sandbox_address, network.host_address
@@ -263,37 +202,10 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
     )
 }
 
-fn run_ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::Result<()> {
+fn ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::Result<()> {
     let mut command = Command::new("ip");
-    command
-        .args(["-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    if let Some(netns) = netns {
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&netns);
-        // SAFETY: setns is async-signal-safe and touches only the child's own namespaces.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setns(raw, libc::CLONE_NEWNET) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = command.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(batch.as_bytes())?;
-    }
-    let output = child.wait_with_output()?;
-    if !output.status.success() {
-        return Err(io::Error::other(format!(
-            "ip -batch failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(())
+    command.args(["-batch", "-"]);
+    run_with_stdin(command, batch, netns)
 }
 
 #[cfg(test)]
@@ -301,11 +213,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cloud_metadata_addresses_are_blocked() {
-        let rules = ruleset("t", "swabcd", ("10.213.0.0".parse().unwrap(), 16), &[]);
-        for address in ["169.254.0.0/16", "168.63.129.16/32", "100.64.0.0/10"] {
-            assert!(rules.contains(address), "{address} not blocked:\n{rules}");
-        }
+    fn subnet_membership_follows_the_prefix() {
+        let subnet = (Ipv4Addr::new(10, 213, 0, 0), 16);
+        assert!(in_subnet(Ipv4Addr::new(10, 213, 7, 1), subnet));
+        assert!(!in_subnet(Ipv4Addr::new(10, 214, 0, 1), subnet));
+        assert!(in_subnet(
+            Ipv4Addr::new(1, 2, 3, 4),
+            (Ipv4Addr::UNSPECIFIED, 0)
+        ));
     }
 
     #[test]
@@ -333,24 +248,5 @@ mod tests {
         };
         assert!(interface_name(&prefix, &link).len() <= 15);
         assert_ne!(interface_prefix("a"), interface_prefix("b"));
-    }
-
-    #[test]
-    fn the_ruleset_blocks_the_host_and_allows_dns() {
-        let rules = ruleset(
-            "slipway",
-            "sw1234",
-            (Ipv4Addr::new(10, 213, 0, 0), 16),
-            &[Ipv4Addr::new(10, 0, 0, 53)],
-        );
-        assert!(rules.contains("iifname \"sw1234*\" drop"));
-        assert!(rules.contains("ip daddr { 10.0.0.53 } udp dport 53 accept"));
-        assert!(rules.contains("ip saddr 10.213.0.0/16 oifname != \"sw1234*\" masquerade"));
-        let dns = rules.find("dport 53").unwrap();
-        let private = rules.find("10.0.0.0/8").unwrap();
-        assert!(
-            dns < private,
-            "DNS must be allowed before private ranges are dropped"
-        );
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! [`NamespaceRunner::start`] checks the machine (root, namespaces, cgroups, `ip`, `nft`),
 //! sweeps what a crashed daemon left (step cgroups, veths, the nftables table) and installs
-//! the table; [`NamespaceRunner::shutdown`] removes it all. Each [`Runner::spawn`] takes a /30
-//! link and a step cgroup, then execs `slipway sandbox-exec` with the spec on its stdin pipe
-//! (see [`super::exec`]); the step's stdout/stderr are the helper's. When the helper exits the
+//! the host table, which it puts back if the host's ruleset lost it (checked before every
+//! spawn and every [`firewall::HOST_TABLE_CHECK`]); [`NamespaceRunner::shutdown`] removes it
+//! all. Each [`Runner::spawn`] takes a /30 link and a step cgroup, then execs
+//! `slipway sandbox-exec` with the spec on its stdin pipe (see [`super::exec`]), which carries
+//! what the sandbox's own firewall needs; the step's stdout/stderr are the helper's. When the helper exits the
 //! cgroup's counters say whether memory or pids ran out, and the link and cgroup are freed.
 //! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
 
@@ -25,40 +27,13 @@ use nix::unistd::Pid;
 use super::cgroup::{
     CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, StepCgroup, CPU_PERIOD_US,
 };
+use super::firewall::{self, FirewallSpec};
+use super::machine::check_machine;
+pub use super::machine::{MissingTool, SandboxError};
 use super::net::{self, AddressPool, Link};
 use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
 use super::{Exit, Runner, Running, RunningProcess, StepKind, StepSpec};
 use crate::config::SandboxConfig;
-
-/// Why the namespaced runner cannot start; each message says what to change.
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    #[error(
-        "sandbox.mode = \"namespaces\" needs the daemon to run as root; start it as root, or set \
-         sandbox.mode = \"none\" to run builds and apps without isolation"
-    )]
-    NotRoot,
-    #[error(
-        "this kernel does not offer {0}; enable it (e.g. sysctl user.max_user_namespaces), or set \
-         sandbox.mode = \"none\""
-    )]
-    MissingKernelFeature(&'static str),
-    #[error(
-        "{} missing: install {} (apt-get install {}), or set sandbox.mode = \"none\"",
-        MissingTool::commands(.0), MissingTool::packages(.0), MissingTool::package_list(.0)
-    )]
-    MissingTools(Vec<MissingTool>),
-    #[error("{0}; or set sandbox.mode = \"none\"")]
-    Cgroups(#[from] CgroupError),
-    #[error("network setup failed: {0}")]
-    Network(io::Error),
-    #[error("invalid sandbox instance name {0:?} (lowercase letters, digits and _; at most 24)")]
-    InvalidInstance(String),
-    #[error("{0}")]
-    UidOverlap(String),
-    #[error("the helper executable {0} does not exist")]
-    MissingHelper(PathBuf),
-}
 
 /// Runs every step in its own namespaces, cgroup and network.
 pub struct NamespaceRunner {
@@ -68,6 +43,10 @@ pub struct NamespaceRunner {
 struct Shared {
     daemon_exe: PathBuf,
     table: String,
+    /// The host table's full script, to put it back when it went missing.
+    host_rules: String,
+    subnet: (Ipv4Addr, u8),
+    allow_smtp: bool,
     interface_prefix: String,
     addresses: AddressPool,
     cgroups: Cgroups,
@@ -114,33 +93,34 @@ impl NamespaceRunner {
         let interface_prefix = net::interface_prefix(instance);
         let nameservers = net::host_nameservers();
         net::sweep_interfaces(&interface_prefix).map_err(SandboxError::Network)?;
-        net::enable_forwarding().map_err(SandboxError::Network)?;
-        net::nft_apply(&net::ruleset(
-            instance,
-            &interface_prefix,
-            config.subnet,
-            &nameservers,
-        ))
-        .map_err(SandboxError::Network)?;
-        Ok(NamespaceRunner {
-            shared: Arc::new(Shared {
-                daemon_exe,
-                table: instance.to_owned(),
-                interface_prefix,
-                addresses: AddressPool::new(config.subnet.0, config.subnet.1),
-                cgroups,
-                nameservers,
-                next_step: AtomicU64::new(0),
-                stopped: AtomicBool::new(false),
-            }),
-        })
+        if net::enable_forwarding().map_err(SandboxError::Network)? {
+            tracing::info!("turned IPv4 forwarding on (net.ipv4.ip_forward) for sandbox egress");
+        }
+        let host_rules =
+            firewall::host_ruleset(instance, &interface_prefix, config.subnet, &nameservers);
+        firewall::nft_apply(&host_rules, None).map_err(SandboxError::Network)?;
+        let shared = Arc::new(Shared {
+            daemon_exe,
+            table: instance.to_owned(),
+            host_rules,
+            subnet: config.subnet,
+            allow_smtp: config.allow_smtp,
+            interface_prefix,
+            addresses: AddressPool::new(config.subnet.0, config.subnet.1),
+            cgroups,
+            nameservers,
+            next_step: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+        });
+        watch_host_table(Arc::downgrade(&shared));
+        Ok(NamespaceRunner { shared })
     }
 
     /// Removes the nftables table, leftover interfaces and the instance's cgroups (killing
     /// whatever still runs in them). Call it after the supervisor has stopped the apps.
     pub fn shutdown(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
-        if let Err(error) = net::nft_delete_table(&self.shared.table) {
+        if let Err(error) = firewall::nft_delete_table(&self.shared.table) {
             tracing::warn!(%error, "could not remove the sandbox nftables table");
         }
         let _ = net::sweep_interfaces(&self.shared.interface_prefix);
@@ -163,80 +143,41 @@ impl NamespaceRunner {
     }
 }
 
-/// A command the namespaced runner drives, and the Debian package that brings it.
-#[derive(Debug)]
-pub struct MissingTool {
-    pub tool: &'static str,
-    pub package: &'static str,
-}
-
-impl MissingTool {
-    /// "the `ip` command is" / "the `ip` and `nft` commands are"
-    fn commands(missing: &[MissingTool]) -> String {
-        let names: Vec<String> = missing.iter().map(|m| format!("`{}`", m.tool)).collect();
-        match names.len() {
-            1 => format!("the {} command is", names[0]),
-            _ => format!("the {} commands are", names.join(" and ")),
+impl Shared {
+    /// Puts the host table back if the host's ruleset lost it (`nft flush ruleset`, a reload
+    /// of the host's firewall). Only egress (NAT) depends on it: each sandbox's own table
+    /// keeps isolating it meanwhile.
+    fn restore_host_table(&self) {
+        if self.stopped.load(Ordering::SeqCst) || firewall::nft_table_exists(&self.table) {
+            return;
         }
-    }
-
-    fn packages(missing: &[MissingTool]) -> String {
-        let names: Vec<&str> = missing.iter().map(|m| m.package).collect();
-        match names.len() {
-            1 => format!("the {} package", names[0]),
-            _ => format!("the {} packages", names.join(" and ")),
+        match firewall::nft_apply(&self.host_rules, None) {
+            Ok(()) => tracing::warn!(
+                table = %self.table,
+                "the sandbox nftables table was gone from the host (flushed?); put it back"
+            ),
+            Err(error) => tracing::warn!(%error, "could not put the sandbox nftables table back"),
         }
-    }
-
-    fn package_list(missing: &[MissingTool]) -> String {
-        let names: Vec<&str> = missing.iter().map(|m| m.package).collect();
-        names.join(" ")
     }
 }
 
-fn check_machine(daemon_exe: &Path) -> Result<(), SandboxError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err(SandboxError::NotRoot);
+/// Checks the host table every [`firewall::HOST_TABLE_CHECK`] until the runner is shut down
+/// or dropped, so that live apps get their egress back after a flush without a new spawn.
+fn watch_host_table(shared: std::sync::Weak<Shared>) {
+    let spawned = std::thread::Builder::new()
+        .name("sandbox-nft".into())
+        .spawn(move || loop {
+            std::thread::sleep(firewall::HOST_TABLE_CHECK);
+            match shared.upgrade() {
+                Some(shared) if !shared.stopped.load(Ordering::SeqCst) => {
+                    shared.restore_host_table()
+                }
+                _ => return,
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "could not start the sandbox nftables watch");
     }
-    for (name, feature) in [
-        ("user", "user namespaces"),
-        ("mnt", "mount namespaces"),
-        ("pid", "pid namespaces"),
-        ("net", "network namespaces"),
-        ("ipc", "ipc namespaces"),
-        ("uts", "uts namespaces"),
-        ("cgroup", "cgroup namespaces"),
-    ] {
-        if !Path::new("/proc/self/ns").join(name).exists() {
-            return Err(SandboxError::MissingKernelFeature(feature));
-        }
-    }
-    let max_user_namespaces =
-        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap_or_default();
-    if max_user_namespaces.trim() == "0" {
-        return Err(SandboxError::MissingKernelFeature(
-            "user namespaces (user.max_user_namespaces is 0)",
-        ));
-    }
-    let mut missing = Vec::new();
-    for (tool, argument, package) in [("ip", "-V", "iproute2"), ("nft", "--version", "nftables")] {
-        let found = std::process::Command::new(tool)
-            .arg(argument)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        if !found {
-            missing.push(MissingTool { tool, package });
-        }
-    }
-    if !missing.is_empty() {
-        return Err(SandboxError::MissingTools(missing));
-    }
-    if !daemon_exe.exists() {
-        return Err(SandboxError::MissingHelper(daemon_exe.to_owned()));
-    }
-    Ok(())
 }
 
 impl Runner for NamespaceRunner {
@@ -245,6 +186,7 @@ impl Runner for NamespaceRunner {
         if shared.stopped.load(Ordering::SeqCst) {
             return Err(io::Error::other("the sandbox runner is shut down"));
         }
+        shared.restore_host_table();
         let link = shared
             .addresses
             .allocate()
@@ -330,6 +272,12 @@ fn launch(
             host_interface: net::interface_name(&shared.interface_prefix, &resources.link),
             host_address: resources.link.host,
             sandbox_address: resources.link.sandbox,
+            firewall: FirewallSpec {
+                // Read at every spawn: the host's addresses can change while the daemon runs.
+                host_addresses: net::host_addresses(shared.subnet)?,
+                subnet: shared.subnet,
+                allow_smtp: shared.allow_smtp,
+            },
         },
         hostname: "sandbox".into(),
         nameservers: shared.nameservers.clone(),

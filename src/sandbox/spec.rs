@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::firewall::FirewallSpec;
+
 /// The largest spec the helper accepts (the environment is the only part that can grow).
 pub(crate) const MAX_SPEC_BYTES: usize = 4 << 20;
 
@@ -46,6 +48,8 @@ pub(crate) struct NetworkSpec {
     pub host_interface: String,
     pub host_address: Ipv4Addr,
     pub sandbox_address: Ipv4Addr,
+    /// What the table inside the sandbox's network namespace needs.
+    pub firewall: FirewallSpec,
 }
 
 /// Frames a spec as a little-endian `u32` length followed by JSON.
@@ -100,6 +104,11 @@ mod tests {
                 host_interface: "sw0".into(),
                 host_address: Ipv4Addr::new(10, 0, 0, 1),
                 sandbox_address: Ipv4Addr::new(10, 0, 0, 2),
+                firewall: FirewallSpec {
+                    host_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
+                    subnet: (Ipv4Addr::new(10, 0, 0, 0), 24),
+                    allow_smtp: false,
+                },
             },
             hostname: "sandbox".into(),
             nameservers: vec![Ipv4Addr::new(9, 9, 9, 9)],

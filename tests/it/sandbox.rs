@@ -1,13 +1,15 @@
 //! The namespaced sandbox, driven through the `Runner` trait: each attack is a real command
 //! run as a build or an app step. Tests skip with a printed reason without root.
 
+mod firewall;
 mod network;
-mod support;
+mod outside;
+pub(crate) mod support;
 
 use std::time::Duration;
 
 use slipway::sandbox::{Exit, Runner, StepKind};
-use support::{run, TestRunner};
+use support::{find_dirs_named, run, Lines, TestRunner};
 
 #[tokio::test]
 async fn inside_the_sandbox_the_build_is_uid_1000_without_privileges() {
@@ -373,6 +375,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         subnet: (std::net::Ipv4Addr::new(10, 213, 0, 0), 16),
         pass_env: Vec::new(),
         instance: "slipway".into(),
+        allow_smtp: false,
     };
     let sandbox =
         slipway::sandbox::Sandbox::start(&config, env!("CARGO_BIN_EXE_slipway").into()).unwrap();
@@ -395,4 +398,62 @@ async fn mode_none_still_runs_steps_without_isolation() {
     assert_eq!(finished.exit, Exit::Code(0));
     assert!(finished.stdout.starts_with("plain\n"));
     sandbox.shutdown();
+}
+
+/// No swap past the memory limit and no core dumps: the running step's own cgroup has
+/// `memory.swap.max` 0 (v2) or `memory.memsw.limit_in_bytes` equal to its memory limit (v1),
+/// and the build's core file size limit is 0.
+#[tokio::test]
+async fn a_step_can_neither_swap_nor_dump_core() {
+    let Some(runner) = TestRunner::start("swap") else {
+        return;
+    };
+    let workspace = runner.workspace();
+    let mut running = runner
+        .runner
+        .spawn(runner.spec(
+            StepKind::Build {
+                workspace: workspace.path().to_owned(),
+            },
+            "grep -i 'core file size' /proc/self/limits; sleep 30",
+        ))
+        .unwrap();
+    let mut lines = Lines::new(running.stdout.take().unwrap());
+    let core = lines
+        .next(Duration::from_secs(20))
+        .await
+        .unwrap_or_default();
+    let numbers: Vec<&str> = core
+        .split_whitespace()
+        .filter(|word| word.parse::<u64>().is_ok())
+        .collect();
+    assert_eq!(numbers, ["0", "0"], "soft and hard core limits: {core}");
+
+    let swap_file = match runner.runner.cgroup_version() {
+        2 => "memory.swap.max",
+        _ => "memory.memsw.limit_in_bytes",
+    };
+    let steps: Vec<std::path::PathBuf> =
+        find_dirs_named(std::path::Path::new("/sys/fs/cgroup"), runner.instance(), 4)
+            .into_iter()
+            .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+            .map(|entry| entry.path())
+            .filter(|step| step.join(swap_file).exists())
+            .collect();
+    match steps.as_slice() {
+        [] => eprintln!("SKIP swap: this kernel does not account swap ({swap_file} absent)"),
+        [step] => {
+            let swap = std::fs::read_to_string(step.join(swap_file)).unwrap();
+            let expected = match runner.runner.cgroup_version() {
+                2 => "0".to_owned(),
+                _ => std::fs::read_to_string(step.join("memory.limit_in_bytes")).unwrap(),
+            };
+            eprintln!("{}: {}", step.join(swap_file).display(), swap.trim());
+            assert_eq!(swap.trim(), expected.trim(), "{}", step.display());
+        }
+        more => panic!("more than one step cgroup: {more:?}"),
+    }
+    running.stop(Duration::from_millis(200)).await.unwrap();
+    drop(running);
+    runner.finish();
 }

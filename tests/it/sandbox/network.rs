@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use slipway::sandbox::{Exit, Runner, StepKind};
 
-use super::support::{finish_step, run, Lines, TestRunner};
+use super::support::{finish_step, run, Lines, TestRunner, HOST_RULESET};
 
 const APP_PORT: u16 = 8080;
 
@@ -100,6 +100,8 @@ async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches
 
 #[tokio::test]
 async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
+    // Egress needs the runner's host table: not while another test flushes the ruleset.
+    let _egress = HOST_RULESET.lock().await;
     let Some(runner) = TestRunner::start("npm ci") else {
         return;
     };

@@ -12,6 +12,10 @@ use tokio::io::AsyncReadExt;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// Held by the test that flushes the host's nftables ruleset, and by tests that need egress
+/// (NAT through the runners' host tables) meanwhile.
+pub static HOST_RULESET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A runner of its own (table, veth prefix, cgroups, /24), or `None` with a printed reason.
 pub struct TestRunner {
     pub runner: NamespaceRunner,
@@ -23,6 +27,11 @@ pub struct TestRunner {
 
 impl TestRunner {
     pub fn start(test: &str) -> Option<TestRunner> {
+        TestRunner::start_with(test, |_| {})
+    }
+
+    /// [`TestRunner::start`] with a change to the runner's config.
+    pub fn start_with(test: &str, change: impl FnOnce(&mut SandboxConfig)) -> Option<TestRunner> {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIP {test}: the namespaced sandbox needs root");
             return None;
@@ -30,7 +39,7 @@ impl TestRunner {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let instance = format!("slwt{}_{n}", pid % 100_000);
-        let config = SandboxConfig {
+        let mut config = SandboxConfig {
             mode: SandboxMode::Namespaces,
             uid_base: 200_000,
             subnet: (
@@ -39,7 +48,9 @@ impl TestRunner {
             ),
             pass_env: Vec::new(),
             instance: instance.clone(),
+            allow_smtp: false,
         };
+        change(&mut config);
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         match NamespaceRunner::start_instance(&instance, &config, exe) {
             Ok(runner) => Some(TestRunner {
@@ -127,7 +138,7 @@ impl TestRunner {
     }
 }
 
-fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
+pub fn find_dirs_named(dir: &Path, name: &str, depth: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return found;
