@@ -32,14 +32,13 @@ pub async fn run(
     shutdown: CancellationToken,
     on_ready: impl FnOnce(&Bound),
 ) -> anyhow::Result<()> {
-    for visible in ["/usr", "/etc", "/opt"] {
-        if config.data_dir.starts_with(visible) {
-            anyhow::bail!(
-                "data_dir {} is under {visible}, which every sandbox sees (read-only); choose a data_dir \
-                 outside /usr, /etc and /opt (the default is /var/lib/slipway)",
-                config.data_dir.display()
-            );
-        }
+    if let Some(visible) = crate::sandbox::visible_to_sandboxes(&config.data_dir) {
+        anyhow::bail!(
+            "data_dir {} is under {}, which every sandbox sees (read-only); choose a data_dir \
+             elsewhere (the default is /var/lib/slipway)",
+            config.data_dir.display(),
+            visible.display()
+        );
     }
     let mut config = config;
     prepare_data_dir(&config)?;

@@ -29,7 +29,7 @@ mod subid;
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
-pub use mounts::ETC_ALLOWED;
+pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 
 use std::net::IpAddr;

@@ -25,6 +25,14 @@ use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
 /// build toolchains come from `/usr` (distribution packages, `/usr/local`).
 const SYSTEM_DIRS: &[&str] = &["usr"];
 
+/// The host directory through which every sandbox would see `path` (read-only), if any:
+/// `/usr` or an allowed entry of `/etc`.
+pub fn visible_to_sandboxes(path: &Path) -> Option<PathBuf> {
+    let system = SYSTEM_DIRS.iter().map(|dir| Path::new("/").join(dir));
+    let etc = ETC_ALLOWED.iter().map(|name| Path::new("/etc").join(name));
+    system.chain(etc).find(|visible| path.starts_with(visible))
+}
+
 /// What a sandbox sees of the host's `/etc`: what programs need to run, resolve names, speak
 /// TLS and find their defaults — never the rest, where operators keep keys and credentials
 /// (e.g. `/etc/slipway/`). `hosts`, `resolv.conf`, `passwd` and `group` are generated.
@@ -476,4 +484,28 @@ fn attach(tree: &Tree) -> io::Result<()> {
 fn step<T>(what: &str, result: nix::Result<T>) -> io::Result<T> {
     result
         .map_err(|errno| io::Error::new(io::Error::from(errno).kind(), format!("{what}: {errno}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dirs_that_sandboxes_would_see_are_named() {
+        let seen = |p: &str| visible_to_sandboxes(Path::new(p));
+        assert_eq!(seen("/usr/local/slipway"), Some(PathBuf::from("/usr")));
+        assert_eq!(seen("/etc/ssl/slipway"), Some(PathBuf::from("/etc/ssl")));
+        assert_eq!(seen("/var/lib/slipway"), None);
+        assert_eq!(
+            seen("/etc/slipway"),
+            None,
+            "/etc/slipway is not in the allow-list"
+        );
+        assert_eq!(seen("/opt/slipway"), None, "/opt is not shown to sandboxes");
+        assert_eq!(
+            seen("/etc/sslx"),
+            None,
+            "a prefix of a name is not the name"
+        );
+    }
 }
