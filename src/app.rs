@@ -40,6 +40,11 @@ pub async fn run(
             visible.display()
         );
     }
+    if !config.dev {
+        for advice in config.advice() {
+            tracing::warn!("{advice}");
+        }
+    }
     let mut config = config;
     prepare_data_dir(&config)?;
     let sandbox = Arc::new(start_sandbox(&config)?);

@@ -520,6 +520,26 @@ impl Config {
         })
     }
 
+    /// Setup choices that work but weaken a production deployment, each with what to do;
+    /// logged at start (outside `--dev`) and shown by `slipway doctor`.
+    pub fn advice(&self) -> Vec<String> {
+        let mut advice = Vec::new();
+        if self
+            .control_host
+            .ends_with(&format!(".{}", self.apps_domain))
+        {
+            advice.push(format!(
+                "control_host {} is inside apps_domain {}: every app is a sibling of the \
+                 dashboard and can set cookies it receives; put the control host outside \
+                 apps_domain (e.g. slipway.example.com with apps under *.apps.example.com) and \
+                 submit apps_domain to the Public Suffix List (https://publicsuffix.org) so \
+                 browsers keep apps apart",
+                self.control_host, self.apps_domain
+            ));
+        }
+        advice
+    }
+
     /// The first label of the control host: reserved as a slug.
     pub fn reserved_slug(&self) -> &str {
         self.control_host.split('.').next().unwrap_or("")
@@ -592,6 +612,11 @@ mod tests {
         let config = Config::from_toml("", true).unwrap();
         assert_eq!(config.apps_domain, "localhost");
         assert_eq!(config.control_host, "slipway.localhost");
+        assert_eq!(
+            config.advice().len(),
+            1,
+            "the default control host is a sibling of apps"
+        );
         assert_eq!(config.http_listen.to_string(), "127.0.0.1:8080");
         assert_eq!(config.tls.mode, TlsMode::Internal);
         assert_eq!(config.sandbox.mode, SandboxMode::Auto);
@@ -625,6 +650,20 @@ mod tests {
             let error = Config::from_toml(text, true).unwrap_err();
             assert!(error.to_string().contains(key), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_control_host_inside_apps_domain_gets_advice() {
+        let inside = Config::from_toml("apps_domain = \"apps.example.com\"", false).unwrap();
+        let advice = inside.advice();
+        assert_eq!(advice.len(), 1);
+        assert!(advice[0].contains("Public Suffix List"), "{advice:?}");
+        let outside = Config::from_toml(
+            "apps_domain = \"apps.example.com\"\ncontrol_host = \"slipway.example.com\"",
+            false,
+        )
+        .unwrap();
+        assert!(outside.advice().is_empty());
     }
 
     #[test]

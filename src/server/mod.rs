@@ -275,8 +275,10 @@ async fn first_bytes(stream: &TcpStream, timeout: Duration) -> Option<([u8; 3], 
     }
 }
 
-/// Header bytes the control host accepts over TLS (browsers send at most about 256 KiB).
-const CONTROL_MAX_HEADER_BYTES: usize = 512 * 1024;
+/// Header bytes the control host accepts over TLS: browsers keep up to 180 cookies of up to
+/// 4 KiB per site (Chrome, Firefox), about 737 KB, all of which an app on a sibling host can
+/// set. The buffer grows only as bytes arrive; per-client connection caps bound the total.
+const CONTROL_MAX_HEADER_BYTES: usize = 1024 * 1024;
 
 /// HTTP/1 and HTTP/2 settings shared by every listener: header limits and timeouts, and the
 /// HTTP/2 rapid-reset and window settings.

@@ -3,6 +3,7 @@
 //! probe) on the daemon's real listeners. The manager-level tests are in `tls`.
 
 mod acme;
+mod cookies;
 mod files;
 mod internal;
 mod relay;

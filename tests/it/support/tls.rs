@@ -50,22 +50,7 @@ pub async fn curl_https_path(
 
 /// The SHA-256 of the leaf a handshake with SNI `name` gets (no chain validation).
 pub async fn served_leaf(addr: SocketAddr, name: &str) -> Result<String, String> {
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .dangerous()
-    .with_custom_certificate_verifier(Arc::new(AcceptAnything))
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|error| error.to_string())?;
-    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(server_name, tcp)
-        .await
-        .map_err(|error| error.to_string())?;
+    let tls = tls_connect(addr, name, &[]).await?;
     let leaf = tls
         .get_ref()
         .1
@@ -73,6 +58,31 @@ pub async fn served_leaf(addr: SocketAddr, name: &str) -> Result<String, String>
         .and_then(|chain| chain.first().cloned())
         .ok_or("no certificate")?;
     Ok(slipway::ids::sha256_hex(&leaf))
+}
+
+/// A TLS connection to `addr` with SNI `name` offering `alpn`, accepting any certificate.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    name: &str,
+    alpn: &[&[u8]],
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(Arc::new(AcceptAnything))
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|error| error.to_string())?;
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .map_err(|error| error.to_string())
 }
 
 /// A verifier that accepts any certificate: only for reading what a server serves.
