@@ -1,5 +1,5 @@
-//! The admin socket `<data_dir>/admin.sock` (mode 0600, root only): lets `slipway token …`
-//! and `slipway ca export` on the host talk to the running daemon. One JSON request per
+//! The admin socket `<data_dir>/admin.sock` (mode 0600, root only): lets `slipway token …`,
+//! `slipway ca export` and `slipway stop-apps` on the host talk to the running daemon. One JSON request per
 //! connection, one JSON response.
 
 use std::path::{Path, PathBuf};
@@ -15,10 +15,16 @@ use crate::auth::Tokens;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum AdminRequest {
-    TokenCreate { name: String },
+    TokenCreate {
+        name: String,
+    },
     TokenList,
-    TokenRevoke { id: String },
+    TokenRevoke {
+        id: String,
+    },
     CaExport,
+    /// Stop every running app (they outlive daemon restarts otherwise).
+    StopApps,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,6 +36,7 @@ pub struct AdminResponse {
 
 pub struct AdminState {
     pub tokens: Arc<Tokens>,
+    pub supervisor: Arc<crate::supervisor::Supervisor>,
     pub ca_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
 
@@ -80,6 +87,15 @@ async fn handle(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<(
             result: serde_json::Value::Null,
             error: Some(format!("bad request: {error}")),
         },
+        Ok(AdminRequest::StopApps) => {
+            let stopped = state.supervisor.stop_all().await;
+            tracing::info!(stopped, "stopped every app through the admin socket");
+            AdminResponse {
+                ok: true,
+                result: serde_json::json!({ "stopped": stopped }),
+                error: None,
+            }
+        }
         Ok(request) => {
             let tokens = state.tokens.clone();
             let state2 = state.clone();
@@ -143,6 +159,7 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
             Ok(false) => fail(format!("no token with id {id:?}")),
             Err(error) => fail(error.to_string()),
         },
+        AdminRequest::StopApps => fail("stop-apps is handled asynchronously".into()),
         AdminRequest::CaExport => match (state.ca_root_pem)() {
             Some(pem) => ok(serde_json::Value::String(pem)),
             None => fail("this daemon has no internal CA (tls.mode is not \"internal\")".into()),

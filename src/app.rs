@@ -47,11 +47,13 @@ pub async fn run(
     }
     let mut config = config;
     prepare_data_dir(&config)?;
-    let sandbox = Arc::new(start_sandbox(&config)?);
+    let store = Store::open(&config.data_dir)?;
+    let survivors = surviving_apps(&store)?;
+    let handles: Vec<_> = survivors.values().cloned().collect();
+    let sandbox = Arc::new(start_sandbox(&config, &handles)?);
     // From here on the config names the mode in force, never `auto`.
     config.sandbox.mode = sandbox.mode();
     let config = Arc::new(config);
-    let store = Store::open(&config.data_dir)?;
     let secrets = crate::secrets::SecretBox::open_or_create(&config.data_dir.join("secret.key"))?;
     let tokens = Arc::new(crate::auth::Tokens::load(store.clone())?);
     let token_path = config.data_dir.join("initial-admin-token");
@@ -99,6 +101,7 @@ pub async fn run(
         runner.clone(),
         hub.clone(),
         routes.clone(),
+        store.clone(),
         Duration::from_secs(config.limits.app_stop_grace_s),
     );
     let sources = Arc::new(
@@ -160,7 +163,7 @@ pub async fn run(
     let hub_shutdown = CancellationToken::new();
     let flusher = tokio::spawn(hub.clone().run_flusher(hub_shutdown.clone()));
     // Everything that was live is served again before the daemon says it is ready.
-    pipeline.restore().await?;
+    pipeline.restore(survivors).await?;
 
     let control: Arc<dyn ControlHandler> = Arc::new(ControlHost::new(ctx.clone()));
     let proxy = Arc::new(crate::proxy::Proxy::with_settings(
@@ -236,6 +239,7 @@ pub async fn run(
     let admin_tls = tls.clone();
     let admin_state = Arc::new(crate::admin::AdminState {
         tokens: tokens.clone(),
+        supervisor: supervisor.clone(),
         ca_root_pem: Box::new(move || admin_tls.as_ref().and_then(|tls| tls.root_pem())),
     });
     tracker.spawn(crate::admin::serve(
@@ -275,8 +279,10 @@ pub async fn run(
     // WebSocket tunnels are not connections the listeners wait for: end them before the apps.
     proxy.close_tunnels();
     let _ = tokio::time::timeout(drain_deadline, proxy.tunnels().wait()).await;
-    supervisor.stop_all().await;
-    sandbox.shutdown();
+    // Apps outlive the daemon (namespaces mode): they are let go, and the next daemon adopts
+    // them; `slipway stop-apps` stops them.
+    supervisor.leave_all().await;
+    sandbox.leave();
     hub_shutdown.cancel();
     let _ = flusher.await;
     let tokens_for_flush = tokens.clone();
@@ -286,11 +292,56 @@ pub async fn run(
     Ok(())
 }
 
+/// `slipway stop-apps` when no daemon runs: stops the apps the last daemon left running and
+/// removes what the sandbox had on the host (cgroups, links, the nftables table). Returns how
+/// many apps were running.
+pub fn stop_apps_offline(config: &Config) -> anyhow::Result<usize> {
+    let store = Store::open(&config.data_dir)?;
+    let survivors = surviving_apps(&store)?;
+    let handles: Vec<_> = survivors.values().cloned().collect();
+    let grace = Duration::from_secs(config.limits.app_stop_grace_s);
+    let stopped = crate::sandbox::stop_outliving(&handles, grace);
+    for deployment_id in survivors.keys() {
+        store.remove_app_process(deployment_id)?;
+    }
+    if config.sandbox.mode != crate::config::SandboxMode::None {
+        let exe = std::path::PathBuf::from("/proc/self/exe");
+        let run_dir = config.data_dir.join("run");
+        match crate::sandbox::NamespaceRunner::start(&config.sandbox, exe, run_dir, &[]) {
+            Ok(runner) => runner.shutdown(),
+            Err(error) => tracing::debug!(%error, "no sandbox state to clean up"),
+        }
+    }
+    Ok(stopped)
+}
+
+/// Apps an earlier daemon left running that still run (deployment → handle); records of
+/// apps that are gone are dropped.
+fn surviving_apps(
+    store: &Store,
+) -> anyhow::Result<std::collections::HashMap<String, crate::sandbox::AppHandle>> {
+    let mut alive = std::collections::HashMap::new();
+    for (deployment_id, json) in store.app_processes()? {
+        let handle = serde_json::from_slice::<crate::sandbox::AppHandle>(&json).ok();
+        match handle {
+            Some(handle) if handle.is_alive() => {
+                alive.insert(deployment_id, handle);
+            }
+            _ => store.remove_app_process(&deployment_id)?,
+        }
+    }
+    Ok(alive)
+}
+
 /// Starts the sandbox runner. Without `--dev` a machine that cannot sandbox stops the daemon:
 /// a production host must never silently lose its sandbox.
-fn start_sandbox(config: &Config) -> anyhow::Result<crate::sandbox::Sandbox> {
+fn start_sandbox(
+    config: &Config,
+    survivors: &[crate::sandbox::AppHandle],
+) -> anyhow::Result<crate::sandbox::Sandbox> {
     let exe = std::path::PathBuf::from("/proc/self/exe");
-    crate::sandbox::Sandbox::start(&config.sandbox, exe).map_err(|error| {
+    let run_dir = config.data_dir.join("run");
+    crate::sandbox::Sandbox::start(&config.sandbox, exe, run_dir, survivors).map_err(|error| {
         let hint = if config.dev {
             ""
         } else {

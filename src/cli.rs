@@ -49,6 +49,12 @@ pub enum Command {
         #[command(flatten)]
         target: DaemonTarget,
     },
+    /// Stop every running app. Apps outlive daemon restarts and upgrades; this stops them
+    /// (through the running daemon, or directly when none runs). Package removal runs it.
+    StopApps {
+        #[command(flatten)]
+        target: DaemonTarget,
+    },
     /// Internal: the sandbox helper the daemon execs (reads its spec from a pipe).
     #[command(hide = true)]
     SandboxExec,

@@ -51,6 +51,7 @@ fn main() -> ExitCode {
             action: CaAction::Export,
             target,
         } => admin(target, slipway::admin::AdminRequest::CaExport),
+        Command::StopApps { target } => stop_apps(target),
         Command::Client(command) => slipway::client::main(command),
     }
 }
@@ -111,6 +112,43 @@ fn admin(target: DaemonTarget, request: slipway::admin::AdminRequest) -> ExitCod
         }
         Err(error) => {
             eprintln!("slipway: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Through the running daemon's admin socket; directly when no daemon runs.
+fn stop_apps(target: DaemonTarget) -> ExitCode {
+    let mut config = match Config::load(target.config.as_deref(), target.dev) {
+        Ok(config) => config,
+        Err(error) => return config_error(error),
+    };
+    if let Some(dir) = target.data_dir {
+        config.data_dir = dir;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let socket = slipway::admin::socket_path(&config.data_dir);
+    let through_daemon = socket.exists().then(|| {
+        runtime.block_on(slipway::admin::request(
+            &config.data_dir,
+            &slipway::admin::AdminRequest::StopApps,
+        ))
+    });
+    let stopped = match through_daemon {
+        Some(Ok(result)) => Ok(result["stopped"].as_u64().unwrap_or(0) as usize),
+        // No daemon answers (a stale socket after a crash): stop them directly.
+        _ => slipway::app::stop_apps_offline(&config),
+    };
+    match stopped {
+        Ok(count) => {
+            println!("stopped {count} app(s)");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("slipway: stop-apps: {error:#}");
             ExitCode::FAILURE
         }
     }

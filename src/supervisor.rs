@@ -2,6 +2,11 @@
 //! until it accepts connections on `PORT` (and answers `healthCheckPath`), restarts it with
 //! backoff (1 s doubling to 60 s) when it exits, and stops it (SIGTERM, grace, SIGKILL).
 //! The pipeline decides *when* an app becomes live; the supervisor keeps it running.
+//!
+//! Apps outlive the daemon (sandbox mode namespaces): every healthy app's adoption handle is
+//! in the store; at shutdown the supervisor lets its apps go ([`Supervisor::leave_all`])
+//! instead of stopping them, and the next daemon adopts them ([`Supervisor::start`] with a
+//! handle) and watches them as if it had started them. `stop-apps` stops them for real.
 
 use crate::error_code::ErrorCode;
 use std::collections::HashMap;
@@ -15,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::logs::{pump_lines, LogHub, LogStream};
 use crate::router::Routes;
-use crate::sandbox::{Runner, Running, StepKind, StepSpec};
+use crate::sandbox::{AppHandle, Runner, Running, StepKind, StepSpec};
+use crate::store::Store;
 
 /// Everything needed to (re)start one app.
 #[derive(Debug, Clone)]
@@ -48,6 +54,8 @@ pub struct StartFailure {
 
 struct App {
     cancel: CancellationToken,
+    /// Set before `cancel` when the daemon stops: the app is let go, not stopped.
+    leave: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -55,6 +63,7 @@ pub struct Supervisor {
     runner: Arc<dyn Runner>,
     hub: Arc<LogHub>,
     routes: Arc<Routes>,
+    store: Store,
     apps: Mutex<HashMap<String, App>>,
     pub stop_grace: Duration,
 }
@@ -68,38 +77,51 @@ impl Supervisor {
         runner: Arc<dyn Runner>,
         hub: Arc<LogHub>,
         routes: Arc<Routes>,
+        store: Store,
         stop_grace: Duration,
     ) -> Arc<Supervisor> {
         Arc::new(Supervisor {
             runner,
             hub,
             routes,
+            store,
             apps: Mutex::new(HashMap::new()),
             stop_grace,
         })
     }
 
-    /// Starts the app and returns once it is healthy (its address), or why it is not.
+    /// Starts the app — or adopts it, when `adopt` names the sandbox an earlier daemon left
+    /// running — and returns once it is healthy (its address), or why it is not.
     /// On success the app keeps running (and restarting) until [`Supervisor::stop`].
     pub async fn start(
         self: &Arc<Self>,
         spec: AppSpec,
         health_timeout: Duration,
+        adopt: Option<AppHandle>,
     ) -> Result<SocketAddr, StartFailure> {
         let cancel = CancellationToken::new();
+        let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
         let loop_cancel = cancel.clone();
+        let loop_leave = leave.clone();
         let deployment_id = spec.deployment_id.clone();
         let task = tokio::spawn(async move {
-            this.app_loop(spec, health_timeout, loop_cancel, first_tx)
+            let control = LoopControl {
+                cancel: loop_cancel,
+                leave: loop_leave,
+            };
+            this.app_loop(spec, health_timeout, control, first_tx, adopt)
                 .await
         });
-        let previous = self
-            .apps
-            .lock()
-            .expect("apps poisoned")
-            .insert(deployment_id.clone(), App { cancel, task });
+        let previous = self.apps.lock().expect("apps poisoned").insert(
+            deployment_id.clone(),
+            App {
+                cancel,
+                leave,
+                task,
+            },
+        );
         if let Some(previous) = previous {
             previous.cancel.cancel();
         }
@@ -138,8 +160,18 @@ impl Supervisor {
         }
     }
 
-    /// Stops every app (daemon shutdown).
-    pub async fn stop_all(&self) {
+    /// Stops every app (`slipway stop-apps`); returns how many there were.
+    pub async fn stop_all(&self) -> usize {
+        self.end_all(false).await
+    }
+
+    /// Lets every app go without stopping it (daemon shutdown): apps that can outlive the
+    /// daemon keep running for the next one to adopt; the others stop.
+    pub async fn leave_all(&self) {
+        self.end_all(true).await;
+    }
+
+    async fn end_all(&self, leave: bool) -> usize {
         let apps: Vec<App> = self
             .apps
             .lock()
@@ -148,10 +180,51 @@ impl Supervisor {
             .map(|(_, app)| app)
             .collect();
         for app in &apps {
+            app.leave.store(leave, std::sync::atomic::Ordering::SeqCst);
             app.cancel.cancel();
         }
+        let count = apps.len();
         for app in apps {
             let _ = app.task.await;
+        }
+        count
+    }
+
+    /// Stops an app an earlier daemon left running that is no longer live (e.g. one that was
+    /// draining when that daemon died).
+    pub async fn stop_left_over(&self, deployment_id: &str, handle: &AppHandle) {
+        match self.runner.adopt(handle) {
+            Ok(mut running) => {
+                let _ = running.stop(self.stop_grace).await;
+                tracing::info!(deployment = %deployment_id, "stopped an app that is no longer live");
+            }
+            Err(error) => {
+                tracing::debug!(deployment = %deployment_id, %error, "a left-over app is already gone")
+            }
+        }
+        self.forget(deployment_id).await;
+    }
+
+    /// Records the running app for the next daemon.
+    async fn remember(&self, deployment_id: &str, handle: Option<AppHandle>) {
+        let Some(handle) = handle else {
+            return;
+        };
+        let id = deployment_id.to_owned();
+        let json = serde_json::to_vec(&handle).expect("a handle serializes");
+        if let Err(error) = self
+            .store
+            .call(move |s| s.put_app_process(&id, &json))
+            .await
+        {
+            tracing::warn!(deployment = %deployment_id, %error, "could not record the app for adoption; it will be started again after a restart");
+        }
+    }
+
+    async fn forget(&self, deployment_id: &str) {
+        let id = deployment_id.to_owned();
+        if let Err(error) = self.store.call(move |s| s.remove_app_process(&id)).await {
+            tracing::warn!(deployment = %deployment_id, %error, "could not remove the app's adoption record");
         }
     }
 
@@ -159,14 +232,29 @@ impl Supervisor {
         self: Arc<Self>,
         spec: AppSpec,
         health_timeout: Duration,
-        cancel: CancellationToken,
+        control: LoopControl,
         first: tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>,
+        mut adopt: Option<AppHandle>,
     ) {
         let mut first = Some(first);
         let mut backoff = BACKOFF_START;
         let dpl = spec.deployment_id.clone();
+        let cancel = control.cancel.clone();
         loop {
-            let mut running = match self.spawn(&spec) {
+            let spawned = match adopt.take() {
+                Some(handle) => match self.adopt(&spec, &handle) {
+                    Ok(running) => Ok(running),
+                    Err(error) => {
+                        self.hub.system(
+                            &dpl,
+                            &format!("the app's sandbox could not be adopted ({error}); starting it again"),
+                        );
+                        self.spawn(&spec)
+                    }
+                },
+                None => self.spawn(&spec),
+            };
+            let mut running = match spawned {
                 Ok(running) => running,
                 Err(error) => {
                     let message = format!("could not start the app: {error}");
@@ -190,7 +278,7 @@ impl Supervisor {
             // Wait for health, the process exiting, or cancellation.
             let healthy = tokio::select! {
                 _ = cancel.cancelled() => {
-                    let _ = running.stop(self.stop_grace).await;
+                    self.end(running, &dpl, &control).await;
                     return;
                 }
                 exit = running.wait() => Err(exit),
@@ -198,6 +286,8 @@ impl Supervisor {
             };
             match healthy {
                 Ok(true) => {
+                    let handle = running.handle();
+                    self.remember(&dpl, handle).await;
                     if let Some(first) = first.take() {
                         self.hub.system(
                             &dpl,
@@ -254,18 +344,22 @@ impl Supervisor {
                     }
                 }
             }
-            if first.is_none()
-                && running_healthy_until_exit(
-                    &mut running,
-                    &cancel,
-                    self.stop_grace,
-                    &self.hub,
-                    &dpl,
-                )
-                .await
-            {
-                return;
+            if first.is_none() {
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        self.end(running, &dpl, &control).await;
+                        return;
+                    }
+                    exit = running.wait() => {
+                        let description = match exit {
+                            Ok(exit) => exit.describe(),
+                            Err(error) => format!("could not be waited for ({error})"),
+                        };
+                        self.hub.system(&dpl, &format!("the app {description}"));
+                    }
+                }
             }
+            self.forget(&dpl).await;
             // The app is gone; its sandbox address is given back when `running` is dropped
             // below, and may then go to another project's sandbox: the route lets go first.
             self.routes.unpoint(&spec.slug, &dpl);
@@ -281,6 +375,55 @@ impl Supervisor {
                 return;
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Ends an app's loop: lets the app go when the daemon stops and it can outlive it, else
+    /// stops it and forgets its record.
+    async fn end(&self, mut running: Running, dpl: &str, control: &LoopControl) {
+        let leave = control.leave.load(std::sync::atomic::Ordering::SeqCst);
+        let can_outlive = running.handle().is_some();
+        if leave && can_outlive {
+            // `detach` only fails for a step that cannot outlive us; it is dropped (killed).
+            if running.detach() {
+                return;
+            }
+        } else {
+            let _ = running.stop(self.stop_grace).await;
+        }
+        self.forget(dpl).await;
+    }
+
+    /// Takes over the app an earlier daemon left running; its output goes on to the logs.
+    fn adopt(&self, spec: &AppSpec, handle: &AppHandle) -> std::io::Result<Running> {
+        let mut running = self.runner.adopt(handle)?;
+        self.hub.system(
+            &spec.deployment_id,
+            &format!(
+                "daemon restarted: adopted the running app (sandbox pid {})",
+                handle.helper_pid
+            ),
+        );
+        self.pump(&mut running, spec);
+        Ok(running)
+    }
+
+    fn pump(&self, running: &mut Running, spec: &AppSpec) {
+        if let Some(stdout) = running.stdout.take() {
+            tokio::spawn(pump_lines(
+                stdout,
+                self.hub.clone(),
+                spec.deployment_id.clone(),
+                LogStream::Stdout,
+            ));
+        }
+        if let Some(stderr) = running.stderr.take() {
+            tokio::spawn(pump_lines(
+                stderr,
+                self.hub.clone(),
+                spec.deployment_id.clone(),
+                LogStream::Stderr,
+            ));
         }
     }
 
@@ -302,22 +445,7 @@ impl Supervisor {
             stop_grace: self.stop_grace,
         };
         let mut running = self.runner.spawn(step)?;
-        if let Some(stdout) = running.stdout.take() {
-            tokio::spawn(pump_lines(
-                stdout,
-                self.hub.clone(),
-                spec.deployment_id.clone(),
-                LogStream::Stdout,
-            ));
-        }
-        if let Some(stderr) = running.stderr.take() {
-            tokio::spawn(pump_lines(
-                stderr,
-                self.hub.clone(),
-                spec.deployment_id.clone(),
-                LogStream::Stderr,
-            ));
-        }
+        self.pump(&mut running, spec);
         Ok(running)
     }
 
@@ -328,28 +456,10 @@ impl Supervisor {
     }
 }
 
-/// Waits for the running process to exit (true when canceled and stopped instead).
-async fn running_healthy_until_exit(
-    running: &mut Running,
-    cancel: &CancellationToken,
-    grace: Duration,
-    hub: &LogHub,
-    dpl: &str,
-) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => {
-            let _ = running.stop(grace).await;
-            true
-        }
-        exit = running.wait() => {
-            let description = match exit {
-                Ok(exit) => exit.describe(),
-                Err(error) => format!("could not be waited for ({error})"),
-            };
-            hub.system(dpl, &format!("the app {description}"));
-            false
-        }
-    }
+/// How an app's loop is told to end: stop the app, or (daemon shutdown) let it go.
+struct LoopControl {
+    cancel: CancellationToken,
+    leave: Arc<std::sync::atomic::AtomicBool>,
 }
 
 async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {

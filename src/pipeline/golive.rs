@@ -99,9 +99,11 @@ impl Pipeline {
                 } else {
                     free_port
                 };
+                // An app the previous daemon left running keeps its port.
+                let adopt = self.take_survivor(&deployment.id);
                 let port = deployment
                     .port
-                    .filter(|p| port_is_free(*p))
+                    .filter(|p| adopt.is_some() || port_is_free(*p))
                     .map_or_else(choose, Ok)
                     .map_err(|e| {
                         Failure::new(
@@ -112,16 +114,19 @@ impl Pipeline {
                     })?;
                 deployment.port = Some(port);
                 let command = deployment.start_command.clone().unwrap_or_default();
-                self.hub.system(
-                    &deployment.id,
-                    &format!("deploy: $ {command} (PORT={port})"),
-                );
+                if adopt.is_none() {
+                    self.hub.system(
+                        &deployment.id,
+                        &format!("deploy: $ {command} (PORT={port})"),
+                    );
+                }
                 let spec = self.app_spec(project, deployment, env.to_vec(), port);
                 let address = self
                     .supervisor
                     .start(
                         spec,
                         Duration::from_secs(self.config.limits.health_timeout_s),
+                        adopt,
                     )
                     .await
                     .map_err(|f| Failure::new("deploy", f.code, f.message))?;

@@ -88,6 +88,9 @@ pub struct Pipeline {
     /// Builds running at once (`limits.max_concurrent_builds`); more wait for a slot, so
     /// builds cannot starve the live apps of CPU and memory.
     pub(crate) build_slots: Arc<tokio::sync::Semaphore>,
+    /// Apps an earlier daemon left running, by deployment, until start-up restore adopts
+    /// (or stops) them.
+    survivors: Mutex<HashMap<String, crate::sandbox::AppHandle>>,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -132,6 +135,7 @@ impl Pipeline {
             format!(".{}{}", parts.config.apps_domain, parts.port_suffix),
         );
         Arc::new(Pipeline {
+            survivors: Mutex::new(HashMap::new()),
             config: parts.config,
             store: parts.store,
             hub: parts.hub,

@@ -1,16 +1,37 @@
 //! Start-up recovery: runs that were in flight when the daemon stopped end `INTERRUPTED`, and
 //! every live deployment is served again through the same path a deploy takes (`golive.rs`:
-//! static output reloaded, apps started until healthy) before the daemon reports ready.
+//! static output reloaded; apps adopted when the previous daemon left them running, else
+//! started until healthy, several at once) before the daemon reports ready. Apps left running
+//! that are no longer live are stopped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use futures_util::StreamExt;
 
 use super::golive::Switch;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::store::records::{DeploymentState, RunError, RunStatus, StepState};
 
+/// Live deployments brought back at once: apps start in parallel up to this many.
+const RESTORE_CONCURRENCY: usize = 8;
+
 impl Pipeline {
-    pub async fn restore(self: &Arc<Self>) -> crate::store::Result<()> {
+    /// The app an earlier daemon left running for this deployment, taken (adopted once).
+    pub(super) fn take_survivor(&self, deployment_id: &str) -> Option<crate::sandbox::AppHandle> {
+        self.survivors
+            .lock()
+            .expect("survivors poisoned")
+            .remove(deployment_id)
+    }
+
+    /// `survivors`: apps the previous daemon left running (deployment → handle), still alive.
+    pub async fn restore(
+        self: &Arc<Self>,
+        survivors: HashMap<String, crate::sandbox::AppHandle>,
+    ) -> crate::store::Result<()> {
+        *self.survivors.lock().expect("survivors poisoned") = survivors;
         let runs = self.store.call(|s| s.all_runs()).await?;
         for mut run in runs
             .into_iter()
@@ -62,43 +83,70 @@ impl Pipeline {
         }
 
         let projects = self.store.call(|s| s.list_projects()).await?;
-        for project in projects {
-            let Some(live) = project.live_deployment_id.clone() else {
-                continue;
-            };
-            let id = live.clone();
-            let Some(mut deployment) = self.store.call(move |s| s.deployment(&id)).await? else {
-                continue;
-            };
-            let env = match self.environment(&project.id).await {
-                Ok((env, _)) => env,
-                Err(error) => {
-                    tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
-                    continue;
-                }
-            };
+        futures_util::stream::iter(projects)
+            .for_each_concurrent(RESTORE_CONCURRENCY, |project| self.restore_project(project))
+            .await;
+        let left_over: Vec<_> = self
+            .survivors
+            .lock()
+            .expect("survivors poisoned")
+            .drain()
+            .collect();
+        for (deployment_id, handle) in left_over {
+            self.supervisor
+                .stop_left_over(&deployment_id, &handle)
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn restore_project(self: &Arc<Self>, project: crate::store::records::ProjectRecord) {
+        let Some(live) = project.live_deployment_id.clone() else {
+            return;
+        };
+        let id = live.clone();
+        let mut deployment = match self.store.call(move |s| s.deployment(&id)).await {
+            Ok(Some(deployment)) => deployment,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(project = %project.slug, %error, "cannot read the live deployment");
+                return;
+            }
+        };
+        let env = match self.environment(&project.id).await {
+            Ok((env, _)) => env,
+            Err(error) => {
+                tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
+                return;
+            }
+        };
+        let adopting = self
+            .survivors
+            .lock()
+            .expect("survivors poisoned")
+            .contains_key(&deployment.id);
+        if !adopting {
             self.hub.system(
                 &deployment.id,
                 "daemon restarted: serving this deployment again",
             );
-            // The same path a deploy takes: prepare (load or start until healthy), switch.
-            let restored = match self.prepare(&project, &mut deployment, &env).await {
-                Ok(prepared) => {
-                    self.switch(&project, &deployment, prepared, Switch::Restore)
-                        .await
-                }
-                Err(failure) => Err(failure),
-            };
-            match restored {
-                Ok(()) => {
-                    tracing::info!(project = %project.slug, deployment = %deployment.id, "live deployment restored")
-                }
-                Err(failure) => {
-                    tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "the live deployment did not come back; serving 503");
-                    self.routes.set_live(&project.slug, None);
-                }
+        }
+        // The same path a deploy takes: prepare (load, adopt or start until healthy), switch.
+        let restored = match self.prepare(&project, &mut deployment, &env).await {
+            Ok(prepared) => {
+                self.switch(&project, &deployment, prepared, Switch::Restore)
+                    .await
+            }
+            Err(failure) => Err(failure),
+        };
+        match restored {
+            Ok(()) => {
+                tracing::info!(project = %project.slug, deployment = %deployment.id, adopted = adopting, "live deployment restored")
+            }
+            Err(failure) => {
+                tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "the live deployment did not come back; serving 503");
+                self.routes.set_live(&project.slug, None);
             }
         }
-        Ok(())
     }
 }

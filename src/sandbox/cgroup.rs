@@ -216,10 +216,12 @@ pub struct StepEvents {
 impl Cgroups {
     /// Prepares `<own>/<instance>` (delegating v2 controllers, moving the daemon into a leaf
     /// if its own cgroup must stay free of processes) and sweeps stale step cgroups in it.
+    /// `keep`: step cgroups of adopted apps, which the sweep leaves alone.
     pub fn prepare(
         fs: Box<dyn CgroupFs>,
         layout: CgroupLayout,
         instance: &str,
+        keep: &std::collections::HashSet<String>,
     ) -> Result<Self, CgroupError> {
         let cgroups = Cgroups {
             fs,
@@ -240,7 +242,7 @@ impl Cgroups {
                 .write(&control, &cgroups.v2_controllers())
                 .map_err(io_at(&control))?;
         }
-        cgroups.sweep();
+        cgroups.sweep(keep);
         Ok(cgroups)
     }
 
@@ -248,8 +250,52 @@ impl Cgroups {
         &self.layout
     }
 
+    /// The step cgroup `name` as it already exists (an adopted app's).
+    pub fn existing(&self, name: &str) -> StepCgroup {
+        let dirs: Vec<PathBuf> = self
+            .instance_dirs()
+            .iter()
+            .map(|dir| dir.join(name))
+            .collect();
+        let (memory_events, pids_events) = match &self.layout {
+            CgroupLayout::V2 { .. } => (dirs[0].join("memory.events"), dirs[0].join("pids.events")),
+            CgroupLayout::V1 { .. } => (
+                dirs[0].join("memory.oom_control"),
+                dirs[1].join("pids.events"),
+            ),
+        };
+        StepCgroup {
+            procs_files: dirs.iter().map(|dir| dir.join("cgroup.procs")).collect(),
+            memory_events,
+            pids_events,
+            dirs,
+        }
+    }
+
+    /// Puts the instance directories back if something removed them behind our back (another
+    /// daemon's clean-up, an operator): never a reason for every later step to fail.
+    fn ensure_instance(&self) -> Result<(), CgroupError> {
+        let dirs = self.instance_dirs();
+        let missing = dirs.iter().any(|dir| !self.fs.exists(dir));
+        if !missing {
+            return Ok(());
+        }
+        for dir in &dirs {
+            self.fs.create_dir(dir).map_err(io_at(dir))?;
+        }
+        if let CgroupLayout::V2 { .. } = &self.layout {
+            let control = dirs[0].join("cgroup.subtree_control");
+            self.fs
+                .write(&control, &self.v2_controllers())
+                .map_err(io_at(&control))?;
+        }
+        tracing::warn!(cgroup = %dirs[0].display(), "the sandbox cgroup was gone; made it again");
+        Ok(())
+    }
+
     /// Creates a step cgroup with its limits.
     pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<StepCgroup, CgroupError> {
+        self.ensure_instance()?;
         let dirs: Vec<PathBuf> = self
             .instance_dirs()
             .iter()
@@ -343,13 +389,20 @@ impl Cgroups {
         result
     }
 
-    /// Removes every step cgroup of this instance (stale ones from a crash, at start-up).
-    pub fn sweep(&self) {
+    /// Removes every step cgroup of this instance but `keep` (stale ones from a crash, at
+    /// start-up).
+    pub fn sweep(&self, keep: &std::collections::HashSet<String>) {
         let instance_dirs = self.instance_dirs();
         let mut names = std::collections::BTreeSet::new();
         for dir in &instance_dirs {
             for child in self.fs.child_dirs(dir).unwrap_or_default() {
-                names.extend(child.file_name().map(|name| name.to_owned()));
+                names.extend(
+                    child
+                        .file_name()
+                        .and_then(|name| name.to_str())
+                        .filter(|name| !keep.contains(*name))
+                        .map(str::to_owned),
+                );
             }
         }
         for name in names {
@@ -370,7 +423,7 @@ impl Cgroups {
 
     /// Removes the instance directories (at shutdown, once every step is gone).
     pub fn remove_instance(&self) {
-        self.sweep();
+        self.sweep(&std::collections::HashSet::new());
         for dir in self.instance_dirs() {
             let _ = self.fs.remove_dir(&dir);
         }

@@ -199,7 +199,13 @@ fn v2_is_chosen_when_its_controllers_are_present() {
 fn v2_delegation_moves_the_daemon_into_a_leaf_and_writes_the_limits() {
     let fake = v2_machine();
     let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
-    let cgroups = Cgroups::prepare(Box::new(fake.clone()), layout, "slipway").unwrap();
+    let cgroups = Cgroups::prepare(
+        Box::new(fake.clone()),
+        layout,
+        "slipway",
+        &Default::default(),
+    )
+    .unwrap();
     let own = "/cg/system.slice/slipway.service";
     assert_eq!(
         fake.file(&format!("{own}/slipway-daemon/cgroup.procs"))
@@ -259,6 +265,46 @@ fn v2_delegation_moves_the_daemon_into_a_leaf_and_writes_the_limits() {
         .unwrap();
     cgroups.remove(&step).unwrap();
     assert!(!fake.has_dir(&dir));
+
+    // Removed behind the daemon's back (another daemon's clean-up): the next step makes it
+    // again, with its controllers, instead of failing.
+    let instance = format!("{own}/slipway");
+    fake.tree
+        .lock()
+        .unwrap()
+        .retain(|path, _| !path.starts_with(&instance));
+    assert!(!fake.has_dir(&instance));
+    cgroups.create("build-2", &limits).unwrap();
+    assert!(fake.has_dir(&format!("{instance}/build-2")));
+    assert_eq!(
+        fake.file(&format!("{instance}/cgroup.subtree_control"))
+            .unwrap(),
+        "+memory +pids +cpu"
+    );
+}
+
+#[test]
+fn the_sweep_keeps_adopted_apps_cgroups() {
+    let fake = v2_machine();
+    let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
+    let own = "/cg/system.slice/slipway.service";
+    for name in ["app-kept", "build-stale"] {
+        fake.create_dir(Path::new(&format!("{own}/slipway")))
+            .unwrap();
+        fake.create_dir(Path::new(&format!("{own}/slipway/{name}")))
+            .unwrap();
+    }
+    let keep = ["app-kept".to_owned()].into_iter().collect();
+    let cgroups = Cgroups::prepare(Box::new(fake.clone()), layout, "slipway", &keep).unwrap();
+    assert!(fake.has_dir(&format!("{own}/slipway/app-kept")));
+    assert!(!fake.has_dir(&format!("{own}/slipway/build-stale")));
+    let adopted = cgroups.existing("app-kept");
+    assert_eq!(
+        adopted.procs_files,
+        vec![PathBuf::from(format!(
+            "{own}/slipway/app-kept/cgroup.procs"
+        ))]
+    );
 }
 
 #[test]
@@ -300,6 +346,12 @@ fn a_sweep_removes_stale_steps_and_kills_their_processes() {
     fake.create_dir(stale).unwrap();
     fake.write(&stale.join("cgroup.procs"), "777").unwrap();
     let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
-    let _cgroups = Cgroups::prepare(Box::new(fake.clone()), layout, "slipway").unwrap();
+    let _cgroups = Cgroups::prepare(
+        Box::new(fake.clone()),
+        layout,
+        "slipway",
+        &Default::default(),
+    )
+    .unwrap();
     assert!(!fake.has_dir(stale.to_str().unwrap()));
 }

@@ -50,9 +50,13 @@ impl Runner for DirectRunner {
         }
         let mut child = command.spawn()?;
         let pid = child.id().map(|id| Pid::from_raw(id as i32));
+        let pipe =
+            |fd: std::io::Result<std::os::fd::OwnedFd>| fd.and_then(super::LogPipe::from_owned_fd);
+        let stdout = child.stdout.take().map(|s| pipe(s.into_owned_fd()));
+        let stderr = child.stderr.take().map(|s| pipe(s.into_owned_fd()));
         Ok(Running {
-            stdout: child.stdout.take(),
-            stderr: child.stderr.take(),
+            stdout: stdout.transpose()?,
+            stderr: stderr.transpose()?,
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             inner: Box::new(DirectProcess {
                 child,

@@ -7,8 +7,10 @@
 //! maps, puts it in the step's cgroups, wires its veth, installs the firewall inside its
 //! network namespace ([`super::firewall`]), and lets it go. Then it relays signals
 //! (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as its own.
-//! If the daemon dies (stdin hangs up) the sandbox is killed; if the helper dies, the init's
-//! parent-death signal kills the sandbox.
+//! If the daemon dies (stdin hangs up) a build's sandbox is killed, while an app's goes on
+//! (its spec names an exit file): the helper keeps holding the app's log pipes so that the
+//! next daemon can adopt it, and records the command's exit in that file. If the helper dies,
+//! the init's parent-death signal kills the sandbox.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -82,18 +84,23 @@ fn run() -> io::Result<ExitReport> {
     relayed.thread_block().map_err(io::Error::from)?;
     let signals = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
 
+    // An app's helper holds the read ends of its log pipes: the sandbox must not.
+    let mut helper_only = vec![
+        go_write.as_raw_fd(),
+        status_read.as_raw_fd(),
+        lifeline.as_raw_fd(),
+        signals.as_fd().as_raw_fd(),
+    ];
+    if spec.exit_file.is_some() {
+        helper_only.extend(spec::HELD_LOG_FDS);
+    }
     let mut context = ChildContext {
         spec,
         plan: Some(plan),
         filters,
         go_read,
         status_write,
-        helper_only: vec![
-            go_write.as_raw_fd(),
-            status_read.as_raw_fd(),
-            lifeline.as_raw_fd(),
-            signals.as_fd().as_raw_fd(),
-        ],
+        helper_only,
     };
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
@@ -127,7 +134,20 @@ fn run() -> io::Result<ExitReport> {
         let _ = waitpid(pid, None);
         return Err(error);
     }
-    supervise(pid, &signals, &lifeline, status_read, go_write)
+    let detached = spec.exit_file.is_some();
+    let report = supervise(pid, &signals, &lifeline, detached, status_read, go_write)?;
+    if let Some(path) = &spec.exit_file {
+        write_exit_file(path, report)?;
+    }
+    Ok(report)
+}
+
+/// Records how an app's command ended, for a daemon that is not the helper's parent. Written
+/// to a temporary name and renamed, so a reader never sees half a report.
+fn write_exit_file(path: &std::path::Path, report: ExitReport) -> io::Result<()> {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, report.to_text())?;
+    std::fs::rename(&temporary, path)
 }
 
 /// Makes the clone a sandbox: uid/gid maps, cgroups, network; then the go byte.
@@ -168,6 +188,7 @@ fn supervise(
     pid: Pid,
     signals: &SignalFd,
     lifeline: &OwnedFd,
+    outlives_daemon: bool,
     status_read: OwnedFd,
     _go: OwnedFd,
 ) -> io::Result<ExitReport> {
@@ -210,8 +231,11 @@ fn supervise(
                 continue;
             }
             if entry.fd == lifeline.as_raw_fd() {
-                // The daemon is gone or dropped the step: nothing may outlive it.
-                let _ = kill(pid, Signal::SIGKILL);
+                // The daemon is gone or dropped the step: a build may not outlive it; an app
+                // waits for the next daemon to adopt it.
+                if !outlives_daemon {
+                    let _ = kill(pid, Signal::SIGKILL);
+                }
                 lifeline_open = false;
             } else {
                 let mut buffer = [0u8; 64];

@@ -51,6 +51,24 @@ impl ExitReport {
         bytes
     }
 
+    /// `code N` or `signal N`: the exit file's format.
+    pub(crate) fn to_text(self) -> String {
+        match self {
+            ExitReport::Code(code) => format!("code {code}\n"),
+            ExitReport::Signal(signal) => format!("signal {signal}\n"),
+        }
+    }
+
+    pub(crate) fn from_text(text: &str) -> Option<ExitReport> {
+        let (kind, value) = text.trim().split_once(' ')?;
+        let value = value.parse().ok()?;
+        match kind {
+            "code" => Some(ExitReport::Code(value)),
+            "signal" => Some(ExitReport::Signal(value)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn decode(bytes: &[u8]) -> Option<ExitReport> {
         let value = i32::from_le_bytes(bytes.get(1..5)?.try_into().ok()?);
         match bytes[0] {
@@ -296,6 +314,18 @@ fn command_line(spec: &HelperSpec) -> io::Result<CommandLine> {
 #[cfg(test)]
 mod tests {
     use super::ExitReport;
+
+    #[test]
+    fn exit_files_round_trip() {
+        for report in [
+            ExitReport::Code(0),
+            ExitReport::Code(3),
+            ExitReport::Signal(9),
+        ] {
+            assert_eq!(ExitReport::from_text(&report.to_text()), Some(report));
+        }
+        assert_eq!(ExitReport::from_text("exited"), None);
+    }
 
     #[test]
     fn exit_reports_round_trip() {

@@ -13,6 +13,7 @@
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
 //! and they run in the single-threaded helper, never in the daemon.
 
+mod adopt;
 mod cgroup;
 pub mod direct;
 mod exec;
@@ -24,8 +25,10 @@ mod net;
 pub mod ns;
 mod seccomp;
 mod spec;
+mod step;
 mod subid;
 
+pub use adopt::{stop_outliving, AppHandle};
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
@@ -38,7 +41,8 @@ use std::path::PathBuf;
 use crate::config::{SandboxConfig, SandboxMode};
 use std::time::Duration;
 
-use tokio::process::{ChildStderr, ChildStdout};
+/// The read end of a step's stdout or stderr.
+pub type LogPipe = tokio::net::unix::pipe::Receiver;
 
 /// What a step is: which filesystem view it gets.
 #[derive(Debug, Clone)]
@@ -71,8 +75,8 @@ pub struct StepSpec {
 
 /// A running step. Dropping it kills the whole tree.
 pub struct Running {
-    pub stdout: Option<ChildStdout>,
-    pub stderr: Option<ChildStderr>,
+    pub stdout: Option<LogPipe>,
+    pub stderr: Option<LogPipe>,
     /// Where the process can be reached (apps listen on `addr:PORT`).
     pub address: IpAddr,
     pub(crate) inner: Box<dyn RunningProcess>,
@@ -117,6 +121,15 @@ pub trait RunningProcess: Send {
     ) -> futures_util::future::BoxFuture<'_, std::io::Result<Exit>>;
     /// SIGKILL of the whole tree, without waiting.
     fn kill(&mut self);
+    /// What the next daemon needs to adopt this step (apps in namespaces mode only).
+    fn handle(&self) -> Option<AppHandle> {
+        None
+    }
+    /// Lets go of the step without stopping it, for the next daemon to adopt; false (and
+    /// nothing changes) when this step cannot outlive the daemon.
+    fn detach(&mut self) -> bool {
+        false
+    }
 }
 
 impl Running {
@@ -129,11 +142,27 @@ impl Running {
     pub fn kill(&mut self) {
         self.inner.kill()
     }
+    pub fn handle(&self) -> Option<AppHandle> {
+        self.inner.handle()
+    }
+    /// Lets the step run on after this daemon (see [`RunningProcess::detach`]). When it cannot,
+    /// dropping `self` kills it as usual.
+    pub fn detach(mut self) -> bool {
+        self.inner.detach()
+    }
 }
 
 /// Starts steps. One per daemon, chosen from `sandbox.mode`.
 pub trait Runner: Send + Sync {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running>;
+    /// Takes over an app an earlier daemon left running (its logs continue on the pipes).
+    fn adopt(&self, handle: &AppHandle) -> std::io::Result<Running> {
+        let _ = handle;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "apps outlive the daemon only in sandbox mode namespaces",
+        ))
+    }
 }
 
 const UNSANDBOXED: &str = "builds and apps run WITHOUT ANY ISOLATION, as plain children of the \
@@ -153,16 +182,21 @@ impl Sandbox {
     /// `auto` falls back to no isolation when the machine cannot give namespaces (not root, a
     /// missing kernel feature, `nft` or `ip` missing, no cgroups): the warning names what is
     /// missing and how to get it. A bad `sandbox.instance` is a config error in every mode.
-    pub fn start(config: &SandboxConfig, daemon_exe: PathBuf) -> Result<Sandbox, SandboxError> {
+    /// `run_dir` and `survivors`: see [`NamespaceRunner::start`].
+    pub fn start(
+        config: &SandboxConfig,
+        daemon_exe: PathBuf,
+        run_dir: PathBuf,
+        survivors: &[AppHandle],
+    ) -> Result<Sandbox, SandboxError> {
+        let namespaces = move || NamespaceRunner::start(config, daemon_exe, run_dir, survivors);
         match config.mode {
-            SandboxMode::Namespaces => {
-                NamespaceRunner::start(config, daemon_exe).map(Sandbox::Namespaces)
-            }
+            SandboxMode::Namespaces => namespaces().map(Sandbox::Namespaces),
             SandboxMode::None => {
                 tracing::warn!("sandbox.mode = \"none\": {UNSANDBOXED}");
                 Ok(Sandbox::Direct(direct::DirectRunner))
             }
-            SandboxMode::Auto => match NamespaceRunner::start(config, daemon_exe) {
+            SandboxMode::Auto => match namespaces() {
                 Ok(runner) => Ok(Sandbox::Namespaces(runner)),
                 // Configuration mistakes are not the machine's: never fall back on them.
                 Err(error @ (SandboxError::InvalidInstance(_) | SandboxError::UidOverlap(_))) => {
@@ -193,6 +227,13 @@ impl Sandbox {
             runner.shutdown();
         }
     }
+
+    /// Stops spawning and leaves the host as it is, for apps that outlive this daemon.
+    pub fn leave(&self) {
+        if let Sandbox::Namespaces(runner) = self {
+            runner.leave();
+        }
+    }
 }
 
 impl Runner for Sandbox {
@@ -200,6 +241,13 @@ impl Runner for Sandbox {
         match self {
             Sandbox::Namespaces(runner) => runner.spawn(spec),
             Sandbox::Direct(runner) => runner.spawn(spec),
+        }
+    }
+
+    fn adopt(&self, handle: &AppHandle) -> std::io::Result<Running> {
+        match self {
+            Sandbox::Namespaces(runner) => runner.adopt(handle),
+            Sandbox::Direct(runner) => runner.adopt(handle),
         }
     }
 }

@@ -65,15 +65,32 @@ impl AddressPool {
             if !state.used[index as usize] {
                 state.used[index as usize] = true;
                 state.next = (index + 1) % self.slots;
-                let base = self.network + index * 4;
-                return Some(Link {
-                    index,
-                    host: Ipv4Addr::from(base + 1),
-                    sandbox: Ipv4Addr::from(base + 2),
-                });
+                return Some(self.link(index));
             }
         }
         None
+    }
+
+    /// The link at `index`, marked taken (an adopted app's).
+    pub fn claim(&self, index: u32) -> Link {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(slot) = state.used.get_mut(index as usize) {
+            *slot = true;
+        }
+        self.link(index)
+    }
+
+    /// The addresses of the link at `index`.
+    pub fn link(&self, index: u32) -> Link {
+        let base = self.network + index * 4;
+        Link {
+            index,
+            host: Ipv4Addr::from(base + 1),
+            sandbox: Ipv4Addr::from(base + 2),
+        }
     }
 
     pub fn release(&self, link: &Link) {
@@ -100,8 +117,9 @@ pub fn interface_name(prefix: &str, link: &Link) -> String {
     format!("{prefix}{:x}", link.index)
 }
 
-/// Deletes leftover host ends of veth pairs with this prefix (their peers go with them).
-pub fn sweep_interfaces(prefix: &str) -> io::Result<()> {
+/// Deletes leftover host ends of veth pairs with this prefix (their peers go with them),
+/// except those of adopted apps (`keep`).
+pub fn sweep_interfaces(prefix: &str, keep: &std::collections::HashSet<String>) -> io::Result<()> {
     let output = Command::new("ip")
         .args(["-o", "link", "show"])
         .stderr(Stdio::null())
@@ -111,7 +129,7 @@ pub fn sweep_interfaces(prefix: &str) -> io::Result<()> {
             continue;
         };
         let name = name.split('@').next().unwrap_or(name);
-        if name.starts_with(prefix) {
+        if name.starts_with(prefix) && !keep.contains(name) {
             let _ = Command::new("ip")
                 .args(["link", "del", name])
                 .stderr(Stdio::null())

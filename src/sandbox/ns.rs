@@ -10,29 +10,27 @@
 //! cgroup's counters say whether memory or pids ran out, and the link and cgroup are freed.
 //! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
 
+use std::collections::HashSet;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use super::adopt::{self, AppHandle};
 
 use super::cgroup::{
-    CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, StepCgroup, CPU_PERIOD_US,
+    CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, CPU_PERIOD_US,
 };
 use super::firewall::{self, FirewallSpec};
 use super::machine::check_machine;
 pub use super::machine::{MissingTool, SandboxError};
-use super::net::{self, AddressPool, Link};
+use super::net::{self, AddressPool};
 use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
-use super::{Exit, Runner, Running, RunningProcess, StepKind, StepSpec};
+use super::step::{NamespaceProcess, StepResources};
+use super::{LogPipe, Runner, Running, StepKind, StepSpec};
 use crate::config::SandboxConfig;
 
 /// Runs every step in its own namespaces, cgroup and network.
@@ -40,16 +38,18 @@ pub struct NamespaceRunner {
     shared: Arc<Shared>,
 }
 
-struct Shared {
+pub(super) struct Shared {
     daemon_exe: PathBuf,
+    /// Apps' exit files.
+    run_dir: PathBuf,
     table: String,
     /// The host table's full script, to put it back when it went missing.
     host_rules: String,
     subnet: (Ipv4Addr, u8),
     allow_smtp: bool,
     interface_prefix: String,
-    addresses: AddressPool,
-    cgroups: Cgroups,
+    pub(super) addresses: AddressPool,
+    pub(super) cgroups: Cgroups,
     nameservers: Vec<Ipv4Addr>,
     next_step: AtomicU64,
     stopped: AtomicBool,
@@ -58,11 +58,15 @@ struct Shared {
 impl NamespaceRunner {
     /// The daemon's runner, named after `sandbox.instance` (default `slipway`: nftables table
     /// `inet slipway`, cgroups under `<daemon cgroup>/slipway`).
+    /// `survivors`: apps an earlier daemon left running, whose cgroups, links and interfaces
+    /// the start-up sweep keeps for [`Runner::adopt`]; `run_dir` holds apps' exit files.
     pub fn start(
         config: &SandboxConfig,
         daemon_exe: PathBuf,
+        run_dir: PathBuf,
+        survivors: &[AppHandle],
     ) -> Result<NamespaceRunner, SandboxError> {
-        NamespaceRunner::start_instance(&config.instance, config, daemon_exe)
+        NamespaceRunner::start_instance(&config.instance, config, daemon_exe, run_dir, survivors)
     }
 
     /// A runner whose table, interfaces and cgroups are named after `instance`, so that
@@ -71,6 +75,8 @@ impl NamespaceRunner {
         instance: &str,
         config: &SandboxConfig,
         daemon_exe: PathBuf,
+        run_dir: PathBuf,
+        survivors: &[AppHandle],
     ) -> Result<NamespaceRunner, SandboxError> {
         if !crate::config::valid_instance(instance) {
             return Err(SandboxError::InvalidInstance(instance.to_owned()));
@@ -88,11 +94,21 @@ impl NamespaceRunner {
             Path::new("/sys/fs/cgroup"),
             &proc_self_cgroup,
         )?;
-        let cgroups = Cgroups::prepare(Box::new(HostCgroupFs), layout, instance)?;
+        let survivors: Vec<&AppHandle> = survivors.iter().filter(|h| h.is_alive()).collect();
+        let kept_cgroups: HashSet<String> = survivors.iter().map(|h| h.cgroup.clone()).collect();
+        let cgroups = Cgroups::prepare(Box::new(HostCgroupFs), layout, instance, &kept_cgroups)?;
 
         let interface_prefix = net::interface_prefix(instance);
         let nameservers = net::host_nameservers();
-        net::sweep_interfaces(&interface_prefix).map_err(SandboxError::Network)?;
+        let addresses = AddressPool::new(config.subnet.0, config.subnet.1);
+        let mut kept_interfaces = HashSet::new();
+        for survivor in &survivors {
+            let link = addresses.claim(survivor.link_index);
+            kept_interfaces.insert(net::interface_name(&interface_prefix, &link));
+        }
+        net::sweep_interfaces(&interface_prefix, &kept_interfaces)
+            .map_err(SandboxError::Network)?;
+        sweep_exit_files(&run_dir, &survivors);
         if net::enable_forwarding().map_err(SandboxError::Network)? {
             tracing::info!("turned IPv4 forwarding on (net.ipv4.ip_forward) for sandbox egress");
         }
@@ -106,14 +122,21 @@ impl NamespaceRunner {
             subnet: config.subnet,
             allow_smtp: config.allow_smtp,
             interface_prefix,
-            addresses: AddressPool::new(config.subnet.0, config.subnet.1),
+            addresses,
             cgroups,
             nameservers,
-            next_step: AtomicU64::new(0),
+            // Step names stay unique across daemons: adopted apps keep theirs.
+            next_step: AtomicU64::new(crate::ids::now_ms()),
+            run_dir,
             stopped: AtomicBool::new(false),
         });
         watch_host_table(Arc::downgrade(&shared));
         Ok(NamespaceRunner { shared })
+    }
+
+    /// Stops spawning and leaves everything in place for apps that outlive this daemon.
+    pub fn leave(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
     }
 
     /// Removes the nftables table, leftover interfaces and the instance's cgroups (killing
@@ -123,7 +146,7 @@ impl NamespaceRunner {
         if let Err(error) = firewall::nft_delete_table(&self.shared.table) {
             tracing::warn!(%error, "could not remove the sandbox nftables table");
         }
-        let _ = net::sweep_interfaces(&self.shared.interface_prefix);
+        let _ = net::sweep_interfaces(&self.shared.interface_prefix, &HashSet::new());
         self.shared.cgroups.remove_instance();
     }
 
@@ -209,19 +232,33 @@ impl Runner for NamespaceRunner {
                 return Err(io::Error::other(error.to_string()));
             }
         };
-        let resources = StepResources { link, cgroup };
+        let resources = StepResources {
+            link,
+            cgroup,
+            cgroup_name: step_name,
+        };
         match launch(shared, &spec, &resources) {
-            Ok((child, lifeline)) => {
-                let mut child = child;
+            Ok(launched) => {
+                let Launched {
+                    child,
+                    lifeline,
+                    stdout,
+                    stderr,
+                    exit_file,
+                } = launched;
+                let helper_pid = child.id().map_or(-1, |id| id as i32);
+                let pidfd = adopt::pidfd_open(helper_pid).and_then(adopt::watch)?;
                 Ok(Running {
-                    stdout: child.stdout.take(),
-                    stderr: child.stderr.take(),
+                    stdout: Some(LogPipe::from_owned_fd(stdout)?),
+                    stderr: Some(LogPipe::from_owned_fd(stderr)?),
                     address: IpAddr::V4(link.sandbox),
                     inner: Box::new(NamespaceProcess {
-                        helper: child.id().map(|id| Pid::from_raw(id as i32)),
                         child: Some(child),
+                        pidfd,
+                        helper_pid,
                         lifeline: Some(lifeline),
                         resources: Some(resources),
+                        exit_file,
                         shared: Arc::clone(shared),
                         exited: None,
                     }),
@@ -234,32 +271,72 @@ impl Runner for NamespaceRunner {
             }
         }
     }
+
+    fn adopt(&self, handle: &AppHandle) -> io::Result<Running> {
+        let shared = &self.shared;
+        let pidfd = adopt::open_identified(handle)?;
+        let [stdout_fd, stderr_fd] = spec::HELD_LOG_FDS;
+        let stdout = adopt::pidfd_getfd(&pidfd, stdout_fd)?;
+        let stderr = adopt::pidfd_getfd(&pidfd, stderr_fd)?;
+        let link = shared.addresses.link(handle.link_index);
+        let resources = StepResources {
+            link,
+            cgroup: shared.cgroups.existing(&handle.cgroup),
+            cgroup_name: handle.cgroup.clone(),
+        };
+        Ok(Running {
+            stdout: Some(LogPipe::from_owned_fd(stdout)?),
+            stderr: Some(LogPipe::from_owned_fd(stderr)?),
+            address: IpAddr::V4(link.sandbox),
+            inner: Box::new(NamespaceProcess {
+                child: None,
+                pidfd: adopt::watch(pidfd)?,
+                helper_pid: handle.helper_pid,
+                lifeline: None,
+                resources: Some(resources),
+                exit_file: Some(handle.exit_file.clone()),
+                shared: Arc::clone(shared),
+                exited: None,
+            }),
+        })
+    }
 }
 
-struct StepResources {
-    link: Link,
-    cgroup: StepCgroup,
+/// A started helper: the daemon's ends of its pipes.
+struct Launched {
+    child: tokio::process::Child,
+    lifeline: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    exit_file: Option<PathBuf>,
 }
 
 /// Writes the spec into a pipe and execs the helper with that pipe as its stdin. The write
-/// end is kept: closing it (drop, or the daemon's death) makes the helper kill the sandbox.
-fn launch(
-    shared: &Shared,
-    spec: &StepSpec,
-    resources: &StepResources,
-) -> io::Result<(tokio::process::Child, OwnedFd)> {
-    let view = match &spec.kind {
-        StepKind::Build { workspace } => FilesystemView::Build {
-            workspace: workspace.clone(),
-        },
+/// end is kept: closing it (drop, or the daemon's death) makes a build's helper kill the
+/// sandbox. An app's helper also gets the read ends of its log pipes to hold (see
+/// [`super::adopt`]) and an exit file.
+fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Result<Launched> {
+    let (view, exit_file) = match &spec.kind {
+        StepKind::Build { workspace } => (
+            FilesystemView::Build {
+                workspace: workspace.clone(),
+            },
+            None,
+        ),
         StepKind::App { output, data_dir } => {
             std::fs::create_dir_all(data_dir)?;
             // lchown: a symlink is not followed here, and is refused when the tree is cloned.
             std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
-            FilesystemView::App {
+            std::fs::create_dir_all(&shared.run_dir)?;
+            let exit_file = shared
+                .run_dir
+                .join(format!("{}.exit", resources.cgroup_name));
+            let _ = std::fs::remove_file(&exit_file);
+            let view = FilesystemView::App {
                 output: output.clone(),
                 data_dir: data_dir.clone(),
-            }
+            };
+            (view, Some(exit_file))
         }
     };
     let helper_spec = HelperSpec {
@@ -281,6 +358,7 @@ fn launch(
         },
         hostname: "sandbox".into(),
         nameservers: shared.nameservers.clone(),
+        exit_file: exit_file.clone(),
     };
     let framed = spec::encode(&helper_spec)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -298,15 +376,70 @@ fn launch(
         }
     }
     std::fs::File::from(write_end.try_clone()?).write_all(&framed)?;
-    let child = tokio::process::Command::new(&shared.daemon_exe)
+    let (stdout_read, stdout_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (stderr_read, stderr_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut command = tokio::process::Command::new(&shared.daemon_exe);
+    command
         .arg("sandbox-exec")
         .env_clear()
         .stdin(Stdio::from(read_end))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    Ok((child, write_end))
+        .stdout(Stdio::from(stdout_write))
+        .stderr(Stdio::from(stderr_write))
+        // Its own process group: a Ctrl-C meant for a daemon run from a terminal is not the
+        // sandbox's.
+        .process_group(0)
+        // An app's helper must survive this daemon; a build's dies with its lifeline.
+        .kill_on_drop(exit_file.is_none());
+    if exit_file.is_some() {
+        for pipe in [&stdout_read, &stderr_read] {
+            adopt::grow_pipe(pipe, APP_LOG_PIPE_BYTES);
+        }
+        let held = [stdout_read.as_raw_fd(), stderr_read.as_raw_fd()];
+        // SAFETY: between fork and exec only dup2 (async-signal-safe) runs; the targets are
+        // the fixed numbers the helper expects, and dup2 clears close-on-exec on them.
+        unsafe {
+            command.pre_exec(move || {
+                // Copies above the targets first: a source may itself be numbered 3 or 4.
+                let mut copies = [0; 2];
+                for (copy, from) in copies.iter_mut().zip(held) {
+                    *copy = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10);
+                    if *copy < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                for (copy, to) in copies.into_iter().zip(spec::HELD_LOG_FDS) {
+                    if libc::dup2(copy, to) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = command.spawn()?;
+    Ok(Launched {
+        child,
+        lifeline: write_end,
+        stdout: stdout_read,
+        stderr: stderr_read,
+        exit_file,
+    })
+}
+
+/// The buffer of an app's log pipes: output an app writes while no daemon reads.
+const APP_LOG_PIPE_BYTES: i32 = 1 << 20;
+
+/// Removes exit files no surviving app will write or be read for.
+fn sweep_exit_files(run_dir: &Path, survivors: &[&AppHandle]) {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !survivors.iter().any(|s| s.exit_file == path) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 fn cgroup_safe(name: &str) -> String {
@@ -325,138 +458,6 @@ fn cgroup_safe(name: &str) -> String {
         "step".into()
     } else {
         cleaned
-    }
-}
-
-struct NamespaceProcess {
-    child: Option<tokio::process::Child>,
-    helper: Option<Pid>,
-    lifeline: Option<OwnedFd>,
-    resources: Option<StepResources>,
-    shared: Arc<Shared>,
-    exited: Option<Exit>,
-}
-
-impl NamespaceProcess {
-    fn signal_helper(&self, signal: Signal) {
-        if let (Some(pid), None) = (self.helper, &self.exited) {
-            let _ = kill(pid, signal);
-        }
-    }
-
-    async fn wait_main(&mut self) -> io::Result<Exit> {
-        if let Some(exit) = &self.exited {
-            return Ok(exit.clone());
-        }
-        let child = self
-            .child
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the step was already reaped"))?;
-        let status = child.wait().await?;
-        let events = self
-            .resources
-            .as_ref()
-            .map(|resources| self.shared.cgroups.events(&resources.cgroup));
-        // A step that hit a limit failed even if its main process exited 0: a classic fork
-        // bomb's shell returns at once while the bomb fills the pids limit, and a process the
-        // OOM killer ended was part of the step's work.
-        let exit = match (status.code(), status.signal()) {
-            _ if events.is_some_and(|events| events.oom_kills > 0) => Exit::OutOfMemory,
-            _ if events.is_some_and(|events| events.pids_limit_hits > 0) => Exit::PidsExhausted,
-            (Some(code), _) => Exit::Code(code),
-            (None, Some(signal)) => Exit::Signal(signal),
-            (None, None) => Exit::Code(-1),
-        };
-        self.exited = Some(exit.clone());
-        self.lifeline = None;
-        if let Some(resources) = &self.resources {
-            // A task of its own, so that a caller's timeout cannot cancel the cleanup halfway.
-            // The address stays taken until this process is dropped: a route may still point
-            // at it (the supervisor lets go of the route first).
-            let cgroup = resources.cgroup.clone();
-            let _ = tokio::spawn(remove_cgroup(Arc::clone(&self.shared), cgroup)).await;
-        }
-        Ok(exit)
-    }
-}
-
-/// Removes a finished step's cgroup (already gone counts as removed), retrying while the
-/// kernel finishes the last exits.
-async fn remove_cgroup(shared: Arc<Shared>, cgroup: StepCgroup) {
-    for _ in 0..200 {
-        if shared.cgroups.remove(&cgroup).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Frees a step's cgroup (if still there) and its address.
-async fn release(shared: Arc<Shared>, resources: StepResources) {
-    remove_cgroup(Arc::clone(&shared), resources.cgroup).await;
-    shared.addresses.release(&resources.link);
-}
-
-impl RunningProcess for NamespaceProcess {
-    fn wait(&mut self) -> BoxFuture<'_, io::Result<Exit>> {
-        // The helper exits only once the sandbox init, and so the whole tree, is gone.
-        Box::pin(self.wait_main())
-    }
-
-    fn stop(&mut self, grace: Duration) -> BoxFuture<'_, io::Result<Exit>> {
-        Box::pin(async move {
-            self.signal_helper(Signal::SIGTERM);
-            if let Ok(result) = tokio::time::timeout(grace, self.wait_main()).await {
-                return result;
-            }
-            // SIGUSR1 asks the helper to SIGKILL the sandbox init and report the exit.
-            self.signal_helper(Signal::SIGUSR1);
-            if let Ok(result) = tokio::time::timeout(Duration::from_secs(5), self.wait_main()).await
-            {
-                return result;
-            }
-            self.signal_helper(Signal::SIGKILL);
-            self.wait_main().await
-        })
-    }
-
-    fn kill(&mut self) {
-        // The init's parent-death signal takes the whole sandbox down with the helper.
-        self.signal_helper(Signal::SIGKILL);
-    }
-}
-
-impl Drop for NamespaceProcess {
-    fn drop(&mut self) {
-        let Some(resources) = self.resources.take() else {
-            return;
-        };
-        self.signal_helper(Signal::SIGKILL);
-        self.lifeline = None;
-        let mut child = self.child.take();
-        let shared = Arc::clone(&self.shared);
-        let finish = async move {
-            if let Some(child) = child.as_mut() {
-                let _ = child.wait().await;
-            }
-            release(shared, resources).await;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(finish);
-            }
-            Err(_) => {
-                // Outside a runtime: a short-lived one finishes the cleanup on its own thread.
-                std::thread::spawn(move || {
-                    if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        runtime.block_on(finish);
-                    }
-                });
-            }
-        }
     }
 }
 

@@ -30,7 +30,15 @@ pub(crate) struct HelperSpec {
     pub hostname: String,
     /// Upstream DNS servers for the generated `resolv.conf`.
     pub nameservers: Vec<Ipv4Addr>,
+    /// Set for apps, which outlive the daemon: the helper ignores its lifeline's hang-up,
+    /// keeps the log pipes' read ends ([`HELD_LOG_FDS`]) open so the app never writes into a
+    /// pipe nobody holds, and writes how the command ended into this file before it exits.
+    pub exit_file: Option<PathBuf>,
 }
+
+/// Where an app's helper holds the read ends of its stdout and stderr pipes (from the daemon
+/// that started it; a daemon that adopts the app takes copies with `pidfd_getfd`).
+pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
 
 /// Which host directories appear at `/app` and `/data`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,6 +120,7 @@ mod tests {
             },
             hostname: "sandbox".into(),
             nameservers: vec![Ipv4Addr::new(9, 9, 9, 9)],
+            exit_file: Some("/data/run/app.exit".into()),
         };
         let framed = encode(&spec).unwrap();
         let decoded = decode(&framed[..]).unwrap();

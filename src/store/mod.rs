@@ -127,6 +127,7 @@ impl Store {
             txn.open_table(tables::LOG_STATS)?;
             txn.open_table(tables::SOURCES)?;
             txn.open_table(tables::TLS)?;
+            txn.open_table(tables::APP_PROCESSES)?;
         }
         txn.commit()?;
         Ok(())
@@ -146,6 +147,35 @@ impl Store {
 
     pub(crate) fn write(&self) -> Result<redb::WriteTransaction> {
         Ok(self.db.begin_write()?)
+    }
+
+    // Running apps' adoption handles, as opaque JSON the supervisor owns.
+
+    pub fn put_app_process(&self, deployment_id: &str, handle: &[u8]) -> Result<()> {
+        let txn = self.write()?;
+        txn.open_table(tables::APP_PROCESSES)?
+            .insert(deployment_id, handle)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn remove_app_process(&self, deployment_id: &str) -> Result<()> {
+        let txn = self.write()?;
+        txn.open_table(tables::APP_PROCESSES)?
+            .remove(deployment_id)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn app_processes(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let txn = self.read()?;
+        let table = txn.open_table(tables::APP_PROCESSES)?;
+        let mut all = Vec::new();
+        for entry in table.iter()? {
+            let (key, value) = entry?;
+            all.push((key.value().to_owned(), value.value().to_vec()));
+        }
+        Ok(all)
     }
 
     // Raw byte values for the TLS module (which owns its own record formats).

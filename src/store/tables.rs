@@ -28,5 +28,8 @@ pub const LOGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("logs
 pub const LOG_STATS: TableDefinition<&str, &[u8]> = TableDefinition::new("log_stats");
 /// `src_…` → `SourceRecord`; the archive bytes live content-addressed in `<data_dir>/sources`.
 pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
+/// `dpl_…` → the running app's adoption handle (JSON written by the supervisor): what the
+/// next daemon needs to take the app over instead of starting it again.
+pub const APP_PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("app_processes");
 /// TLS state (CA, leaves, ACME account, orders, backoff), keyed by the tls module.
 pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");

@@ -377,8 +377,13 @@ async fn mode_none_still_runs_steps_without_isolation() {
         instance: "slipway".into(),
         allow_smtp: false,
     };
-    let sandbox =
-        slipway::sandbox::Sandbox::start(&config, env!("CARGO_BIN_EXE_slipway").into()).unwrap();
+    let sandbox = slipway::sandbox::Sandbox::start(
+        &config,
+        env!("CARGO_BIN_EXE_slipway").into(),
+        std::env::temp_dir(),
+        &[],
+    )
+    .unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let spec = slipway::sandbox::StepSpec {
         name: "none-step".into(),

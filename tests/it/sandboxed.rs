@@ -6,6 +6,7 @@
 
 mod attacks;
 mod network;
+mod outlive;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -188,7 +189,11 @@ pub(crate) fn processes_with_uids(uids: std::ops::Range<u32>) -> Vec<String> {
         if let Some(uid) = uid.filter(|uid| uids.contains(uid)) {
             let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            found.push(format!("{uid}: {}", cmdline.trim()));
+            found.push(format!(
+                "{uid}: {} (pid {})",
+                cmdline.trim(),
+                name.to_string_lossy()
+            ));
         }
     }
     found
@@ -315,11 +320,12 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
     };
     assert!(table_exists(), "the runner's nftables table is installed");
 
+    // A clean stop leaves the app running (apps outlive the daemon) with its link and table.
     assert_eq!(sandboxed.daemon.stop(), Some(0));
-    assert!(!table_exists(), "a clean stop removes the nftables table");
-    assert_eq!(sandboxed.interfaces(), Vec::<String>::new());
-    sandboxed.assert_no_project_processes("the daemon stopped");
-    sandboxed.daemon.restart();
+    assert!(table_exists(), "the app still needs the nftables table");
+    assert_eq!(sandboxed.interfaces().len(), 1);
+    assert_eq!(sandboxed.project_processes(), running);
+    sandboxed.daemon.start_again();
     // Ready means the live apps are back.
     let response = sandboxed.daemon.app_get("lasting", "/", &[]).await;
     assert_eq!(response.status, 200, "{}", response.text());
@@ -330,8 +336,8 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
     );
     assert!(table_exists());
 
-    // A daemon killed outright (no cleanup of its own) with a build in flight: its sandboxes
-    // die with it, and the next start sweeps what it left and brings the app back.
+    // A daemon killed outright (no cleanup of its own) with a build in flight: the build's
+    // sandbox dies with it, the app's does not; the next start adopts the app.
     let slow = sandboxed
         .daemon
         .provision(
@@ -344,15 +350,15 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !sandboxed.project_processes().is_empty() {
+    while sandboxed.project_processes() != running {
         assert!(
             std::time::Instant::now() < deadline,
-            "sandboxes outlived the killed daemon: {:?}",
+            "the build outlived the killed daemon (or the app did not): {:?}",
             sandboxed.project_processes()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    sandboxed.daemon.restart();
+    sandboxed.daemon.start_again();
     let response = sandboxed.daemon.app_get("lasting", "/", &[]).await;
     assert_eq!(response.status, 200, "{}", response.text());
     let status = sandboxed
@@ -370,7 +376,10 @@ async fn a_live_app_comes_back_after_a_daemon_restart() {
         sandboxed.interfaces()
     );
     assert_eq!(sandboxed.daemon.stop(), Some(0));
+    // `slipway stop-apps` without a daemon stops the app and removes what was left on the host.
+    let output = sandboxed.daemon.stop_apps();
+    assert!(output.status.success(), "{output:?}");
     assert!(!table_exists());
     assert_eq!(sandboxed.interfaces(), Vec::<String>::new());
-    sandboxed.assert_no_project_processes("the daemon stopped");
+    sandboxed.assert_no_project_processes("stop-apps");
 }

@@ -201,6 +201,35 @@ impl TestDaemon {
         }
     }
 
+    /// `kill -9` of the daemon (a crash): nothing of its shutdown runs.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the daemon again on the same data dir (after [`TestDaemon::kill_hard`] or
+    /// [`TestDaemon::stop`]); returns once it printed "ready".
+    pub fn start_again(&mut self) {
+        self.spawn();
+    }
+
+    /// `slipway stop-apps` for this daemon's data dir (through it when it runs).
+    pub fn stop_apps(&self) -> std::process::Output {
+        let mut command = Command::new(BIN);
+        command.arg("stop-apps");
+        if self.options.dev {
+            command.arg("--dev");
+        }
+        command
+            .arg("--config")
+            .arg(self.config_path())
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run slipway stop-apps")
+    }
+
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
@@ -269,6 +298,12 @@ impl Drop for TestDaemon {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+        }
+        // Apps outlive the daemon (namespaces mode): a test leaves none behind.
+        let left_running = std::fs::read_dir(self.data_dir().join("run"))
+            .is_ok_and(|mut entries| entries.next().is_some());
+        if left_running {
+            let _ = self.stop_apps();
         }
     }
 }

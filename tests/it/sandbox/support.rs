@@ -52,7 +52,8 @@ impl TestRunner {
         };
         change(&mut config);
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
-        match NamespaceRunner::start_instance(&instance, &config, exe) {
+        let run_dir = std::env::temp_dir().join(format!("slipway-run-{instance}"));
+        match NamespaceRunner::start_instance(&instance, &config, exe, run_dir, &[]) {
             Ok(runner) => Some(TestRunner {
                 runner,
                 config,
@@ -71,7 +72,10 @@ impl TestRunner {
     pub fn restart(self) -> TestRunner {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         drop(self.runner);
-        let runner = NamespaceRunner::start_instance(&self.instance, &self.config, exe).unwrap();
+        let run_dir = std::env::temp_dir().join(format!("slipway-run-{}", self.instance));
+        let runner =
+            NamespaceRunner::start_instance(&self.instance, &self.config, exe, run_dir, &[])
+                .unwrap();
         TestRunner { runner, ..self }
     }
 
@@ -247,11 +251,11 @@ pub async fn run(runner: &TestRunner, spec: StepSpec, timeout: Duration) -> Fini
 
 /// Line-by-line reading of a step's output, each line with a deadline.
 pub struct Lines {
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    lines: tokio::io::Lines<tokio::io::BufReader<slipway::sandbox::LogPipe>>,
 }
 
 impl Lines {
-    pub fn new(stdout: tokio::process::ChildStdout) -> Lines {
+    pub fn new(stdout: slipway::sandbox::LogPipe) -> Lines {
         use tokio::io::AsyncBufReadExt;
         Lines {
             lines: tokio::io::BufReader::new(stdout).lines(),
