@@ -103,6 +103,7 @@ pub async fn run(
         routes.clone(),
         store.clone(),
         Duration::from_secs(config.limits.app_stop_grace_s),
+        Duration::from_secs(config.limits.health_interval_s),
     );
     let sources = Arc::new(
         crate::source::SourceStore::open(config.data_dir.join("sources"))

@@ -1,6 +1,7 @@
 //! Running apps: starts a server-mode deployment's start command through the runner, waits
-//! until it accepts connections on `PORT` (and answers `healthCheckPath`), restarts it with
-//! backoff (1 s doubling to 60 s) when it exits, and stops it (SIGTERM, grace, SIGKILL).
+//! until it accepts connections on `PORT` (and answers `healthCheckPath`), probes it every
+//! `limits.health_interval_s`, restarts it with backoff (1 s doubling to 60 s) when it exits
+//! or stops answering, and stops it (SIGTERM, grace, SIGKILL).
 //! The pipeline decides *when* an app becomes live; the supervisor keeps it running.
 //!
 //! Apps outlive the daemon (sandbox mode namespaces): every healthy app's adoption handle is
@@ -66,6 +67,8 @@ pub struct Supervisor {
     store: Store,
     apps: Mutex<HashMap<String, App>>,
     pub stop_grace: Duration,
+    /// How often live apps are probed (`limits.health_interval_s`).
+    health_interval: Duration,
 }
 
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -79,6 +82,7 @@ impl Supervisor {
         routes: Arc<Routes>,
         store: Store,
         stop_grace: Duration,
+        health_interval: Duration,
     ) -> Arc<Supervisor> {
         Arc::new(Supervisor {
             runner,
@@ -87,6 +91,7 @@ impl Supervisor {
             store,
             apps: Mutex::new(HashMap::new()),
             stop_grace,
+            health_interval,
         })
     }
 
@@ -357,6 +362,14 @@ impl Supervisor {
                         };
                         self.hub.system(&dpl, &format!("the app {description}"));
                     }
+                    () = unresponsive(address, &spec, self.health_interval) => {
+                        self.hub.system(&dpl, &format!(
+                            "the app stopped accepting connections on port {} ({UNRESPONSIVE_PROBES} \
+                             probes in a row failed); restarting it",
+                            spec.port
+                        ));
+                        let _ = running.stop(self.stop_grace).await;
+                    }
                 }
             }
             self.forget(&dpl).await;
@@ -460,6 +473,25 @@ impl Supervisor {
 struct LoopControl {
     cancel: CancellationToken,
     leave: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Failed probes in a row after which a live app counts as hung (or cut off) and restarts.
+const UNRESPONSIVE_PROBES: u32 = 3;
+
+/// Probes a live app every `interval`; returns once [`UNRESPONSIVE_PROBES`] in a row failed.
+async fn unresponsive(address: SocketAddr, spec: &AppSpec, interval: Duration) {
+    let mut misses = 0;
+    loop {
+        tokio::time::sleep(interval).await;
+        if probe(address, spec.health_check_path.as_deref(), &spec.slug).await {
+            misses = 0;
+        } else {
+            misses += 1;
+            if misses >= UNRESPONSIVE_PROBES {
+                return;
+            }
+        }
+    }
 }
 
 async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {

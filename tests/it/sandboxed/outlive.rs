@@ -121,3 +121,143 @@ async fn live_apps_survive_a_daemon_crash_and_are_adopted() {
         sandboxed.interfaces()
     );
 }
+
+/// A node server that answers its own name: small enough that 50 of them fit anywhere.
+const NAMED_APP: &str = "require('http').createServer((q, r) => r.end('app ' + process.env.NAME)).listen(process.env.PORT);";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_apps_stopped_like_a_reboot_all_serve_again_within_ten_seconds() {
+    if missing_tool("node", "the apps are node servers") {
+        return;
+    }
+    let Some(mut sandboxed) = Sandboxed::start(
+        "fifty_apps_stopped_like_a_reboot_all_serve_again_within_ten_seconds",
+        "[limits]\napp_memory_mb = 128\n",
+    ) else {
+        return;
+    };
+    const APPS: usize = 50;
+    let slugs: Vec<String> = (0..APPS).map(|i| format!("app{i:02}")).collect();
+    for chunk in slugs.chunks(10) {
+        let deploys = chunk.iter().map(|slug| {
+            let daemon = &sandboxed.daemon;
+            async move {
+                daemon
+                    .deploy(
+                        slug,
+                        &[("server.js", NAMED_APP, 0o644)],
+                        json!({"startCommand": format!("NAME={slug} node server.js")}),
+                    )
+                    .await
+            }
+        });
+        futures_util::future::join_all(deploys).await;
+    }
+    // A reboot: the daemon stops and every app with it.
+    sandboxed.daemon.stop();
+    let output = sandboxed.daemon.stop_apps();
+    assert!(output.status.success(), "{output:?}");
+    sandboxed.assert_no_project_processes("stop-apps");
+
+    let started = Instant::now();
+    sandboxed.daemon.start_again();
+    for slug in &slugs {
+        let answer = sandboxed.daemon.app_get(slug, "/", &[]).await;
+        assert_eq!(answer.status, 200, "{slug}: {}", answer.text());
+        assert_eq!(answer.text(), format!("app {slug}"));
+    }
+    let all_serving = started.elapsed();
+    eprintln!("{APPS} apps started again and serving {all_serving:?} after the daemon started");
+    assert!(
+        all_serving < Duration::from_secs(10),
+        "{APPS} apps took {all_serving:?} to serve again"
+    );
+}
+
+/// Every directory named `name` under /sys/fs/cgroup (each hierarchy, a few levels deep).
+fn cgroup_dirs_named(name: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, name: &str, depth: u32, found: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name() == name {
+                found.push(path);
+            } else if depth > 0 {
+                walk(&path, name, depth - 1, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(std::path::Path::new("/sys/fs/cgroup"), name, 6, &mut found);
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_deleted_behind_the_daemons_back_comes_back() {
+    if missing_tool("node", "the app is a node server") {
+        return;
+    }
+    let Some(sandboxed) = Sandboxed::start(
+        "what_is_deleted_behind_the_daemons_back_comes_back",
+        "[limits]\nhealth_interval_s = 1\n",
+    ) else {
+        return;
+    };
+    // The instance's cgroup parent, removed (as another daemon's clean-up once did): the next
+    // build makes it again instead of failing.
+    let parents = cgroup_dirs_named(&sandboxed.instance);
+    assert!(!parents.is_empty(), "the daemon's cgroup parent exists");
+    for parent in &parents {
+        std::fs::remove_dir(parent).unwrap_or_else(|e| panic!("rmdir {}: {e}", parent.display()));
+    }
+    sandboxed
+        .daemon
+        .deploy(
+            "web",
+            &[("server.js", NODE_APP, 0o644)],
+            json!({"installCommand": "echo installing", "startCommand": "node server.js"}),
+        )
+        .await;
+    assert_eq!(cgroup_dirs_named(&sandboxed.instance).len(), parents.len());
+    assert_eq!(sandboxed.daemon.app_get("web", "/", &[]).await.status, 200);
+
+    // The app's link, deleted: the app stops answering, the supervisor notices within three
+    // probes and starts it again on a new link.
+    let links = sandboxed.interfaces();
+    assert_eq!(links.len(), 1, "{links:?}");
+    let deleted = std::process::Command::new("ip")
+        .args(["link", "del", &links[0]])
+        .status()
+        .unwrap();
+    assert!(deleted.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // A request caught on the dead link waits for the proxy's timeout: give up early.
+        let answer =
+            tokio::time::timeout(Duration::from_secs(2), sandboxed.daemon.app_get("web", "/", &[]))
+                .await;
+        if answer.is_ok_and(|a| a.status == 200) && sandboxed.interfaces().len() == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the app did not come back after its link was deleted:\n{}",
+            sandboxed.daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let logs = sandboxed
+        .daemon
+        .logs_text(
+            sandboxed.daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"]
+                .as_str()
+                .unwrap_or_default(),
+        )
+        .await;
+    assert!(logs.contains("stopped accepting connections"), "{logs}");
+}
