@@ -142,6 +142,10 @@ pub async fn run(
         https_addr: bound.https,
         scheme: public_scheme,
         port_suffix: public_port.clone(),
+        volumes: crate::disk::Volumes::detect(
+            config.limits.disk_reserve_mb,
+            config.sandbox.mode == crate::config::SandboxMode::Namespaces,
+        ),
         shutdown: runs_shutdown.clone(),
     });
     let ctx = Arc::new(Context {

@@ -89,6 +89,9 @@ pub struct Limits {
     /// Disk space of a build's workspace (its own filesystem) and of an app's `/data`.
     pub build_disk_mb: u64,
     pub app_disk_mb: u64,
+    /// Free space the data dir's filesystem keeps for the store: uploads and runs that would
+    /// eat into it are refused (`INSUFFICIENT_STORAGE`).
+    pub disk_reserve_mb: u64,
     pub source_max_mb: u64,
     pub log_retention_mb: u64,
     /// What one deployment may log: a sustained rate and a burst above it; past them its lines
@@ -218,6 +221,7 @@ struct RawLimits {
     health_interval_s: Option<u64>,
     build_disk_mb: Option<u64>,
     app_disk_mb: Option<u64>,
+    disk_reserve_mb: Option<u64>,
     source_max_mb: Option<u64>,
     log_retention_mb: Option<u64>,
     log_rate_kb_s: Option<u64>,
@@ -390,9 +394,14 @@ impl Config {
             pids: positive("limits.pids", raw.limits.pids, 512)?,
             build_timeout_s: positive("limits.build_timeout_s", raw.limits.build_timeout_s, 900)?,
             health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
-            health_interval_s: positive("limits.health_interval_s", raw.limits.health_interval_s, 10)?,
+            health_interval_s: positive(
+                "limits.health_interval_s",
+                raw.limits.health_interval_s,
+                10,
+            )?,
             build_disk_mb: positive("limits.build_disk_mb", raw.limits.build_disk_mb, 4096)?,
             app_disk_mb: positive("limits.app_disk_mb", raw.limits.app_disk_mb, 1024)?,
+            disk_reserve_mb: raw.limits.disk_reserve_mb.unwrap_or(1024),
             source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
             log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
             log_rate_kb_s: positive("limits.log_rate_kb_s", raw.limits.log_rate_kb_s, 512)?,

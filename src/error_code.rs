@@ -36,6 +36,7 @@ pub enum ErrorCode {
     PayloadTooLarge,
     RateLimited,
     InternalError,
+    InsufficientStorage,
     // Why a provisioning run failed (HTTP 200 status bodies, not API errors).
     SourceFailed,
     InstallFailed,
@@ -50,7 +51,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -74,6 +75,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::RateLimited,
         ErrorCode::InternalError,
+        ErrorCode::InsufficientStorage,
         ErrorCode::SourceFailed,
         ErrorCode::InstallFailed,
         ErrorCode::BuildFailed,
@@ -111,6 +113,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
+            ErrorCode::InsufficientStorage => "INSUFFICIENT_STORAGE",
             ErrorCode::SourceFailed => "SOURCE_FAILED",
             ErrorCode::InstallFailed => "INSTALL_FAILED",
             ErrorCode::BuildFailed => "BUILD_FAILED",
@@ -149,6 +152,7 @@ impl ErrorCode {
             ErrorCode::Conflict => StatusCode::CONFLICT,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
             ErrorCode::InternalError
             | ErrorCode::SourceFailed
             | ErrorCode::InstallFailed
@@ -208,6 +212,7 @@ mod tests {
             (ErrorCode::PayloadTooLarge, "PAYLOAD_TOO_LARGE", 413),
             (ErrorCode::RateLimited, "RATE_LIMITED", 429),
             (ErrorCode::InternalError, "INTERNAL_ERROR", 500),
+            (ErrorCode::InsufficientStorage, "INSUFFICIENT_STORAGE", 507),
             (ErrorCode::SourceFailed, "SOURCE_FAILED", 500),
             (ErrorCode::InstallFailed, "INSTALL_FAILED", 500),
             (ErrorCode::BuildFailed, "BUILD_FAILED", 500),

@@ -17,6 +17,7 @@ pub mod client;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod disk;
 pub mod dispatch;
 pub mod error_code;
 pub mod http_util;

@@ -47,6 +47,15 @@ pub async fn upload(
     }
     let limits = crate::pipeline::source_limits(&ctx.config.limits);
     let archive = read_body(request, limits.max_archive_bytes as usize).await?;
+    // The archive is stored, and unpacked later: never into the store's reserve.
+    ctx.pipeline
+        .volumes
+        .check_room(
+            &ctx.config.data_dir,
+            2 * archive.len() as u64,
+            "this upload",
+        )
+        .map_err(|room| ApiError::new(room.code, room.message))?;
     let sources = ctx.sources.clone();
     let ingest_limits = limits;
     let ingested = tokio::task::spawn_blocking(move || sources.ingest(&archive, &ingest_limits))

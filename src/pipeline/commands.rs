@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::failure::Failure;
-use super::{remove_dir_all_quiet, Pipeline};
+use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::sandbox::{StepKind, StepSpec};
@@ -75,14 +75,13 @@ impl Pipeline {
     ) -> Result<(), Failure> {
         let dpl = deployment.id.clone();
         let fail = |message: String| Failure::new("source", ErrorCode::SourceFailed, message);
-        let dir = workspace.to_owned();
-        tokio::task::spawn_blocking(move || {
-            remove_dir_all_quiet(&dir);
-            std::fs::create_dir_all(&dir)
-        })
-        .await
-        .expect("blocking task")
-        .map_err(|e| fail(format!("cannot create the workspace: {e}")))?;
+        // A filesystem of its own (limits.build_disk_mb), empty.
+        let volume = self.workspace_volume(&dpl);
+        let (volumes, uid) = (self.volumes.clone(), project.uid);
+        tokio::task::spawn_blocking(move || volumes.create(&volume, uid))
+            .await
+            .expect("blocking task")
+            .map_err(|e| fail(format!("cannot create the workspace: {e}")))?;
         self.prepare_workspace_owner(project, workspace).await;
         if let Some(source_id) = &request.source_id {
             let id = source_id.clone();
@@ -222,6 +221,18 @@ impl Pipeline {
         }
         match exit {
             Ok(exit) if exit.success() => Ok(()),
+            Ok(exit) if self.volumes.limited() && crate::disk::is_full(workspace) => {
+                Err(Failure::new(
+                    step,
+                    code,
+                    format!(
+                        "the {step} command {} after it hit the disk limit: the workspace is \
+                         full (limits.build_disk_mb = {} MB)",
+                        exit.describe(),
+                        self.config.limits.build_disk_mb
+                    ),
+                ))
+            }
             Ok(exit) => Err(Failure::new(
                 step,
                 code,

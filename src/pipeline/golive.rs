@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::failure::Failure;
-use super::{remove_dir_all_quiet, Pipeline};
+use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::router::Target;
 use crate::store::records::{
@@ -60,6 +60,19 @@ impl Pipeline {
         env: &[(String, String)],
     ) -> Result<Prepared, Failure> {
         let workspace = self.workspace(&deployment.id);
+        // After a reboot (or for a rollback target) the workspace's image is mounted again.
+        let volume = self.workspace_volume(&deployment.id);
+        let volumes = self.volumes.clone();
+        tokio::task::spawn_blocking(move || volumes.ensure_mounted(&volume))
+            .await
+            .expect("blocking task")
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    ErrorCode::StartFailed,
+                    format!("cannot mount the deployment's workspace: {e}"),
+                )
+            })?;
         match deployment.mode {
             Some(DeploymentMode::Static) | None => {
                 let output = deployment.output_dir.clone().unwrap_or_default();
@@ -121,6 +134,19 @@ impl Pipeline {
                     );
                 }
                 let spec = self.app_spec(project, deployment, env.to_vec(), port);
+                let data =
+                    crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
+                let (volumes, uid) = (self.volumes.clone(), project.uid);
+                tokio::task::spawn_blocking(move || volumes.ensure_app_data(&data, uid))
+                    .await
+                    .expect("blocking task")
+                    .map_err(|e| {
+                        Failure::new(
+                            "deploy",
+                            ErrorCode::StartFailed,
+                            format!("cannot prepare the app's data volume: {e}"),
+                        )
+                    })?;
                 let address = self
                     .supervisor
                     .start(
@@ -228,8 +254,7 @@ impl Pipeline {
                 continue;
             }
             if index >= 5 || deployment.state != DeploymentState::Inactive {
-                let dir = self.deployment_dir(&deployment.id);
-                let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;
+                self.remove_deployment_files(&deployment.id).await;
             }
             if index >= 10 {
                 self.hub.remove(&deployment.id);

@@ -91,6 +91,8 @@ pub struct Pipeline {
     /// Apps an earlier daemon left running, by deployment, until start-up restore adopts
     /// (or stops) them.
     survivors: Mutex<HashMap<String, crate::sandbox::AppHandle>>,
+    /// Workspaces and app data as filesystems of their own (disk limits).
+    pub(crate) volumes: crate::disk::Volumes,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -100,7 +102,7 @@ pub struct Accepted {
 
 #[derive(Debug)]
 pub enum ProvisionError {
-    /// `INVALID_*` code and message.
+    /// `INVALID_*` (or `INSUFFICIENT_STORAGE`) code and message.
     Invalid(ErrorCode, String),
     Store(crate::store::StoreError),
 }
@@ -125,6 +127,7 @@ pub struct PipelineParts {
     pub scheme: &'static str,
     pub port_suffix: String,
     pub shutdown: CancellationToken,
+    pub volumes: crate::disk::Volumes,
 }
 
 impl Pipeline {
@@ -136,6 +139,7 @@ impl Pipeline {
         );
         Arc::new(Pipeline {
             survivors: Mutex::new(HashMap::new()),
+            volumes: parts.volumes,
             config: parts.config,
             store: parts.store,
             hub: parts.hub,
@@ -165,7 +169,22 @@ impl Pipeline {
     }
 
     pub fn workspace(&self, deployment_id: &str) -> PathBuf {
-        self.deployment_dir(deployment_id).join("app")
+        self.workspace_volume(deployment_id).dir
+    }
+
+    /// The deployment's workspace as a volume (`limits.build_disk_mb`).
+    pub(crate) fn workspace_volume(&self, deployment_id: &str) -> crate::disk::Volume {
+        crate::disk::Volume::workspace(
+            &self.deployment_dir(deployment_id),
+            self.config.limits.build_disk_mb,
+        )
+    }
+
+    /// Removes a deployment's files (its workspace volume unmounted first).
+    pub(crate) async fn remove_deployment_files(&self, deployment_id: &str) {
+        let dir = self.deployment_dir(deployment_id);
+        let volumes = self.volumes.clone();
+        let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
     }
 
     pub fn app_data_dir(&self, project_id: &str) -> PathBuf {
@@ -181,6 +200,11 @@ impl Pipeline {
     ) -> Result<RunRecord, ProvisionError> {
         if let RunPlan::Build(request) = &mut plan {
             self.choose_source(project, request).await?;
+            // A build may fill its workspace: that must not eat the store's reserve.
+            let needed = self.config.limits.build_disk_mb << 20;
+            self.volumes
+                .check_room(&self.config.data_dir, needed, "a build")
+                .map_err(|room| ProvisionError::Invalid(room.code, room.message))?;
         }
         let project_id = project.id.clone();
         let history = self
@@ -426,15 +450,6 @@ impl Pipeline {
         }
         self.tracker.close();
         self.tracker.wait().await;
-    }
-}
-
-/// Removes a directory tree; a missing one is fine, other errors are logged.
-pub(crate) fn remove_dir_all_quiet(dir: &std::path::Path) {
-    if let Err(error) = std::fs::remove_dir_all(dir) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::commands::BuildCommand;
 use super::failure::Failure;
 use super::golive::{choose_output_dir, Prepared, Switch};
-use super::{remove_dir_all_quiet, ActiveRun, Pipeline, RunPlan, StopReason};
+use super::{ActiveRun, Pipeline, RunPlan, StopReason};
 use crate::logs::LogStream;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
@@ -121,8 +121,7 @@ impl Pipeline {
                     self.supervisor.stop(&dpl).await;
                 }
                 if let RunPlan::Build(_) = plan {
-                    let dir = self.deployment_dir(&dpl);
-                    let _ = tokio::task::spawn_blocking(move || remove_dir_all_quiet(&dir)).await;
+                    self.remove_deployment_files(&dpl).await;
                 }
             }
         }

@@ -5,6 +5,7 @@
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
 mod attacks;
+mod disk;
 mod network;
 mod outlive;
 
@@ -38,7 +39,9 @@ impl Sandboxed {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let instance = format!("slwd{}_{n}", pid % 100_000);
-        let uid_base = 300_000 + (pid % 10_000) * 64 + (n % 8) * 8;
+        // 64 project uids per daemon (the 50-apps test needs 50), never shared between the
+        // daemons of one test run.
+        let uid_base = 300_000 + (pid % 1_000) * 4_096 + (n % 64) * 64;
         let subnet = format!("10.214.{}.0/24", (pid.wrapping_mul(8) + n) % 256);
         let extra_toml = format!(
             "uid_base = {uid_base}\ninstance = \"{instance}\"\nsubnet = \"{subnet}\"\n\n{extra}\n\
@@ -61,7 +64,7 @@ impl Sandboxed {
     /// Every process on the host whose real uid is one of this daemon's project uids, as
     /// `uid: command line`.
     pub fn project_processes(&self) -> Vec<String> {
-        processes_with_uids(self.uid_base..self.uid_base + 8)
+        processes_with_uids(self.uid_base..self.uid_base + 64)
     }
 
     /// Asserts that no process of the daemon's projects is left (polling up to 2 s, for the

@@ -75,7 +75,8 @@ async fn live_apps_survive_a_daemon_crash_and_are_adopted() {
     assert_eq!(
         pids_of(&sandboxed, "node server.js"),
         before,
-        "the new daemon started the app again instead of adopting it"
+        "the new daemon started the app again instead of adopting it:\n{}",
+        sandboxed.daemon.log_text()
     );
     let log = sandboxed.daemon.log_text();
     assert!(
@@ -238,9 +239,11 @@ async fn what_is_deleted_behind_the_daemons_back_comes_back() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         // A request caught on the dead link waits for the proxy's timeout: give up early.
-        let answer =
-            tokio::time::timeout(Duration::from_secs(2), sandboxed.daemon.app_get("web", "/", &[]))
-                .await;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            sandboxed.daemon.app_get("web", "/", &[]),
+        )
+        .await;
         if answer.is_ok_and(|a| a.status == 200) && sandboxed.interfaces().len() == 1 {
             break;
         }
@@ -254,7 +257,11 @@ async fn what_is_deleted_behind_the_daemons_back_comes_back() {
     let logs = sandboxed
         .daemon
         .logs_text(
-            sandboxed.daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"]
+            sandboxed
+                .daemon
+                .api("GET", "/api/projects/web", None)
+                .await
+                .json()["liveDeploymentId"]
                 .as_str()
                 .unwrap_or_default(),
         )

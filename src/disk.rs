@@ -1,0 +1,302 @@
+//! Disk limits. A build's workspace (`deployments/<dpl>/app`) and an app's writable data dir
+//! (`appdata/<project>`) are each a filesystem of their own: a sparse ext4 image next to the
+//! directory (`workspace.img`, `<project>.img`), loop-mounted on it (`nodev,nosuid`). A build
+//! that writes past `limits.build_disk_mb` gets ENOSPC inside its image, and never fills the
+//! disk the store lives on. Images stay mounted while their deployment may serve (live or a
+//! rollback target) and are mounted again after a reboot. The daemon also refuses new uploads
+//! and runs when the data dir's filesystem is short of room for them plus a reserve, so the
+//! store stays writable.
+//!
+//! Without root or `mkfs.ext4` (`sandbox.mode = "none"` on a laptop), volumes are plain
+//! directories and only the reserve check applies. Called by the pipeline and the API.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error_code::ErrorCode;
+
+/// How volumes are made on this machine.
+#[derive(Debug, Clone)]
+pub struct Volumes {
+    /// Loop-mounted images (root with `mkfs.ext4` and `/dev/loop-control`), or directories.
+    images: bool,
+    /// Free space the data dir keeps for the store, in bytes.
+    reserve_bytes: u64,
+}
+
+/// A volume: a directory, and the image behind it when disk limits are on.
+#[derive(Debug, Clone)]
+pub struct Volume {
+    pub dir: PathBuf,
+    pub image: PathBuf,
+    pub size_mb: u64,
+    /// Journaled for data that must survive a crash (an app's `/data`); a build's workspace
+    /// is rebuilt instead.
+    pub journal: bool,
+}
+
+impl Volume {
+    /// A deployment's workspace: `<deployment_dir>/app` backed by `<deployment_dir>/workspace.img`.
+    pub fn workspace(deployment_dir: &Path, size_mb: u64) -> Volume {
+        Volume {
+            dir: deployment_dir.join("app"),
+            image: deployment_dir.join("workspace.img"),
+            size_mb,
+            journal: false,
+        }
+    }
+
+    /// A project's app data: `appdata/<project>` backed by `appdata/<project>.img`.
+    pub fn app_data(dir: &Path, size_mb: u64) -> Volume {
+        Volume {
+            dir: dir.to_owned(),
+            image: dir.with_extension("img"),
+            size_mb,
+            journal: true,
+        }
+    }
+}
+
+impl Volumes {
+    pub fn detect(reserve_mb: u64, want_images: bool) -> Volumes {
+        let images = want_images
+            && nix::unistd::geteuid().is_root()
+            && Path::new("/dev/loop-control").exists()
+            && which("mkfs.ext4")
+            && which("mount");
+        if want_images && !images {
+            tracing::warn!(
+                "disk limits (limits.build_disk_mb, limits.app_disk_mb) need root, /dev/loop-control, \
+                 mkfs.ext4 (e2fsprogs) and mount; builds and apps share the data dir's disk instead"
+            );
+        }
+        Volumes {
+            images,
+            reserve_bytes: reserve_mb.saturating_mul(1 << 20),
+        }
+    }
+
+    pub fn limited(&self) -> bool {
+        self.images
+    }
+
+    /// A new, empty volume (whatever was there before is removed), owned by `owner`.
+    pub fn create(&self, volume: &Volume, owner: u32) -> io::Result<()> {
+        self.remove(volume);
+        std::fs::create_dir_all(&volume.dir)?;
+        if !self.images {
+            return Ok(());
+        }
+        let image = std::fs::File::create(&volume.image)?;
+        image.set_len(volume.size_mb.saturating_mul(1 << 20))?;
+        drop(image);
+        let features = if volume.journal {
+            "has_journal"
+        } else {
+            "^has_journal"
+        };
+        let extended = format!("lazy_itable_init=1,lazy_journal_init=1,root_owner={owner}:{owner}");
+        run(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-m", "0", "-O", features, "-E", &extended])
+            .arg(&volume.image))?;
+        self.mount(volume)?;
+        // Nothing of the filesystem's own shows in the workspace.
+        let _ = std::fs::remove_dir(volume.dir.join("lost+found"));
+        Ok(())
+    }
+
+    /// Mounts an existing volume's image if it is not mounted (after a reboot, or a volume
+    /// made before disk limits were on: then its directory is used as it is).
+    pub fn ensure_mounted(&self, volume: &Volume) -> io::Result<()> {
+        if !self.images || !volume.image.exists() || is_mount_point(&volume.dir) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&volume.dir)?;
+        self.mount(volume)
+    }
+
+    /// Makes the app data volume if it does not exist yet, else mounts it.
+    pub fn ensure_app_data(&self, volume: &Volume, owner: u32) -> io::Result<()> {
+        if self.images && !volume.image.exists() {
+            // Data an app kept before disk limits were on stays where it is, unlimited.
+            let had_data = std::fs::read_dir(&volume.dir).is_ok_and(|mut d| d.next().is_some());
+            if !had_data {
+                return self.create(volume, owner);
+            }
+        }
+        std::fs::create_dir_all(&volume.dir)?;
+        self.ensure_mounted(volume)
+    }
+
+    fn mount(&self, volume: &Volume) -> io::Result<()> {
+        run(Command::new("mount")
+            .args(["-t", "ext4", "-o", "loop,nodev,nosuid,noatime"])
+            .arg(&volume.image)
+            .arg(&volume.dir))
+    }
+
+    /// Unmounts (lazily: a sandbox may still hold it) and removes the directory and the image.
+    pub fn remove(&self, volume: &Volume) {
+        if is_mount_point(&volume.dir) {
+            if let Err(error) = nix::mount::umount2(&volume.dir, nix::mount::MntFlags::MNT_DETACH) {
+                tracing::warn!(dir = %volume.dir.display(), %error, "could not unmount a volume");
+            }
+        }
+        remove_dir_all_quiet(&volume.dir);
+        let _ = std::fs::remove_file(&volume.image);
+    }
+
+    /// Unmounts every volume under `dir` and removes the tree (a deployment's directory).
+    pub fn remove_tree(&self, dir: &Path) {
+        for mount_point in mount_points_under(dir) {
+            let _ = nix::mount::umount2(&mount_point, nix::mount::MntFlags::MNT_DETACH);
+        }
+        remove_dir_all_quiet(dir);
+    }
+
+    /// Refuses work that needs `needed_bytes` of the data dir's disk when that would eat into
+    /// the reserve the store keeps.
+    pub fn check_room(
+        &self,
+        data_dir: &Path,
+        needed_bytes: u64,
+        what: &str,
+    ) -> Result<(), RoomError> {
+        let available = available_bytes(data_dir).map_err(|error| RoomError {
+            code: ErrorCode::InternalError,
+            message: format!(
+                "cannot read the free space of {}: {error}",
+                data_dir.display()
+            ),
+        })?;
+        if available >= needed_bytes.saturating_add(self.reserve_bytes) {
+            return Ok(());
+        }
+        Err(RoomError {
+            code: ErrorCode::InsufficientStorage,
+            message: format!(
+                "not enough disk space for {what}: {} MB free in {}, {} MB needed plus the {} MB \
+                 the store keeps (limits.disk_reserve_mb); free some space or delete old projects",
+                available >> 20,
+                data_dir.display(),
+                needed_bytes.div_ceil(1 << 20),
+                self.reserve_bytes >> 20
+            ),
+        })
+    }
+}
+
+/// Why there is no room.
+#[derive(Debug, Clone)]
+pub struct RoomError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// Whether a volume's filesystem is (nearly) full: a failed build's likely reason.
+pub fn is_full(dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(dir).is_ok_and(|stat| {
+        let total = stat.blocks() as u64;
+        total > 0 && (stat.blocks_available() as u64) * 100 < total
+    })
+}
+
+/// Removes a directory tree; a missing one is fine, other errors are logged.
+pub fn remove_dir_all_quiet(dir: &Path) {
+    if let Err(error) = std::fs::remove_dir_all(dir) {
+        if error.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), %error, "could not remove a directory");
+        }
+    }
+}
+
+pub fn available_bytes(path: &Path) -> io::Result<u64> {
+    let stat = nix::sys::statvfs::statvfs(path)?;
+    Ok((stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64))
+}
+
+fn is_mount_point(dir: &Path) -> bool {
+    let Ok(canonical) = dir.canonicalize() else {
+        return false;
+    };
+    mount_points_under(&canonical)
+        .iter()
+        .any(|m| *m == canonical)
+}
+
+/// Mount points at or under `dir`, deepest first (from `/proc/self/mountinfo`).
+fn mount_points_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(dir) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(field.replace("\\040", " ")))
+        .filter(|point| point.starts_with(&dir))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    found.dedup();
+    found
+}
+
+fn which(tool: &str) -> bool {
+    ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        .iter()
+        .any(|dir| Path::new(dir).join(tool).exists())
+}
+
+fn run(command: &mut Command) -> io::Result<()> {
+    let output = command.stdin(Stdio::null()).output()?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_is_kept_and_the_error_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = available_bytes(dir.path()).unwrap();
+        let volumes = Volumes {
+            images: false,
+            reserve_bytes: 1 << 20,
+        };
+        assert!(volumes.check_room(dir.path(), 0, "an upload").is_ok());
+        let error = volumes
+            .check_room(dir.path(), free, "an upload")
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::InsufficientStorage);
+        assert!(
+            error.message.contains("limits.disk_reserve_mb"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn plain_volumes_are_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = Volumes {
+            images: false,
+            reserve_bytes: 0,
+        };
+        let volume = Volume::workspace(dir.path(), 16);
+        std::fs::create_dir_all(volume.dir.join("old")).unwrap();
+        volumes.create(&volume, 0).unwrap();
+        assert!(volume.dir.is_dir());
+        assert!(!volume.dir.join("old").exists(), "a new volume is empty");
+        assert!(!volume.image.exists());
+        volumes.remove(&volume);
+        assert!(!volume.dir.exists());
+    }
+}
