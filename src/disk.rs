@@ -197,8 +197,8 @@ pub struct RoomError {
 /// Whether a volume's filesystem is (nearly) full: a failed build's likely reason.
 pub fn is_full(dir: &Path) -> bool {
     nix::sys::statvfs::statvfs(dir).is_ok_and(|stat| {
-        let total = stat.blocks() as u64;
-        total > 0 && (stat.blocks_available() as u64) * 100 < total
+        let total = stat.blocks();
+        total > 0 && stat.blocks_available() * 100 < total
     })
 }
 
@@ -220,9 +220,7 @@ fn is_mount_point(dir: &Path) -> bool {
     let Ok(canonical) = dir.canonicalize() else {
         return false;
     };
-    mount_points_under(&canonical)
-        .iter()
-        .any(|m| *m == canonical)
+    mount_points_under(&canonical).contains(&canonical)
 }
 
 /// Mount points at or under `dir`, deepest first (from `/proc/self/mountinfo`).
