@@ -63,8 +63,11 @@ impl Pipeline {
             let deployment = self.store.call(move |s| s.deployment(&id)).await?;
             if let Some(mut deployment) = deployment {
                 if deployment.state == DeploymentState::Building {
+                    // A new build that never went live: its workspace goes (a rollback's
+                    // deployment is an earlier build, kept).
                     deployment.state = DeploymentState::Failed;
                     deployment.finished_ms = Some(now);
+                    self.remove_deployment_files(&deployment.id).await;
                 }
                 self.hub.system(
                     &deployment.id,

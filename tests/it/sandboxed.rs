@@ -5,6 +5,7 @@
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
 mod attacks;
+mod chaos;
 mod disk;
 mod network;
 mod outlive;
