@@ -286,8 +286,11 @@ pub async fn run(
     let _ = tokio::time::timeout(drain_deadline, proxy.tunnels().wait()).await;
     // Apps outlive the daemon (namespaces mode): they are let go, and the next daemon adopts
     // them; `slipway stop-apps` stops them.
-    supervisor.leave_all().await;
-    sandbox.leave();
+    if supervisor.leave_all().await > 0 {
+        sandbox.leave();
+    } else {
+        sandbox.shutdown();
+    }
     hub_shutdown.cancel();
     let _ = flusher.await;
     let tokens_for_flush = tokens.clone();
@@ -309,6 +312,8 @@ pub fn stop_apps_offline(config: &Config) -> anyhow::Result<usize> {
     for deployment_id in survivors.keys() {
         store.remove_app_process(deployment_id)?;
     }
+    // Nothing needs the volumes any more (a daemon started later mounts them again).
+    crate::disk::unmount_all_under(&config.data_dir);
     if config.sandbox.mode != crate::config::SandboxMode::None {
         let exe = std::path::PathBuf::from("/proc/self/exe");
         let run_dir = config.data_dir.join("run");

@@ -149,9 +149,7 @@ impl Volumes {
 
     /// Unmounts every volume under `dir` and removes the tree (a deployment's directory).
     pub fn remove_tree(&self, dir: &Path) {
-        for mount_point in mount_points_under(dir) {
-            let _ = nix::mount::umount2(&mount_point, nix::mount::MntFlags::MNT_DETACH);
-        }
+        unmount_all_under(dir);
         remove_dir_all_quiet(dir);
     }
 
@@ -192,6 +190,15 @@ impl Volumes {
 pub struct RoomError {
     pub code: ErrorCode,
     pub message: String,
+}
+
+/// Unmounts every volume under `dir` (`slipway stop-apps` with no daemon running).
+pub fn unmount_all_under(dir: &Path) {
+    for mount_point in mount_points_under(dir) {
+        if let Err(error) = nix::mount::umount2(&mount_point, nix::mount::MntFlags::MNT_DETACH) {
+            tracing::warn!(dir = %mount_point.display(), %error, "could not unmount a volume");
+        }
+    }
 }
 
 /// Whether a volume's filesystem is (nearly) full: a failed build's likely reason.

@@ -57,7 +57,8 @@ struct App {
     cancel: CancellationToken,
     /// Set before `cancel` when the daemon stops: the app is let go, not stopped.
     leave: Arc<std::sync::atomic::AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    /// Ends with whether the app was let go (still running for the next daemon).
+    task: tokio::task::JoinHandle<bool>,
 }
 
 pub struct Supervisor {
@@ -167,16 +168,18 @@ impl Supervisor {
 
     /// Stops every app (`slipway stop-apps`); returns how many there were.
     pub async fn stop_all(&self) -> usize {
-        self.end_all(false).await
+        self.end_all(false).await.0
     }
 
     /// Lets every app go without stopping it (daemon shutdown): apps that can outlive the
     /// daemon keep running for the next one to adopt; the others stop.
-    pub async fn leave_all(&self) {
-        self.end_all(true).await;
+    /// Returns how many apps run on.
+    pub async fn leave_all(&self) -> usize {
+        self.end_all(true).await.1
     }
 
-    async fn end_all(&self, leave: bool) -> usize {
+    /// How many apps there were, and how many of them were let go.
+    async fn end_all(&self, leave: bool) -> (usize, usize) {
         let apps: Vec<App> = self
             .apps
             .lock()
@@ -189,10 +192,13 @@ impl Supervisor {
             app.cancel.cancel();
         }
         let count = apps.len();
+        let mut left_running = 0;
         for app in apps {
-            let _ = app.task.await;
+            if app.task.await.unwrap_or(false) {
+                left_running += 1;
+            }
         }
-        count
+        (count, left_running)
     }
 
     /// Stops an app an earlier daemon left running that is no longer live (e.g. one that was
@@ -240,7 +246,7 @@ impl Supervisor {
         control: LoopControl,
         first: tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>,
         mut adopt: Option<AppHandle>,
-    ) {
+    ) -> bool {
         let mut first = Some(first);
         let mut backoff = BACKOFF_START;
         let dpl = spec.deployment_id.clone();
@@ -269,10 +275,10 @@ impl Supervisor {
                             code: ErrorCode::StartFailed,
                             message,
                         }));
-                        return;
+                        return false;
                     }
                     if sleep_or_cancel(backoff, &cancel).await {
-                        return;
+                        return false;
                     }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     continue;
@@ -283,8 +289,7 @@ impl Supervisor {
             // Wait for health, the process exiting, or cancellation.
             let healthy = tokio::select! {
                 _ = cancel.cancelled() => {
-                    self.end(running, &dpl, &control).await;
-                    return;
+                    return self.end(running, &dpl, &control).await;
                 }
                 exit = running.wait() => Err(exit),
                 healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, health_timeout) => Ok(healthy),
@@ -327,7 +332,7 @@ impl Supervisor {
                             code: ErrorCode::HealthcheckFailed,
                             message,
                         }));
-                        return;
+                        return false;
                     }
                 }
                 Err(exit) => {
@@ -345,15 +350,14 @@ impl Supervisor {
                             code: ErrorCode::StartFailed,
                             message,
                         }));
-                        return;
+                        return false;
                     }
                 }
             }
             if first.is_none() {
                 tokio::select! {
                     _ = cancel.cancelled() => {
-                        self.end(running, &dpl, &control).await;
-                        return;
+                        return self.end(running, &dpl, &control).await;
                     }
                     exit = running.wait() => {
                         let description = match exit {
@@ -385,7 +389,7 @@ impl Supervisor {
                 &format!("restarting the app in {} s", backoff.as_secs()),
             );
             if sleep_or_cancel(backoff, &cancel).await {
-                return;
+                return false;
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
@@ -393,18 +397,20 @@ impl Supervisor {
 
     /// Ends an app's loop: lets the app go when the daemon stops and it can outlive it, else
     /// stops it and forgets its record.
-    async fn end(&self, mut running: Running, dpl: &str, control: &LoopControl) {
+    /// Returns whether the app was let go (it runs on).
+    async fn end(&self, mut running: Running, dpl: &str, control: &LoopControl) -> bool {
         let leave = control.leave.load(std::sync::atomic::Ordering::SeqCst);
         let can_outlive = running.handle().is_some();
         if leave && can_outlive {
             // `detach` only fails for a step that cannot outlive us; it is dropped (killed).
             if running.detach() {
-                return;
+                return true;
             }
         } else {
             let _ = running.stop(self.stop_grace).await;
         }
         self.forget(dpl).await;
+        false
     }
 
     /// Takes over the app an earlier daemon left running; its output goes on to the logs.

@@ -299,11 +299,21 @@ impl Drop for TestDaemon {
                 let _ = child.wait();
             }
         }
-        // Apps outlive the daemon (namespaces mode): a test leaves none behind.
+        // Apps outlive the daemon (namespaces mode): a test leaves none behind, nor the
+        // volumes (loop mounts) its daemon made.
         let left_running = std::fs::read_dir(self.data_dir().join("run"))
             .is_ok_and(|mut entries| entries.next().is_some());
-        if left_running {
-            let _ = self.stop_apps();
+        let data_dir = self.data_dir().to_string_lossy().into_owned();
+        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+            .is_ok_and(|info| info.contains(&format!(" {data_dir}/")));
+        if left_running || mounted {
+            let output = self.stop_apps();
+            if !output.status.success() {
+                eprintln!(
+                    "stop-apps after the test failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
         }
     }
 }
