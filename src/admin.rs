@@ -17,6 +17,13 @@ use crate::auth::Tokens;
 pub enum AdminRequest {
     TokenCreate {
         name: String,
+        /// `admin` (default), `deploy` or `read`.
+        #[serde(default)]
+        scope: Option<crate::auth::Scope>,
+        #[serde(default)]
+        projects: Option<Vec<String>>,
+        #[serde(default)]
+        expires_in_days: Option<u32>,
     },
     TokenList,
     TokenRevoke {
@@ -133,16 +140,34 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
         error: Some(error),
     };
     match request {
-        AdminRequest::TokenCreate { name } => match tokens.create(&name, crate::ids::now_ms()) {
-            Ok(token) => {
-                tracing::info!(token = %token.record.id, "API token created through the admin socket");
-                ok(to_value(crate::api::types::CreatedToken::new(
-                    &token.record,
-                    token.secret,
-                )))
+        AdminRequest::TokenCreate {
+            name,
+            scope,
+            projects,
+            expires_in_days,
+        } => {
+            // The same rules as `POST /api/tokens`.
+            let body = serde_json::json!({
+                "name": name, "scope": scope, "projects": projects, "expiresInDays": expires_in_days,
+            });
+            let mut body = body.as_object().cloned().unwrap_or_default();
+            body.retain(|_, value| !value.is_null());
+            let now = crate::ids::now_ms();
+            let (name, grant) = match crate::api::parse_token_request(body, now) {
+                Ok(parsed) => parsed,
+                Err(error) => return fail(error.message),
+            };
+            match tokens.create(&name, grant, now) {
+                Ok(token) => {
+                    tracing::info!(token = %token.record.id, "API token created through the admin socket");
+                    ok(to_value(crate::api::types::CreatedToken::new(
+                        &token.record,
+                        token.secret,
+                    )))
+                }
+                Err(error) => fail(error.to_string()),
             }
-            Err(error) => fail(error.to_string()),
-        },
+        }
         AdminRequest::TokenList => match tokens.list() {
             Ok(list) => ok(to_value(
                 list.iter()

@@ -4,30 +4,68 @@
 //! never touches the store: an in-memory index (hash → token id) is loaded at start and changed
 //! in the same call that changes the store, so a revoked token fails on the very next request.
 //! Hashes are compared in constant time.
+//!
+//! Each token has a [`Scope`] (`admin` ⊇ `deploy` ⊇ `read`), optionally a list of the projects
+//! it is limited to, and optionally an expiry; the API checks them in one place
+//! (`api::authorize`) against each route's needs.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use subtle::ConstantTimeEq;
 
 use crate::store::records::TokenRecord;
 use crate::store::{Store, StoreError};
 
+pub use crate::store::records::Scope;
+
+/// What a new token may do.
+#[derive(Debug, Clone, Default)]
+pub struct Grant {
+    pub scope: Scope,
+    pub projects: Option<Vec<String>>,
+    pub expires_ms: Option<u64>,
+}
+
 pub struct Tokens {
     store: Store,
-    /// SHA-256 of the secret → token id.
-    by_hash: RwLock<HashMap<[u8; 32], String>>,
+    /// SHA-256 of the secret → what the token is.
+    by_hash: RwLock<HashMap<[u8; 32], Arc<Caller>>>,
     /// Last-use times not yet written to the store (flushed periodically).
     pending_uses: Mutex<HashMap<String, u64>>,
 }
 
-/// A verified caller.
+/// A verified caller: its token and what the token may do.
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub token_id: String,
+    pub token_name: String,
+    pub scope: Scope,
+    /// The project slugs the token is limited to; `None`: all.
+    pub projects: Option<Vec<String>>,
+    pub expires_ms: Option<u64>,
+}
+
+impl Caller {
+    fn of(record: &TokenRecord) -> Caller {
+        Caller {
+            token_id: record.id.clone(),
+            token_name: record.name.clone(),
+            scope: record.scope,
+            projects: record.projects.clone(),
+            expires_ms: record.expires_ms,
+        }
+    }
+
+    /// Whether the token may touch the project with this slug.
+    pub fn may_see(&self, slug: &str) -> bool {
+        self.projects
+            .as_ref()
+            .is_none_or(|projects| projects.iter().any(|p| p == slug))
+    }
 }
 
 /// A freshly created token: the only moment its secret exists outside the client.
@@ -52,7 +90,7 @@ impl Tokens {
                 Some(bytes) if bytes.len() == 32 => hash.copy_from_slice(&bytes),
                 _ => tracing::warn!(token = %record.id, "a stored token hash is not 64 hex digits"),
             }
-            by_hash.insert(hash, record.id);
+            by_hash.insert(hash, Arc::new(Caller::of(&record)));
         }
         Ok(Tokens {
             store,
@@ -67,7 +105,7 @@ impl Tokens {
         if self.store.token_hash_count()? > 0 {
             return Ok(false);
         }
-        let token = self.create("initial-admin", now_ms)?;
+        let token = self.create("initial-admin", Grant::default(), now_ms)?;
         let _ = std::fs::remove_file(path);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -79,7 +117,7 @@ impl Tokens {
         Ok(true)
     }
 
-    pub fn create(&self, name: &str, now_ms: u64) -> Result<NewToken, StoreError> {
+    pub fn create(&self, name: &str, grant: Grant, now_ms: u64) -> Result<NewToken, StoreError> {
         let secret = crate::ids::new_token_secret();
         let hash = hash_secret(&secret);
         let record = TokenRecord {
@@ -89,12 +127,15 @@ impl Tokens {
             hash: crate::ids::hex(&hash),
             created_ms: now_ms,
             last_used_ms: None,
+            scope: grant.scope,
+            projects: grant.projects,
+            expires_ms: grant.expires_ms,
         };
         self.store.insert_token(&record, &hash)?;
         self.by_hash
             .write()
             .expect("token index poisoned")
-            .insert(hash, record.id.clone());
+            .insert(hash, Arc::new(Caller::of(&record)));
         Ok(NewToken { record, secret })
     }
 
@@ -104,7 +145,7 @@ impl Tokens {
         self.by_hash
             .write()
             .expect("token index poisoned")
-            .retain(|_, token_id| token_id != id);
+            .retain(|_, caller| caller.token_id != id);
         Ok(self.store.delete_token(id)?.is_some())
     }
 
@@ -119,8 +160,9 @@ impl Tokens {
         Ok(records)
     }
 
-    /// Checks an `Authorization` header value; `None` for missing, malformed or unknown tokens.
-    pub fn verify(&self, authorization: Option<&str>, now_ms: u64) -> Option<Caller> {
+    /// Checks an `Authorization` header value; `None` for missing, malformed, unknown or
+    /// expired tokens.
+    pub fn verify(&self, authorization: Option<&str>, now_ms: u64) -> Option<Arc<Caller>> {
         let secret = authorization?.strip_prefix("Bearer ")?.trim();
         if !secret.starts_with("slw_") || secret.len() > 128 {
             return None;
@@ -129,19 +171,22 @@ impl Tokens {
         let index = self.by_hash.read().expect("token index poisoned");
         // Constant-time comparison against every stored hash, so timing reveals nothing about
         // how close a guess was.
-        let mut found: Option<&String> = None;
-        for (stored, id) in index.iter() {
+        let mut found: Option<&Arc<Caller>> = None;
+        for (stored, caller) in index.iter() {
             if bool::from(stored.ct_eq(&hash)) {
-                found = Some(id);
+                found = Some(caller);
             }
         }
-        let token_id = found?.clone();
+        let caller = found?.clone();
         drop(index);
+        if caller.expires_ms.is_some_and(|expires| now_ms >= expires) {
+            return None;
+        }
         self.pending_uses
             .lock()
             .expect("pending uses poisoned")
-            .insert(token_id.clone(), now_ms);
-        Some(Caller { token_id })
+            .insert(caller.token_id.clone(), now_ms);
+        Some(caller)
     }
 
     /// Writes batched last-use times to the store.
@@ -156,5 +201,37 @@ impl Tokens {
             return Ok(());
         }
         self.store.touch_tokens(&uses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_tokens_are_refused_and_scopes_nest() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = Tokens::load(Store::open(dir.path()).unwrap()).unwrap();
+        let grant = Grant {
+            scope: Scope::Deploy,
+            projects: Some(vec!["web".into()]),
+            expires_ms: Some(2_000),
+        };
+        let token = tokens.create("ci", grant, 1_000).unwrap();
+        let header = format!("Bearer {}", token.secret);
+        let caller = tokens
+            .verify(Some(&header), 1_999)
+            .expect("valid before expiry");
+        assert_eq!(caller.scope, Scope::Deploy);
+        assert!(caller.may_see("web") && !caller.may_see("other"));
+        assert!(tokens.verify(Some(&header), 2_000).is_none(), "expired");
+        // The grant survives a restart (the index is rebuilt from the store).
+        let reloaded = Tokens::load(tokens.store.clone()).unwrap();
+        assert_eq!(
+            reloaded.verify(Some(&header), 1_500).unwrap().scope,
+            Scope::Deploy
+        );
+        assert!(Scope::Admin.covers(Scope::Deploy) && Scope::Deploy.covers(Scope::Read));
+        assert!(!Scope::Read.covers(Scope::Deploy) && !Scope::Deploy.covers(Scope::Admin));
     }
 }

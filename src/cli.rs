@@ -164,6 +164,16 @@ pub enum TokenAction {
     Create {
         #[arg(long)]
         name: String,
+        /// admin (everything), deploy (its projects, no tokens or new projects) or read (GET
+        /// only, env values masked).
+        #[arg(long, value_parser = ["admin", "deploy", "read"], default_value = "admin")]
+        scope: String,
+        /// Limit a deploy or read token to this project (repeat for several).
+        #[arg(long = "project", value_name = "SLUG")]
+        projects: Vec<String>,
+        /// The token expires after this many days.
+        #[arg(long, value_name = "DAYS")]
+        expires_in_days: Option<u32>,
     },
     /// List tokens (never their secrets).
     List,

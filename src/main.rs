@@ -41,7 +41,21 @@ fn main() -> ExitCode {
         }
         Command::Token { action, target } => {
             let request = match action {
-                TokenAction::Create { name } => slipway::admin::AdminRequest::TokenCreate { name },
+                TokenAction::Create {
+                    name,
+                    scope,
+                    projects,
+                    expires_in_days,
+                } => slipway::admin::AdminRequest::TokenCreate {
+                    name,
+                    scope: Some(match scope.as_str() {
+                        "deploy" => slipway::auth::Scope::Deploy,
+                        "read" => slipway::auth::Scope::Read,
+                        _ => slipway::auth::Scope::Admin,
+                    }),
+                    projects: (!projects.is_empty()).then_some(projects),
+                    expires_in_days,
+                },
                 TokenAction::List => slipway::admin::AdminRequest::TokenList,
                 TokenAction::Revoke { id } => slipway::admin::AdminRequest::TokenRevoke { id },
             };

@@ -7,6 +7,7 @@ mod error;
 mod json;
 mod logs;
 mod openapi;
+mod paging;
 mod projects;
 mod provision;
 mod routes;
@@ -23,7 +24,8 @@ use hyper::body::Incoming;
 pub use context::Context;
 pub use error::{ApiError, ErrorCode};
 pub use openapi::{openapi_document, OpenApiDocument};
-pub use routes::{Route, RouteSpec, ROUTES};
+pub use routes::{Route, RouteSpec, Target, ROUTES};
+pub use tokens::parse_create as parse_token_request;
 
 use crate::auth::Caller;
 use crate::http_util::{full, Body};
@@ -59,7 +61,7 @@ pub fn match_template(template: &str, path: &str) -> Option<Params> {
 }
 
 enum Matched {
-    Route(Route, &'static str, Params),
+    Route(&'static RouteSpec, Params),
     WrongMethod(Vec<&'static str>),
     None,
 }
@@ -69,7 +71,7 @@ fn find_route(method: &Method, path: &str) -> Matched {
     for spec in ROUTES {
         if let Some(params) = match_template(spec.template, path) {
             if spec.method == method || (method == Method::HEAD && spec.method == Method::GET) {
-                return Matched::Route(spec.route, spec.template, params);
+                return Matched::Route(spec, params);
             }
             allowed.push(spec.method.as_str());
         }
@@ -95,7 +97,7 @@ pub async fn handle(
     let caller = ctx.tokens.verify(authorization, now_ms);
     let matched = find_route(request.method(), request.uri().path());
     let post_route = match (&matched, request.method()) {
-        (Matched::Route(_, template, _), &Method::POST) => Some(*template),
+        (Matched::Route(spec, _), &Method::POST) => Some(spec.template),
         _ => None,
     };
     let subject = match &caller {
@@ -137,10 +139,10 @@ async fn dispatch(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
     matched: Matched,
-    caller: Caller,
+    caller: Arc<Caller>,
 ) -> Result<Response<Body>, ApiError> {
-    let (route, params) = match matched {
-        Matched::Route(route, _, params) => (route, params),
+    let (spec, params) = match matched {
+        Matched::Route(spec, params) => (spec, params),
         Matched::WrongMethod(allowed) => {
             return Err(ApiError::new(
                 ErrorCode::MethodNotAllowed,
@@ -160,28 +162,114 @@ async fn dispatch(
             )))
         }
     };
+    let route = spec.route;
     tracing::debug!(token = %caller.token_id, ?route, "api request");
+    authorize(ctx, &caller, spec, &params).await?;
     match route {
-        Route::ListProjects => projects::list(ctx).await,
+        Route::ListProjects => projects::list(ctx, &request, &caller).await,
         Route::CreateProject => projects::create(ctx, request).await,
         Route::GetProject => projects::get(ctx, params.get(0)).await,
         Route::DeleteProject => projects::delete(ctx, params.get(0)).await,
         Route::SetEnvVars => projects::set_env_vars(ctx, params.get(0), request).await,
-        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0)).await,
+        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0), &caller).await,
         Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
         Route::CreateToken => tokens::create(ctx, request).await,
-        Route::ListTokens => tokens::list(ctx).await,
+        Route::ListTokens => tokens::list(ctx, &request).await,
         Route::DeleteToken => tokens::delete(ctx, params.get(0)).await,
         Route::UploadSource => source::upload(ctx, params.get(0), request).await,
         Route::Provision => provision::provision(ctx, params.get(0), request).await,
         Route::ProvisionStatus => provision::status(ctx, params.get(0)).await,
-        Route::Deployments => provision::deployments(ctx, params.get(0)).await,
+        Route::Deployments => provision::deployments(ctx, params.get(0), &request).await,
         Route::Rollback => provision::rollback(ctx, params.get(0), request).await,
+        Route::GetDeployment => provision::deployment(ctx, params.get(0)).await,
+        Route::CancelRun => provision::cancel(ctx, params.get(0)).await,
         Route::Logs => logs::page(ctx, params.get(0), &request).await,
         Route::LogStream => logs::stream(ctx, params.get(0), &request).await,
         Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
         Route::System => Ok(json_response(StatusCode::OK, &system_info(ctx))),
     }
+}
+
+/// The one place a token's scope, project list and the project's existence are checked
+/// against a route: 403 `FORBIDDEN` naming what is needed. A project that does not exist yet
+/// may be created (by an upload or a provision) by admin tokens only.
+async fn authorize(
+    ctx: &Arc<Context>,
+    caller: &Caller,
+    spec: &RouteSpec,
+    params: &Params,
+) -> Result<(), ApiError> {
+    if !caller.scope.covers(spec.needs) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "{} {} needs a token with scope `{}`; this token's scope is `{}`",
+                spec.method,
+                spec.template,
+                spec.needs.as_str(),
+                caller.scope.as_str()
+            ),
+        ));
+    }
+    if spec.target == Target::None
+        || (caller.scope == crate::auth::Scope::Admin && caller.projects.is_none())
+    {
+        return Ok(());
+    }
+    let key = params.get(0).to_owned();
+    let target = spec.target;
+    let slug = ctx
+        .store
+        .call(move |store| -> crate::store::Result<Option<String>> {
+            let project_id = match target {
+                Target::None => return Ok(None),
+                Target::Project => {
+                    return Ok(Some(match store.find_project(&key)? {
+                        Some(project) => project.slug,
+                        // Not created yet: the slug it would get.
+                        None if !key.starts_with("prj_") => key,
+                        None => return Ok(None),
+                    }));
+                }
+                Target::Run => store.run(&key)?.map(|run| run.project_id),
+                Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
+            };
+            Ok(match project_id {
+                Some(id) => store.find_project(&id)?.map(|project| project.slug),
+                None => None,
+            })
+        })
+        .await?;
+    // A missing run or deployment is the handler's 404 to give.
+    let Some(slug) = slug else {
+        return Ok(());
+    };
+    if !caller.may_see(&slug) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("this token is limited to other projects than `{slug}`"),
+        ));
+    }
+    if matches!(spec.route, Route::UploadSource | Route::Provision)
+        && caller.scope != crate::auth::Scope::Admin
+    {
+        let exists = {
+            let slug = slug.clone();
+            ctx.store
+                .call(move |s| s.find_project(&slug))
+                .await?
+                .is_some()
+        };
+        if !exists {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "project `{slug}` does not exist and only an admin token may create projects"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the daemon runs as: version, sandbox mode in force, TLS mode, domains.

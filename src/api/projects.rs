@@ -8,6 +8,7 @@ use hyper::body::Incoming;
 
 use super::json::{read_json_object, read_string_fields, validate_slug};
 use super::{json_response, types, ApiError, Context};
+use crate::auth::Caller;
 use crate::http_util::Body;
 use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
@@ -80,12 +81,28 @@ fn publish_new_project(ctx: &Context, record: &ProjectRecord) {
     ctx.routes.add_project(&record.slug);
 }
 
-pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
-    let records = ctx.store.call(|store| store.list_projects()).await?;
+/// The projects the token may see, a page at a time, oldest first.
+pub async fn list(
+    ctx: &Arc<Context>,
+    request: &Request<Incoming>,
+    caller: &Caller,
+) -> Result<Response<Body>, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
+    let mut records = ctx.store.call(|store| store.list_projects()).await?;
+    records.retain(|project| caller.may_see(&project.slug));
+    let (records, next_cursor) = super::paging::paginate(
+        records,
+        |p| (p.created_ms, p.id.clone()),
+        super::paging::Order::OldestFirst,
+        &page,
+    );
     let projects = records.iter().map(|r| project_of(ctx, r)).collect();
     Ok(json_response(
         StatusCode::OK,
-        &types::ProjectList { projects },
+        &types::ProjectList {
+            projects,
+            next_cursor,
+        },
     ))
 }
 
@@ -190,12 +207,21 @@ pub async fn set_env_vars(
     ))
 }
 
+/// The project's env vars; a `read` token sees the names with every value `********`.
 pub async fn get_env_vars(
     ctx: &Arc<Context>,
     id_or_slug: &str,
+    caller: &Caller,
 ) -> Result<Response<Body>, ApiError> {
     let project = find(ctx, id_or_slug).await?;
-    let env_vars = decrypted_env(ctx, &project.id).await?.into_iter().collect();
+    let mut env_vars: std::collections::BTreeMap<String, String> =
+        decrypted_env(ctx, &project.id).await?.into_iter().collect();
+    if caller.scope == crate::auth::Scope::Read {
+        for value in env_vars.values_mut() {
+            *value = "********".into();
+        }
+    }
+    let env_vars = env_vars.into_iter().collect();
     Ok(json_response(
         StatusCode::OK,
         &types::EnvVars {

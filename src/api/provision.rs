@@ -184,28 +184,113 @@ pub async fn status(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, 
     }
 }
 
-pub async fn deployments(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+/// A deployment as the API shows it.
+fn deployment_shape(
+    d: &crate::store::records::DeploymentRecord,
+    project: &crate::store::records::ProjectRecord,
+    runs: &[crate::store::records::RunRecord],
+    url: &str,
+) -> types::Deployment {
+    let live = project.live_deployment_id.as_deref() == Some(d.id.as_str());
+    let error = runs
+        .iter()
+        .find(|run| run.id == d.provisioning_id)
+        .and_then(|run| run.error.as_ref())
+        .map(|e| types::RunErrorBody {
+            code: e.code,
+            message: e.message.clone(),
+        });
+    types::Deployment {
+        id: d.id.clone(),
+        project_id: d.project_id.clone(),
+        provisioning_id: d.provisioning_id.clone(),
+        state: d.state,
+        mode: d.mode,
+        live,
+        created_at: rfc3339(d.created_ms),
+        finished_at: d.finished_ms.map(rfc3339),
+        url: live.then(|| url.to_owned()),
+        error,
+    }
+}
+
+/// `GET /api/deployments/{deploymentId}`.
+pub async fn deployment(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+    let key = id.to_owned();
+    let found = ctx
+        .store
+        .call(move |s| -> crate::store::Result<_> {
+            let Some(d) = s.deployment(&key)? else {
+                return Ok(None);
+            };
+            let project = s.find_project(&d.project_id)?;
+            let runs = match &project {
+                Some(p) => s.project_runs(&p.id)?,
+                None => Vec::new(),
+            };
+            Ok(project.map(|p| (d, p, runs)))
+        })
+        .await?;
+    let Some((d, project, runs)) = found else {
+        return Err(ApiError::not_found(format!("no deployment {id:?}")));
+    };
+    let url = ctx.pipeline.app_url(&project.slug);
+    Ok(json_response(
+        StatusCode::OK,
+        &deployment_shape(&d, &project, &runs, &url),
+    ))
+}
+
+/// `POST /api/provisioning/{provisioningId}/cancel`: the final status once it is canceled;
+/// a run that already ended is 409 `CONFLICT`.
+pub async fn cancel(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, ApiError> {
+    match ctx.pipeline.cancel(run_id).await {
+        Ok(status) => Ok(json_response(StatusCode::OK, &status)),
+        Err(crate::pipeline::CancelError::NotFound) => Err(ApiError::not_found(format!(
+            "no provisioning run {run_id:?}"
+        ))),
+        Err(crate::pipeline::CancelError::Finished(status)) => Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "provisioning run {run_id} already ended ({}); only a run in progress can be canceled",
+                serde_json::to_value(&*status)
+                    .ok()
+                    .and_then(|v| v["status"].as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        )),
+        Err(crate::pipeline::CancelError::Store(error)) => Err(error.into()),
+    }
+}
+
+pub async fn deployments(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: &Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
     let list = ctx.store.call(move |s| s.project_deployments(&id)).await?;
+    let (list, next_cursor) = super::paging::paginate(
+        list,
+        |d| (d.created_ms, d.id.clone()),
+        super::paging::Order::NewestFirst,
+        &page,
+    );
+    let project_id = project.id.clone();
+    let runs = ctx.store.call(move |s| s.project_runs(&project_id)).await?;
+    let url = ctx.pipeline.app_url(&project.slug);
     let deployments = list
         .iter()
-        .map(|d| types::Deployment {
-            id: d.id.clone(),
-            project_id: d.project_id.clone(),
-            provisioning_id: d.provisioning_id.clone(),
-            state: d.state,
-            mode: d.mode,
-            live: project.live_deployment_id.as_deref() == Some(d.id.as_str()),
-            created_at: rfc3339(d.created_ms),
-            finished_at: d.finished_ms.map(rfc3339),
-        })
+        .map(|d| deployment_shape(d, &project, &runs, &url))
         .collect();
     Ok(json_response(
         StatusCode::OK,
         &types::DeploymentList {
             project_id: project.id,
             deployments,
+            next_cursor,
         },
     ))
 }

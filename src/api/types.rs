@@ -60,8 +60,22 @@ pub struct Project {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ProjectList {
     pub projects: Vec<Project>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The query of every list (its fields are the query parameters).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PageQuery {
+    /// Items per page, 1 to 1000 (default 100).
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
+    /// The `nextCursor` of the previous page.
+    #[schemars(regex(pattern = r"^[0-9]+\.[A-Za-z0-9_]+$"))]
+    pub cursor: Option<String>,
 }
 
 /// `POST /api/projects`.
@@ -116,6 +130,10 @@ pub struct Token {
     pub name: String,
     pub created_at: String,
     pub last_used_at: Option<String>,
+    pub scope: crate::auth::Scope,
+    /// The project slugs the token is limited to; null: all projects.
+    pub projects: Option<Vec<String>>,
+    pub expires_at: Option<String>,
 }
 
 /// A new token: the secret is shown this once.
@@ -125,6 +143,9 @@ pub struct CreatedToken {
     pub id: String,
     pub name: String,
     pub created_at: String,
+    pub scope: crate::auth::Scope,
+    pub projects: Option<Vec<String>>,
+    pub expires_at: Option<String>,
     pub token: String,
 }
 
@@ -135,6 +156,9 @@ impl From<&crate::store::records::TokenRecord> for Token {
             name: record.name.clone(),
             created_at: crate::ids::rfc3339(record.created_ms),
             last_used_at: record.last_used_ms.map(crate::ids::rfc3339),
+            scope: record.scope,
+            projects: record.projects.clone(),
+            expires_at: record.expires_ms.map(crate::ids::rfc3339),
         }
     }
 }
@@ -145,29 +169,37 @@ impl CreatedToken {
             id: record.id.clone(),
             name: record.name.clone(),
             created_at: crate::ids::rfc3339(record.created_ms),
+            scope: record.scope,
+            projects: record.projects.clone(),
+            expires_at: record.expires_ms.map(crate::ids::rfc3339),
             token: secret,
         }
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateToken {
     /// A label for the token, 1 to 100 printable characters.
     pub name: String,
-}
-
-impl RequestFields for CreateToken {
-    const FIELDS: &'static [&'static str] = &["name"];
-
-    fn missing(field: &str) -> String {
-        format!("field `{field}` is required (a label for the token)")
-    }
+    /// `admin` (default), `deploy` or `read`.
+    #[serde(default)]
+    pub scope: Option<crate::auth::Scope>,
+    /// Project slugs a `deploy` or `read` token is limited to (absent: all projects).
+    #[serde(default)]
+    pub projects: Option<Vec<String>>,
+    /// Days until the token expires (1 to 3650; absent: never).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 3650))]
+    pub expires_in_days: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenList {
     pub tokens: Vec<Token>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -263,6 +295,10 @@ pub struct Deployment {
     pub live: bool,
     pub created_at: String,
     pub finished_at: Option<String>,
+    /// Where it is served: the project's URL while it is live, else null.
+    pub url: Option<String>,
+    /// Why its run failed, if it did.
+    pub error: Option<RunErrorBody>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -270,6 +306,8 @@ pub struct Deployment {
 pub struct DeploymentList {
     pub project_id: String,
     pub deployments: Vec<Deployment>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -318,7 +356,6 @@ mod tests {
     #[test]
     fn request_fields_are_the_types_fields() {
         assert_eq!(fields::<CreateProject>(), properties::<CreateProject>());
-        assert_eq!(fields::<CreateToken>(), properties::<CreateToken>());
         assert_eq!(fields::<ProvisionBody>(), properties::<ProvisionBody>());
         assert_eq!(fields::<RollbackBody>(), properties::<RollbackBody>());
     }

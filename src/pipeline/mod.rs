@@ -56,6 +56,17 @@ pub enum RunPlan {
 pub enum StopReason {
     Superseded,
     Interrupted,
+    /// `POST /api/provisioning/{id}/cancel`.
+    Canceled,
+}
+
+/// Why a run cannot be canceled.
+#[derive(Debug)]
+pub enum CancelError {
+    NotFound,
+    /// It finished already: its final status.
+    Finished(Box<ProvisionStatus>),
+    Store(crate::store::StoreError),
 }
 
 pub(crate) struct ActiveRun {
@@ -416,6 +427,46 @@ impl Pipeline {
         let mut by_project = self.by_project.lock().expect("runs poisoned");
         if by_project.get(project_id).map(String::as_str) == Some(run_id) {
             by_project.remove(project_id);
+        }
+    }
+
+    /// Cancels a run in flight (its processes are killed, the live deployment is untouched)
+    /// and returns its final status once it has ended `provisioning_canceled`.
+    pub async fn cancel(&self, run_id: &str) -> Result<ProvisionStatus, CancelError> {
+        let active = self
+            .runs
+            .lock()
+            .expect("runs poisoned")
+            .get(run_id)
+            .cloned();
+        let Some(active) = active else {
+            return match self.status(run_id).await {
+                Ok(Some(status)) => Err(CancelError::Finished(Box::new(status))),
+                Ok(None) => Err(CancelError::NotFound),
+                Err(error) => Err(CancelError::Store(error)),
+            };
+        };
+        active
+            .reason
+            .lock()
+            .expect("reason poisoned")
+            .get_or_insert(StopReason::Canceled);
+        active.cancel.cancel();
+        // The run records its end and leaves the table of runs in flight.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self
+            .runs
+            .lock()
+            .expect("runs poisoned")
+            .contains_key(run_id)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        match self.status(run_id).await {
+            Ok(Some(status)) => Ok(status),
+            Ok(None) => Err(CancelError::NotFound),
+            Err(error) => Err(CancelError::Store(error)),
         }
     }
 

@@ -382,6 +382,11 @@ impl Pipeline {
                 ErrorCode::Canceled,
                 "superseded by a newer provisioning run of this project",
             ),
+            Some(StopReason::Canceled) => Failure::new(
+                step,
+                ErrorCode::Canceled,
+                "canceled through the API (POST /api/provisioning/{id}/cancel)",
+            ),
             Some(StopReason::Interrupted) | None => Failure::new(
                 step,
                 ErrorCode::Interrupted,

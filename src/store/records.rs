@@ -33,6 +33,15 @@ pub struct TokenRecord {
     pub hash: String,
     pub created_ms: u64,
     pub last_used_ms: Option<u64>,
+    /// What the token may do (records from before scopes are admin tokens).
+    #[serde(default)]
+    pub scope: Scope,
+    /// The project slugs a `deploy` or `read` token is limited to; `None`: all projects.
+    #[serde(default)]
+    pub projects: Option<Vec<String>>,
+    /// After this the token is refused (401).
+    #[serde(default)]
+    pub expires_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -161,4 +170,47 @@ pub struct LogStats {
     pub first_seq: u64,
     pub last_seq: u64,
     pub bytes: u64,
+}
+
+/// What a token may do.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Everything.
+    #[default]
+    Admin,
+    /// Everything on its projects but tokens, new projects and the audit log.
+    Deploy,
+    /// GET only; env var values are masked.
+    Read,
+}
+
+impl Scope {
+    /// Whether a token of this scope may use a route that needs `needed`.
+    pub fn covers(self, needed: Scope) -> bool {
+        matches!(
+            (self, needed),
+            (Scope::Admin, _)
+                | (Scope::Deploy, Scope::Deploy | Scope::Read)
+                | (Scope::Read, Scope::Read)
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Admin => "admin",
+            Scope::Deploy => "deploy",
+            Scope::Read => "read",
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod pipeline;
 mod restarts;
 mod sandbox;
 mod sandboxed;
+mod scopes;
 mod support;
 mod tls;
 mod tls_daemon;

@@ -271,6 +271,23 @@ impl TestDaemon {
             .await
     }
 
+    /// An API request with another token (`Bearer <token>`) and a raw body.
+    pub async fn api_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> TestResponse {
+        let mut headers = vec![("authorization", format!("Bearer {token}"))];
+        if let Some(content_type) = content_type {
+            headers.push(("content-type", content_type.to_owned()));
+        }
+        self.request(method, &self.control_host(), path, &headers, body)
+            .await
+    }
+
     /// `GET /healthz` on the control host: its status.
     pub async fn healthz(&self) -> u16 {
         self.request("GET", &self.control_host(), "/healthz", &[], vec![])

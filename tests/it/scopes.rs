@@ -1,0 +1,315 @@
+//! Token scopes (issue 13): every route of the API's route table × every kind of token, with
+//! the expected outcome written out here (not derived from the daemon's own table), so a
+//! route that is added without a decision on its scope fails this test; plus expiry, masked
+//! env values for read tokens, and paging through 250 projects exactly once each.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{targz, TestDaemon};
+
+/// The least scope each route needs, by `METHOD template`: the contract's rules.
+fn expected_needs() -> HashMap<&'static str, &'static str> {
+    HashMap::from([
+        ("GET /api/projects", "read"),
+        ("POST /api/projects", "admin"),
+        ("GET /api/projects/{projectId}", "read"),
+        ("DELETE /api/projects/{projectId}", "admin"),
+        ("POST /api/projects/{projectId}/env-vars", "deploy"),
+        ("GET /api/projects/{projectId}/env-vars", "read"),
+        ("DELETE /api/projects/{projectId}/env-vars/{key}", "deploy"),
+        ("POST /api/tokens", "admin"),
+        ("GET /api/tokens", "admin"),
+        ("DELETE /api/tokens/{tokenId}", "admin"),
+        ("POST /api/projects/{projectId}/source", "deploy"),
+        ("POST /api/projects/{projectId}/provision", "deploy"),
+        ("GET /api/provisioning/{provisioningId}/status", "read"),
+        ("POST /api/provisioning/{provisioningId}/cancel", "deploy"),
+        ("GET /api/deployments/{deploymentId}", "read"),
+        ("GET /api/projects/{projectId}/deployments", "read"),
+        ("POST /api/projects/{projectId}/rollback", "deploy"),
+        ("GET /api/deployments/{deploymentId}/logs", "read"),
+        ("GET /api/deployments/{deploymentId}/logs/stream", "read"),
+        ("GET /api/openapi.json", "read"),
+        ("GET /api/system", "read"),
+    ])
+}
+
+fn covers(scope: &str, needs: &str) -> bool {
+    matches!(
+        (scope, needs),
+        ("admin", _) | ("deploy", "deploy" | "read") | ("read", "read")
+    )
+}
+
+async fn create_token(daemon: &TestDaemon, body: serde_json::Value) -> String {
+    let created = daemon.api("POST", "/api/tokens", Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    created.json()["token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_each_scope_as_the_contract_says() {
+    let daemon = TestDaemon::start();
+    let site = daemon.deploy_page("web", "<h1>web</h1>").await;
+    let run_id = site["provisioningId"].as_str().unwrap().to_owned();
+    let deployment_id = site["deploymentId"].as_str().unwrap().to_owned();
+    let tokens = [
+        ("admin", daemon.token.clone(), "admin"),
+        (
+            "deploy",
+            create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await,
+            "deploy",
+        ),
+        (
+            "read",
+            create_token(&daemon, json!({"name": "viewer", "scope": "read"})).await,
+            "read",
+        ),
+        (
+            "deploy-elsewhere",
+            create_token(
+                &daemon,
+                json!({"name": "other", "scope": "deploy", "projects": ["other"]}),
+            )
+            .await,
+            "deploy",
+        ),
+    ];
+    let needs = expected_needs();
+    let routes: Vec<(String, String)> = slipway::api::ROUTES
+        .iter()
+        .map(|spec| (spec.method.to_string(), spec.template.to_owned()))
+        .collect();
+    for (method, template) in &routes {
+        let key = format!("{method} {template}");
+        let need = needs
+            .get(key.as_str())
+            .unwrap_or_else(|| panic!("decide the scope of the new route {key} in this test"));
+        let path = template
+            .replace(
+                "{projectId}",
+                if template.starts_with("/api/projects/{projectId}")
+                    && method == "DELETE"
+                    && !template.contains("env-vars")
+                {
+                    "gone-project"
+                } else {
+                    "web"
+                },
+            )
+            .replace("{provisioningId}", &run_id)
+            .replace("{deploymentId}", &deployment_id)
+            .replace("{key}", "NOPE")
+            .replace("{tokenId}", "tok_missing");
+        let targets_project = template.contains('{') && !template.contains("{tokenId}");
+        for (label, token, scope) in &tokens {
+            let (content_type, body) = if template.ends_with("/source") {
+                (
+                    Some("application/gzip"),
+                    targz(&[("index.html", "x", 0o644)]),
+                )
+            } else if method == "POST" {
+                (Some("application/json"), b"{}".to_vec())
+            } else {
+                (None, Vec::new())
+            };
+            let response = tokio::time::timeout(
+                Duration::from_secs(3),
+                daemon.api_as(token, method, &path, content_type, body),
+            )
+            .await;
+            // A stream that stays open was let in.
+            let status = response.map(|r| r.status).unwrap_or(200);
+            let limited_out = *label == "deploy-elsewhere" && targets_project;
+            let allowed = covers(scope, need) && !limited_out;
+            if allowed {
+                assert_ne!(status, 403, "{label} token on {key} ({path}) was refused");
+                assert_ne!(status, 401, "{label} token on {key}");
+            } else {
+                assert_eq!(status, 403, "{label} token on {key} ({path}) was let in");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_tokens_see_masked_values_and_limited_tokens_see_their_projects_only() {
+    let daemon = TestDaemon::start();
+    daemon.deploy_page("web", "<h1>web</h1>").await;
+    let set = daemon
+        .api(
+            "POST",
+            "/api/projects/web/env-vars",
+            Some(json!({"SECRET": "s3cret"})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text());
+    let read = create_token(&daemon, json!({"name": "viewer", "scope": "read"})).await;
+    let env = daemon
+        .api_as(&read, "GET", "/api/projects/web/env-vars", None, Vec::new())
+        .await;
+    assert_eq!(env.status, 200);
+    assert_eq!(env.json()["envVars"]["SECRET"], "********");
+    assert!(!env.text().contains("s3cret"));
+
+    // A token limited to one project lists only that one.
+    daemon.deploy_page("other", "<h1>other</h1>").await;
+    let limited = create_token(
+        &daemon,
+        json!({"name": "o", "scope": "read", "projects": ["other"]}),
+    )
+    .await;
+    let list = daemon
+        .api_as(&limited, "GET", "/api/projects", None, Vec::new())
+        .await;
+    let slugs: Vec<String> = list.json()["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["slug"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(slugs, vec!["other".to_owned()]);
+
+    // Token records show their grant; a deploy token cannot create projects.
+    let tokens = daemon.api("GET", "/api/tokens", None).await.json();
+    let viewer = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "o")
+        .unwrap()
+        .clone();
+    assert_eq!(viewer["scope"], "read");
+    assert_eq!(viewer["projects"], json!(["other"]));
+    let deploy = create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await;
+    let upload = daemon
+        .api_as(
+            &deploy,
+            "POST",
+            "/api/projects/brand-new/source",
+            Some("application/gzip"),
+            targz(&[("index.html", "x", 0o644)]),
+        )
+        .await;
+    upload.assert_error(403, "FORBIDDEN");
+    assert!(upload.text().contains("admin"), "{}", upload.text());
+    let bad = daemon
+        .api(
+            "POST",
+            "/api/tokens",
+            Some(json!({"name": "x", "scope": "root"})),
+        )
+        .await;
+    bad.assert_error(400, "INVALID_BODY");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_through_250_projects_sees_each_exactly_once() {
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
+    for chunk in (0..250).collect::<Vec<_>>().chunks(25) {
+        let creates = chunk.iter().map(|i| {
+            let daemon = &daemon;
+            async move {
+                let created = daemon
+                    .api(
+                        "POST",
+                        "/api/projects",
+                        Some(json!({"slug": format!("site-{i:03}")})),
+                    )
+                    .await;
+                assert_eq!(created.status, 201, "{}", created.text());
+            }
+        });
+        futures_util::future::join_all(creates).await;
+    }
+    let mut seen = Vec::new();
+    let mut path = "/api/projects?limit=40".to_owned();
+    let mut pages = 0;
+    loop {
+        let page = daemon.api("GET", &path, None).await;
+        assert_eq!(page.status, 200, "{}", page.text());
+        let body = page.json();
+        let projects = body["projects"].as_array().unwrap();
+        assert!(projects.len() <= 40);
+        seen.extend(
+            projects
+                .iter()
+                .map(|p| p["slug"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        match body["nextCursor"].as_str() {
+            Some(cursor) => path = format!("/api/projects?limit=40&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 7);
+    assert_eq!(seen.len(), 250);
+    assert_eq!(
+        seen.iter().collect::<BTreeSet<_>>().len(),
+        250,
+        "a project came twice"
+    );
+    daemon
+        .api("GET", "/api/projects?limit=0", None)
+        .await
+        .assert_error(400, "INVALID_QUERY");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_run_can_be_canceled_and_a_finished_one_cannot() {
+    let daemon = TestDaemon::start();
+    let done = daemon.deploy_page("web", "<h1>v1</h1>").await;
+    let finished = daemon
+        .api(
+            "POST",
+            &format!(
+                "/api/provisioning/{}/cancel",
+                done["provisioningId"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    finished.assert_error(409, "CONFLICT");
+    let upload = daemon
+        .upload("web", targz(&[("index.html", "<h1>v2</h1>", 0o644)]))
+        .await;
+    assert_eq!(upload.status, 201);
+    let started = daemon
+        .provision("web", json!({"buildCommand": "sleep 30"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let id = started["provisioningId"].as_str().unwrap();
+    let canceled = daemon
+        .api("POST", &format!("/api/provisioning/{id}/cancel"), None)
+        .await;
+    assert_eq!(canceled.status, 200, "{}", canceled.text());
+    assert_eq!(canceled.json()["status"], "provisioning_canceled");
+    // The live deployment is untouched.
+    let page = daemon.app_get("web", "/", &[]).await;
+    assert!(page.text().contains("v1"), "{}", page.text());
+    let deployment = daemon
+        .api(
+            "GET",
+            &format!(
+                "/api/deployments/{}",
+                done["deploymentId"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(deployment["live"], true);
+    assert!(
+        deployment["url"].as_str().unwrap().contains("web."),
+        "{deployment}"
+    );
+    daemon
+        .api("POST", "/api/provisioning/pvn_missing/cancel", None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+}
