@@ -163,6 +163,7 @@ pub async fn run(
         sources,
         public_scheme,
         public_port_suffix: public_port,
+        idempotency: Default::default(),
     });
     load_routes(&ctx).await?;
     let hub_shutdown = CancellationToken::new();
@@ -257,10 +258,24 @@ pub async fn run(
     let flush_shutdown = shutdown.clone();
     let flush_store = store.clone();
     tracker.spawn(async move {
+        let mut rounds: u64 = 0;
         loop {
             tokio::select! {
                 _ = flush_shutdown.cancelled() => break,
                 _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            }
+            // Every 10 minutes: the audit log's retention and expired idempotency keys.
+            rounds += 1;
+            if rounds % 20 == 1 {
+                let purged = flush_store
+                    .call(|s| {
+                        let now = crate::ids::now_ms();
+                        Ok::<_, crate::store::StoreError>((s.purge_audit(now)?, s.purge_idempotency(now)?))
+                    })
+                    .await;
+                if let Err(error) = purged {
+                    tracing::warn!(%error, "could not purge old audit entries and idempotency keys");
+                }
             }
             let tokens = flush_tokens.clone();
             if let Err(error) = flush_store.call(move |_| tokens.flush_uses()).await {

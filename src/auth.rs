@@ -118,6 +118,17 @@ impl Tokens {
     }
 
     pub fn create(&self, name: &str, grant: Grant, now_ms: u64) -> Result<NewToken, StoreError> {
+        self.create_in(&self.store.clone(), name, grant, now_ms)
+    }
+
+    /// [`Tokens::create`] through `store` (an API request's audited handle).
+    pub fn create_in(
+        &self,
+        store: &Store,
+        name: &str,
+        grant: Grant,
+        now_ms: u64,
+    ) -> Result<NewToken, StoreError> {
         let secret = crate::ids::new_token_secret();
         let hash = hash_secret(&secret);
         let record = TokenRecord {
@@ -131,7 +142,7 @@ impl Tokens {
             projects: grant.projects,
             expires_ms: grant.expires_ms,
         };
-        self.store.insert_token(&record, &hash)?;
+        store.insert_token(&record, &hash)?;
         self.by_hash
             .write()
             .expect("token index poisoned")
@@ -141,12 +152,17 @@ impl Tokens {
 
     /// Revokes at once. Returns false when there was no such token.
     pub fn revoke(&self, id: &str) -> Result<bool, StoreError> {
+        self.revoke_in(&self.store.clone(), id)
+    }
+
+    /// [`Tokens::revoke`] through `store` (an API request's audited handle).
+    pub fn revoke_in(&self, store: &Store, id: &str) -> Result<bool, StoreError> {
         // Drop it from the index first: from this moment no request can use it.
         self.by_hash
             .write()
             .expect("token index poisoned")
             .retain(|_, caller| caller.token_id != id);
-        Ok(self.store.delete_token(id)?.is_some())
+        Ok(store.delete_token(id)?.is_some())
     }
 
     pub fn list(&self) -> Result<Vec<TokenRecord>, StoreError> {

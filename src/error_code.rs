@@ -27,6 +27,7 @@ pub enum ErrorCode {
     InvalidDeploymentId,
     InvalidEnvKey,
     InvalidEnvValue,
+    InvalidIdempotencyKey,
     // The other API statuses.
     Unauthorized,
     Forbidden,
@@ -51,7 +52,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 33] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -67,6 +68,7 @@ impl ErrorCode {
         ErrorCode::InvalidDeploymentId,
         ErrorCode::InvalidEnvKey,
         ErrorCode::InvalidEnvValue,
+        ErrorCode::InvalidIdempotencyKey,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -105,6 +107,7 @@ impl ErrorCode {
             ErrorCode::InvalidDeploymentId => "INVALID_DEPLOYMENT_ID",
             ErrorCode::InvalidEnvKey => "INVALID_ENV_KEY",
             ErrorCode::InvalidEnvValue => "INVALID_ENV_VALUE",
+            ErrorCode::InvalidIdempotencyKey => "INVALID_IDEMPOTENCY_KEY",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::NotFound => "NOT_FOUND",
@@ -144,7 +147,8 @@ impl ErrorCode {
             | ErrorCode::InvalidGitUrl
             | ErrorCode::InvalidDeploymentId
             | ErrorCode::InvalidEnvKey
-            | ErrorCode::InvalidEnvValue => StatusCode::BAD_REQUEST,
+            | ErrorCode::InvalidEnvValue
+            | ErrorCode::InvalidIdempotencyKey => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
@@ -204,6 +208,11 @@ mod tests {
             (ErrorCode::InvalidDeploymentId, "INVALID_DEPLOYMENT_ID", 400),
             (ErrorCode::InvalidEnvKey, "INVALID_ENV_KEY", 400),
             (ErrorCode::InvalidEnvValue, "INVALID_ENV_VALUE", 400),
+            (
+                ErrorCode::InvalidIdempotencyKey,
+                "INVALID_IDEMPOTENCY_KEY",
+                400,
+            ),
             (ErrorCode::Unauthorized, "UNAUTHORIZED", 401),
             (ErrorCode::Forbidden, "FORBIDDEN", 403),
             (ErrorCode::NotFound, "NOT_FOUND", 404),

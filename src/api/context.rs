@@ -24,6 +24,8 @@ pub struct Context {
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,
+    /// `Idempotency-Key`s whose first request is still running.
+    pub idempotency: super::idempotency::InFlight,
 }
 
 impl Context {

@@ -13,6 +13,7 @@ use super::{ApiError, ErrorCode};
 pub const MAX_JSON_BYTES: usize = 40 * 1024 * 1024;
 
 /// Reads a body of at most `max` bytes; 413 past it (from `Content-Length` up front when sent).
+/// The API reads every request's body this way before routing it to a handler.
 pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
@@ -41,8 +42,8 @@ pub async fn read_body(request: Request<Incoming>, max: usize) -> Result<bytes::
 }
 
 /// Reads a JSON object body: `Content-Type: application/json`, valid JSON, an object.
-pub async fn read_json_object(
-    request: Request<Incoming>,
+pub fn read_json_object(
+    request: &super::ApiRequest,
 ) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
     let content_type = request
         .headers()
@@ -64,8 +65,7 @@ pub async fn read_json_object(
             ),
         ));
     }
-    let bytes = read_body(request, MAX_JSON_BYTES).await?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| {
+    let value: serde_json::Value = serde_json::from_slice(request.body()).map_err(|error| {
         ApiError::new(
             ErrorCode::InvalidJson,
             format!("request body is not valid JSON: {error}"),
@@ -83,10 +83,10 @@ pub async fn read_json_object(
 /// Reads a JSON object body into `T`, a request shape of `api::types` whose fields are all
 /// strings: an unknown field, a value that is not a string, or a missing required field is
 /// refused with `INVALID_BODY` naming the field.
-pub async fn read_string_fields<T: RequestFields + serde::de::DeserializeOwned>(
-    request: Request<Incoming>,
+pub fn read_string_fields<T: RequestFields + serde::de::DeserializeOwned>(
+    request: &super::ApiRequest,
 ) -> Result<T, ApiError> {
-    string_fields(read_json_object(request).await?)
+    string_fields(read_json_object(request)?)
 }
 
 /// [`read_string_fields`] once the body is a JSON object. A null field counts as absent.

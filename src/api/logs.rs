@@ -6,10 +6,10 @@ use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::ApiRequest;
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
@@ -82,7 +82,7 @@ async fn deployment(ctx: &Context, id: &str) -> Result<DeploymentRecord, ApiErro
 pub async fn page(
     ctx: &Arc<Context>,
     id: &str,
-    request: &Request<Incoming>,
+    request: &ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     let query = parse_query(request.uri().query())?;
     let deployment = deployment(ctx, id).await?;
@@ -116,7 +116,7 @@ fn finished(deployment: &DeploymentRecord) -> bool {
 pub async fn stream(
     ctx: &Arc<Context>,
     id: &str,
-    request: &Request<Incoming>,
+    request: &ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     let query = parse_query(request.uri().query())?;
     let last_event_id = request

@@ -2,8 +2,10 @@
 //! handler. Every response carries the rate-limit headers; every error is the contract's
 //! envelope (`error.rs`). Handlers live in one module per resource.
 
+mod audit;
 mod context;
 mod error;
+mod idempotency;
 mod json;
 mod logs;
 mod openapi;
@@ -29,6 +31,9 @@ pub use tokens::parse_create as parse_token_request;
 
 use crate::auth::Caller;
 use crate::http_util::{full, Body};
+
+/// A request as handlers see it: the body already read (bounded by the route's limit).
+pub type ApiRequest = Request<bytes::Bytes>;
 
 /// Path parameters captured by a template, in order.
 pub struct Params(Vec<String>);
@@ -121,7 +126,7 @@ pub async fn handle(
     } else {
         match caller {
             None => Err(ApiError::unauthorized()),
-            Some(caller) => dispatch(&ctx, request, matched, caller).await,
+            Some(caller) => dispatch(&ctx, request, matched, caller, client).await,
         }
     };
     let mut response = result.unwrap_or_else(ApiError::into_response);
@@ -140,6 +145,7 @@ async fn dispatch(
     request: Request<Incoming>,
     matched: Matched,
     caller: Arc<Caller>,
+    client: SocketAddr,
 ) -> Result<Response<Body>, ApiError> {
     let (spec, params) = match matched {
         Matched::Route(spec, params) => (spec, params),
@@ -162,16 +168,81 @@ async fn dispatch(
             )))
         }
     };
-    let route = spec.route;
-    tracing::debug!(token = %caller.token_id, ?route, "api request");
+    tracing::debug!(token = %caller.token_id, route = ?spec.route, "api request");
+    let method = request.method().clone();
+    if method == Method::GET || method == Method::HEAD {
+        return serve(ctx, request, spec, params, caller).await;
+    }
+    // A request that changes something leaves an audit entry, committed with its change.
+    let entry = audit::draft(ctx, &caller, client, &method, spec, &params).await;
+    let scoped = Some(Arc::new(entry.clone()));
+    let result = crate::store::AUDIT
+        .scope(scoped, serve(ctx, request, spec, params, caller))
+        .await;
+    let status = match &result {
+        Ok(response) => response.status(),
+        Err(error) => error.code.status(),
+    };
+    let mut entry = entry;
+    let result = match result {
+        // A new project is named by its answer, not its path.
+        Ok(response) if spec.route == Route::CreateProject && status.is_success() => {
+            let (parts, body) = response.into_parts();
+            let bytes = http_body_util::BodyExt::collect(body)
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            if let Ok(created) = serde_json::from_slice::<types::Project>(&bytes) {
+                entry.target = Some(created.slug);
+                entry.project_id = Some(created.id);
+            }
+            Ok(Response::from_parts(parts, full(bytes)))
+        }
+        other => other,
+    };
+    audit::finish(ctx, spec, entry, status).await;
+    result
+}
+
+/// Authorizes, reads the body (bounded by the route), and runs the handler — or replays the
+/// answer an `Idempotency-Key` already got.
+async fn serve(
+    ctx: &Arc<Context>,
+    request: Request<Incoming>,
+    spec: &'static RouteSpec,
+    params: Params,
+    caller: Arc<Caller>,
+) -> Result<Response<Body>, ApiError> {
     authorize(ctx, &caller, spec, &params).await?;
+    let limit = match spec.request {
+        Some(routes::RequestBody::Archive) => {
+            crate::pipeline::source_limits(&ctx.config.limits).max_archive_bytes as usize
+        }
+        _ => json::MAX_JSON_BYTES,
+    };
+    let (parts, body) = request.into_parts();
+    let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
+    let request = Request::from_parts(parts, body);
+    idempotency::run(ctx, &caller, request, |request| {
+        handle_route(ctx, request, spec.route, params, &caller)
+    })
+    .await
+}
+
+async fn handle_route(
+    ctx: &Arc<Context>,
+    request: ApiRequest,
+    route: Route,
+    params: Params,
+    caller: &Caller,
+) -> Result<Response<Body>, ApiError> {
     match route {
-        Route::ListProjects => projects::list(ctx, &request, &caller).await,
+        Route::ListProjects => projects::list(ctx, &request, caller).await,
         Route::CreateProject => projects::create(ctx, request).await,
         Route::GetProject => projects::get(ctx, params.get(0)).await,
         Route::DeleteProject => projects::delete(ctx, params.get(0)).await,
         Route::SetEnvVars => projects::set_env_vars(ctx, params.get(0), request).await,
-        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0), &caller).await,
+        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0), caller).await,
         Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
         Route::CreateToken => tokens::create(ctx, request).await,
         Route::ListTokens => tokens::list(ctx, &request).await,
@@ -185,6 +256,7 @@ async fn dispatch(
         Route::CancelRun => provision::cancel(ctx, params.get(0)).await,
         Route::Logs => logs::page(ctx, params.get(0), &request).await,
         Route::LogStream => logs::stream(ctx, params.get(0), &request).await,
+        Route::Audit => audit::list(ctx, &request).await,
         Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
         Route::System => Ok(json_response(StatusCode::OK, &system_info(ctx))),
     }

@@ -48,7 +48,7 @@ pub fn parse(query: Option<&str>) -> Result<PageRequest, ApiError> {
             other => {
                 return Err(ApiError::new(
                     ErrorCode::InvalidQuery,
-                    format!("unknown query parameter {other:?}; use limit, cursor"),
+                    format!("unknown query parameter {other:?}; use limit, cursor (and projectId for the audit log)"),
                 ))
             }
         }
@@ -91,7 +91,19 @@ pub fn paginate<T>(
 }
 
 fn encode_cursor((ms, id): &(u64, String)) -> String {
+    cursor_of(*ms, id)
+}
+
+/// The cursor of an item with this sort key.
+pub fn cursor_of(ms: u64, id: &str) -> String {
     format!("{ms}.{id}")
+}
+
+impl PageRequest {
+    /// The id of the last item of the previous page, if any.
+    pub fn after_id(&self) -> Option<&str> {
+        self.after.as_ref().map(|(_, id)| id.as_str())
+    }
 }
 
 fn decode_cursor(cursor: &str) -> Option<(u64, String)> {

@@ -3,8 +3,8 @@
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use super::ApiRequest;
+use http::{Response, StatusCode};
 
 use super::json::{read_json_object, read_string_fields, validate_slug};
 use super::{json_response, types, ApiError, Context};
@@ -84,7 +84,7 @@ fn publish_new_project(ctx: &Context, record: &ProjectRecord) {
 /// The projects the token may see, a page at a time, oldest first.
 pub async fn list(
     ctx: &Arc<Context>,
-    request: &Request<Incoming>,
+    request: &ApiRequest,
     caller: &Caller,
 ) -> Result<Response<Body>, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
@@ -106,11 +106,8 @@ pub async fn list(
     ))
 }
 
-pub async fn create(
-    ctx: &Arc<Context>,
-    request: Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
-    let types::CreateProject { slug } = read_string_fields(request).await?;
+pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<Body>, ApiError> {
+    let types::CreateProject { slug } = read_string_fields(&request)?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let uid_base = ctx.config.sandbox.uid_base;
     let owned = slug.clone();
@@ -168,13 +165,13 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
 pub async fn set_env_vars(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: Request<Incoming>,
+    request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     // Validate everything before touching the store, so a bad request creates nothing.
     if !id_or_slug.starts_with("prj_") {
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
-    let body = env_vars_body(read_json_object(request).await?)?;
+    let body = env_vars_body(read_json_object(&request)?)?;
     let project = find_or_create(ctx, id_or_slug).await?;
     let sealed: Vec<(String, Vec<u8>)> = body
         .iter()

@@ -4,8 +4,8 @@
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use super::ApiRequest;
+use http::{Response, StatusCode};
 
 use super::json::{read_string_fields, validate_slug};
 use super::projects::{find, find_or_create};
@@ -21,9 +21,9 @@ const MAX_COMMAND_BYTES: usize = 16 * 1024;
 pub async fn provision(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: Request<Incoming>,
+    request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
-    let body: types::ProvisionBody = read_string_fields(request).await?;
+    let body: types::ProvisionBody = read_string_fields(&request)?;
     let slug = body.project_slug;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let mut parsed = ProvisionRequest {
@@ -143,9 +143,9 @@ fn accepted(run: &RunRecord) -> Response<Body> {
 pub async fn rollback(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: Request<Incoming>,
+    request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
-    let types::RollbackBody { deployment_id } = read_string_fields(request).await?;
+    let types::RollbackBody { deployment_id } = read_string_fields(&request)?;
     let project = find(ctx, id_or_slug).await?;
     let id = deployment_id.clone();
     let deployment = ctx.store.call(move |s| s.deployment(&id)).await?;
@@ -266,7 +266,7 @@ pub async fn cancel(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, 
 pub async fn deployments(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: &Request<Incoming>,
+    request: &ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;

@@ -88,6 +88,7 @@ pub enum Route {
     CancelRun,
     Logs,
     LogStream,
+    Audit,
     OpenApi,
     System,
 }
@@ -321,6 +322,18 @@ pub const ROUTES: &[RouteSpec] = &[
         request: None,
         response: ResponseBody::EventStream,
         query: Some(fields::<LogQuery>),
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/audit",
+        route: Route::Audit,
+        needs: Scope::Admin,
+        target: Target::None,
+        summary: "The audit log: every request that changed something, newest first",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<AuditLog>),
+        query: Some(fields::<AuditQuery>),
     },
     RouteSpec {
         method: Method::GET,

@@ -4,10 +4,9 @@
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use super::ApiRequest;
+use http::{Response, StatusCode};
 
-use super::json::read_body;
 use super::projects::find_or_create;
 use super::{json_response, ApiError, Context};
 use crate::http_util::Body;
@@ -24,7 +23,7 @@ const ACCEPTED_TYPES: &[&str] = &[
 pub async fn upload(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: Request<Incoming>,
+    request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     let content_type = request
         .headers()
@@ -46,7 +45,7 @@ pub async fn upload(
         super::json::validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
     let limits = crate::pipeline::source_limits(&ctx.config.limits);
-    let archive = read_body(request, limits.max_archive_bytes as usize).await?;
+    let archive = request.into_body();
     // The archive is stored, and unpacked later: never into the store's reserve.
     ctx.pipeline
         .volumes

@@ -4,8 +4,8 @@
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use super::ApiRequest;
+use http::{Response, StatusCode};
 
 use super::json::read_json_object;
 use super::paging::{self, Order};
@@ -15,16 +15,13 @@ use crate::http_util::Body;
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
-pub async fn create(
-    ctx: &Arc<Context>,
-    request: Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
-    let body = read_json_object(request).await?;
+pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<Body>, ApiError> {
+    let body = read_json_object(&request)?;
     let (name, grant) = parse_create(body, crate::ids::now_ms())?;
     let tokens = ctx.tokens.clone();
     let token = ctx
         .store
-        .call(move |_| tokens.create(&name, grant, crate::ids::now_ms()))
+        .call(move |store| tokens.create_in(store, &name, grant, crate::ids::now_ms()))
         .await?;
     tracing::info!(token = %token.record.id, name = %token.record.name, scope = token.record.scope.as_str(), "API token created");
     Ok(json_response(
@@ -92,10 +89,7 @@ pub fn parse_create(
     ))
 }
 
-pub async fn list(
-    ctx: &Arc<Context>,
-    request: &Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
+pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<Body>, ApiError> {
     let page = paging::parse(request.uri().query())?;
     let tokens = ctx.tokens.clone();
     let records = ctx.store.call(move |_| tokens.list()).await?;
@@ -118,7 +112,11 @@ pub async fn list(
 pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
     let tokens = ctx.tokens.clone();
     let owned = id.to_owned();
-    if !ctx.store.call(move |_| tokens.revoke(&owned)).await? {
+    if !ctx
+        .store
+        .call(move |store| tokens.revoke_in(store, &owned))
+        .await?
+    {
         return Err(ApiError::not_found(format!("no token with id {id:?}")));
     }
     tracing::info!(token = %id, "API token revoked");

@@ -4,6 +4,7 @@
 //! [`Store::call`], which runs them on the blocking pool. A second daemon on the same data dir
 //! is refused at open by an exclusive lock on `<data_dir>/slipway.lock`.
 
+mod audit;
 mod deployments;
 mod logs;
 mod projects;
@@ -60,11 +61,21 @@ db_error!(
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+tokio::task_local! {
+    /// The audit entry of the API request this task serves, if it changes something: every
+    /// write transaction begun through [`Store::call`] in the task writes it, so the entry
+    /// commits with the change (tasks the request spawns do not inherit it).
+    pub static AUDIT: Option<Arc<records::AuditRecord>>;
+}
+
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
     /// Held for the life of the store: the advisory lock against a second daemon.
     _lock: Arc<nix::fcntl::Flock<File>>,
+    /// Written into every write transaction of this handle ([`Store::audited`]), so an API
+    /// request's audit entry commits with the change it records, or not at all.
+    audit: Option<Arc<records::AuditRecord>>,
 }
 
 impl Store {
@@ -90,6 +101,7 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             _lock: Arc::new(lock),
+            audit: None,
         };
         store.init_schema()?;
         Ok(store)
@@ -128,14 +140,21 @@ impl Store {
             txn.open_table(tables::SOURCES)?;
             txn.open_table(tables::TLS)?;
             txn.open_table(tables::APP_PROCESSES)?;
+            txn.open_table(tables::AUDIT)?;
+            txn.open_table(tables::IDEMPOTENCY)?;
         }
         txn.commit()?;
         Ok(())
     }
 
-    /// Runs a blocking store call on the blocking thread pool.
+    /// Runs a blocking store call on the blocking thread pool. Inside an API request that
+    /// changes something ([`AUDIT`] set for its task), the call's write transactions carry
+    /// the request's audit entry.
     pub async fn call<T: Send + 'static>(&self, f: impl FnOnce(&Store) -> T + Send + 'static) -> T {
-        let store = self.clone();
+        let mut store = self.clone();
+        if store.audit.is_none() {
+            store.audit = AUDIT.try_with(Clone::clone).ok().flatten();
+        }
         tokio::task::spawn_blocking(move || f(&store))
             .await
             .expect("store call panicked")
@@ -146,7 +165,13 @@ impl Store {
     }
 
     pub(crate) fn write(&self) -> Result<redb::WriteTransaction> {
-        Ok(self.db.begin_write()?)
+        let txn = self.db.begin_write()?;
+        if let Some(entry) = &self.audit {
+            let bytes = encode(entry.as_ref());
+            txn.open_table(tables::AUDIT)?
+                .insert(entry.id.as_str(), bytes.as_slice())?;
+        }
+        Ok(txn)
     }
 
     // Running apps' adoption handles, as opaque JSON the supervisor owns.

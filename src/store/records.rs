@@ -214,3 +214,35 @@ impl Scope {
         }
     }
 }
+
+/// One API request that changed (or tried to change) something.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub v: u32,
+    /// `aud_` + 13-digit milliseconds + random: ids sort by time.
+    pub id: String,
+    pub at_ms: u64,
+    pub token_id: String,
+    pub token_name: String,
+    pub ip: String,
+    pub method: String,
+    /// The route's template, e.g. `/api/projects/{projectId}/env-vars`.
+    pub route: String,
+    /// What it acted on: the first path parameter, if any.
+    pub target: Option<String>,
+    /// The project it concerned, when there is one.
+    pub project_id: Option<String>,
+    pub status: u16,
+}
+
+/// The first answer to a request with an `Idempotency-Key`, replayed for 24 h.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotentResponse {
+    pub v: u32,
+    /// SHA-256 (hex) of method, path, query and body: a reuse of the key for another request
+    /// is refused.
+    pub fingerprint: String,
+    pub status: u16,
+    pub body: String,
+    pub created_ms: u64,
+}

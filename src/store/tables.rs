@@ -31,5 +31,10 @@ pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources"
 /// `dpl_…` → the running app's adoption handle (JSON written by the supervisor): what the
 /// next daemon needs to take the app over instead of starting it again.
 pub const APP_PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("app_processes");
+/// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
+/// something, written in the same transaction as the change.
+pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");
+/// (token id, `Idempotency-Key`) → `IdempotentResponse`: the first answer, replayed for 24 h.
+pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("idempotency");
 /// TLS state (CA, leaves, ACME account, orders, backoff), keyed by the tls module.
 pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");

@@ -11,6 +11,7 @@ mod forwarding;
 mod git_secrets;
 mod logs;
 mod pipeline;
+mod reliability;
 mod restarts;
 mod sandbox;
 mod sandboxed;

@@ -32,6 +32,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/rollback", "deploy"),
         ("GET /api/deployments/{deploymentId}/logs", "read"),
         ("GET /api/deployments/{deploymentId}/logs/stream", "read"),
+        ("GET /api/audit", "admin"),
         ("GET /api/openapi.json", "read"),
         ("GET /api/system", "read"),
     ])

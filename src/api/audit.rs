@@ -1,0 +1,141 @@
+//! The audit log: one entry for every API request that changes something (every method but
+//! GET and HEAD), written in the same store transaction as the change (through
+//! [`crate::store::AUDIT`]), or on its own when nothing changed (a refusal, an error) or when the
+//! final status differs from the one recorded with the change. `GET /api/audit` (admin) pages
+//! through it, newest first.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
+
+use super::routes::{RouteSpec, Target};
+use super::{json_response, paging, types, ApiError, ApiRequest, Context, Params};
+use crate::auth::Caller;
+use crate::error_code::ErrorCode;
+use crate::http_util::Body;
+use crate::store::records::AuditRecord;
+
+/// The entry a request will leave, before it runs (status: the route's success).
+pub async fn draft(
+    ctx: &Context,
+    caller: &Caller,
+    client: SocketAddr,
+    method: &http::Method,
+    spec: &RouteSpec,
+    params: &Params,
+) -> AuditRecord {
+    let now = crate::ids::now_ms();
+    let target = (!params.0.is_empty()).then(|| params.get(0).to_owned());
+    let project_id = project_of(ctx, spec.target, target.as_deref()).await;
+    AuditRecord {
+        v: 1,
+        id: format!("aud_{now:013}{}", crate::ids::new_id("")),
+        at_ms: now,
+        token_id: caller.token_id.clone(),
+        token_name: caller.token_name.clone(),
+        ip: client.ip().to_string(),
+        method: method.to_string(),
+        route: spec.template.to_owned(),
+        target,
+        project_id,
+        status: spec.success.as_u16(),
+    }
+}
+
+/// Makes sure the entry is stored with the request's final status (and its project, now that
+/// a created project exists).
+pub async fn finish(ctx: &Context, spec: &RouteSpec, mut entry: AuditRecord, status: StatusCode) {
+    entry.status = status.as_u16();
+    if entry.project_id.is_none() {
+        entry.project_id = project_of(ctx, spec.target, entry.target.as_deref()).await;
+    }
+    let result = ctx
+        .store
+        .call(move |store| -> crate::store::Result<()> {
+            if store.audit_entry(&entry.id)?.as_ref() != Some(&entry) {
+                store.put_audit(&entry)?;
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = result {
+        tracing::error!(%error, "could not write an audit entry");
+    }
+}
+
+/// The id of the project a route's first parameter names, if it exists.
+async fn project_of(ctx: &Context, target: Target, key: Option<&str>) -> Option<String> {
+    let key = key?.to_owned();
+    if target == Target::None {
+        return None;
+    }
+    ctx.store
+        .call(move |store| -> crate::store::Result<Option<String>> {
+            let project = match target {
+                Target::None => None,
+                Target::Project => Some(key),
+                Target::Run => store.run(&key)?.map(|run| run.project_id),
+                Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
+            };
+            Ok(match project {
+                Some(key) => store.find_project(&key)?.map(|p| p.id),
+                None => None,
+            })
+        })
+        .await
+        .ok()
+        .flatten()
+}
+
+/// `GET /api/audit?limit&cursor&projectId`.
+pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<Body>, ApiError> {
+    let mut project = None;
+    let mut rest = Vec::new();
+    for pair in request
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("projectId", value)) => project = Some(value.to_owned()),
+            _ => rest.push(pair),
+        }
+    }
+    let rest = rest.join("&");
+    let page = paging::parse(Some(&rest))?;
+    let before = page.after_id().map(str::to_owned);
+    let limit = page.limit;
+    let project_id = match project {
+        None => None,
+        Some(key) => {
+            let found = ctx.store.call(move |s| s.find_project(&key)).await?;
+            match found {
+                Some(project) => Some(project.id),
+                None => {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        "projectId names no project (give its id or slug)",
+                    ))
+                }
+            }
+        }
+    };
+    let (entries, more) = ctx
+        .store
+        .call(move |s| s.audit_page(before.as_deref(), limit, project_id.as_deref()))
+        .await?;
+    let next_cursor = more
+        .then(|| entries.last().map(|e| paging::cursor_of(e.at_ms, &e.id)))
+        .flatten();
+    let entries = entries.into_iter().map(types::AuditEntry::from).collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &types::AuditLog {
+            entries,
+            next_cursor,
+        },
+    ))
+}

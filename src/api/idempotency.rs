@@ -1,0 +1,163 @@
+//! `Idempotency-Key` on POST: the first answer to a key (per token) is stored with a
+//! fingerprint of the request and replayed for 24 h with `Idempotent-Replayed: true`, doing
+//! nothing else; the same key for another request is 400 `INVALID_IDEMPOTENCY_KEY`; the same
+//! key while its first request still runs is 409 `CONFLICT`. Answers of 5xx and 429 are not
+//! kept (the client may retry them). Records live in the store, so replays survive restarts.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Mutex;
+
+use http::{HeaderValue, Method, Response, StatusCode};
+use http_body_util::BodyExt;
+
+use super::{ApiError, ApiRequest, Context};
+use crate::auth::Caller;
+use crate::error_code::ErrorCode;
+use crate::http_util::{full, Body};
+use crate::store::records::IdempotentResponse;
+
+/// Keys whose first request is still running, per token.
+#[derive(Default)]
+pub struct InFlight(Mutex<HashSet<(String, String)>>);
+
+/// Releases a key when its first request ends (or is dropped).
+struct Claim<'a> {
+    in_flight: &'a InFlight,
+    key: (String, String),
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.in_flight
+            .0
+            .lock()
+            .expect("in-flight keys poisoned")
+            .remove(&self.key);
+    }
+}
+
+/// The header's value, checked: at most 255 visible ASCII characters.
+fn key_of(request: &ApiRequest) -> Result<Option<String>, ApiError> {
+    let Some(value) = request.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let valid = !value.is_empty()
+        && value.len() <= 255
+        && value.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b));
+    if !valid {
+        return Err(ApiError::new(
+            ErrorCode::InvalidIdempotencyKey,
+            "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID works)",
+        ));
+    }
+    Ok(Some(value.to_str().unwrap_or_default().to_owned()))
+}
+
+fn fingerprint(request: &ApiRequest) -> String {
+    let mut bytes = Vec::with_capacity(request.body().len() + 256);
+    bytes.extend_from_slice(request.method().as_str().as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(request.uri().path().as_bytes());
+    bytes.push(b'?');
+    bytes.extend_from_slice(request.uri().query().unwrap_or("").as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(request.body());
+    crate::ids::sha256_hex(&bytes)
+}
+
+/// Runs `handle` for `request`, or replays the answer its `Idempotency-Key` already got.
+pub async fn run<F, Fut>(
+    ctx: &Context,
+    caller: &Caller,
+    request: ApiRequest,
+    handle: F,
+) -> Result<Response<Body>, ApiError>
+where
+    F: FnOnce(ApiRequest) -> Fut,
+    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+{
+    if request.method() != Method::POST {
+        return handle(request).await;
+    }
+    let Some(key) = key_of(&request)? else {
+        return handle(request).await;
+    };
+    let print = fingerprint(&request);
+    let token = caller.token_id.clone();
+    let (lookup_token, lookup_key) = (token.clone(), key.clone());
+    let earlier = ctx
+        .store
+        .call(move |s| s.idempotent_response(&lookup_token, &lookup_key, crate::ids::now_ms()))
+        .await?;
+    if let Some(earlier) = earlier {
+        if earlier.fingerprint != print {
+            return Err(ApiError::new(
+                ErrorCode::InvalidIdempotencyKey,
+                "this Idempotency-Key was used for a different request (method, path or body) \
+                 in the last 24 h; use a new key for a new request",
+            ));
+        }
+        return Ok(replay(&earlier));
+    }
+    let claim_key = (token.clone(), key.clone());
+    if !ctx
+        .idempotency
+        .0
+        .lock()
+        .expect("in-flight keys poisoned")
+        .insert(claim_key.clone())
+    {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "a request with this Idempotency-Key is still in progress; retry when it has answered",
+        ));
+    }
+    let _claim = Claim {
+        in_flight: &ctx.idempotency,
+        key: claim_key,
+    };
+    let result = handle(request).await;
+    let status = match &result {
+        Ok(response) => response.status(),
+        Err(error) => error.code.status(),
+    };
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        return result;
+    }
+    let response = result.unwrap_or_else(ApiError::into_response);
+    let (parts, body) = response.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .unwrap_or_default();
+    let record = IdempotentResponse {
+        v: 1,
+        fingerprint: print,
+        status: parts.status.as_u16(),
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        created_ms: crate::ids::now_ms(),
+    };
+    let stored = ctx
+        .store
+        .call(move |s| s.put_idempotent_response(&token, &key, &record))
+        .await;
+    if let Err(error) = stored {
+        tracing::warn!(%error, "could not keep an idempotent answer");
+    }
+    Ok(Response::from_parts(parts, full(bytes)))
+}
+
+fn replay(earlier: &IdempotentResponse) -> Response<Body> {
+    let mut response = Response::new(full(earlier.body.clone()));
+    *response.status_mut() =
+        StatusCode::from_u16(earlier.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
+}

@@ -1,0 +1,192 @@
+//! The API's promises to scripts and agents (issue 13): `Idempotency-Key` replays (also after
+//! a restart) and refuses a reused key, and the audit log records every request that changed
+//! or tried to change something, with its final status.
+
+use serde_json::json;
+
+use crate::support::TestDaemon;
+
+async fn post_with_key(
+    daemon: &TestDaemon,
+    path: &str,
+    key: &str,
+    body: serde_json::Value,
+) -> crate::support::TestResponse {
+    let headers = vec![
+        ("authorization", format!("Bearer {}", daemon.token)),
+        ("content-type", "application/json".to_owned()),
+        ("idempotency-key", key.to_owned()),
+    ];
+    daemon
+        .request(
+            "POST",
+            &daemon.control_host(),
+            path,
+            &headers,
+            body.to_string().into_bytes(),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
+    let mut daemon = TestDaemon::start();
+    let first = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-1",
+        json!({"slug": "web"}),
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let again = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-1",
+        json!({"slug": "web"}),
+    )
+    .await;
+    assert_eq!(
+        again.status,
+        201,
+        "a replay, not INVALID_SLUG_TAKEN: {}",
+        again.text()
+    );
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.json(), first.json());
+
+    daemon.restart();
+    let after_restart = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-1",
+        json!({"slug": "web"}),
+    )
+    .await;
+    assert_eq!(after_restart.status, 201);
+    assert_eq!(after_restart.header("idempotent-replayed"), Some("true"));
+    assert_eq!(after_restart.json()["id"], first.json()["id"]);
+    let projects = daemon.api("GET", "/api/projects", None).await.json();
+    assert_eq!(
+        projects["projects"].as_array().unwrap().len(),
+        1,
+        "one project only"
+    );
+
+    // The same key for another request is refused, and changes nothing.
+    let reused = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-1",
+        json!({"slug": "other"}),
+    )
+    .await;
+    reused.assert_error(400, "INVALID_IDEMPOTENCY_KEY");
+    let bad = post_with_key(&daemon, "/api/projects", "has space", json!({"slug": "x2"})).await;
+    bad.assert_error(400, "INVALID_IDEMPOTENCY_KEY");
+    assert_eq!(
+        daemon.api("GET", "/api/projects", None).await.json()["projects"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // An error answer is kept too: the retry of a refused request is refused the same way.
+    let taken = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-2",
+        json!({"slug": "web"}),
+    )
+    .await;
+    taken.assert_error(400, "INVALID_SLUG_TAKEN");
+    let taken_again = post_with_key(
+        &daemon,
+        "/api/projects",
+        "create-web-2",
+        json!({"slug": "web"}),
+    )
+    .await;
+    assert_eq!(taken_again.status, 400);
+    assert_eq!(taken_again.header("idempotent-replayed"), Some("true"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_records_every_change_with_its_final_status() {
+    let daemon = TestDaemon::start();
+    let created = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "web"})))
+        .await;
+    assert_eq!(created.status, 201);
+    let project_id = created.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        daemon
+            .api(
+                "POST",
+                "/api/projects/web/env-vars",
+                Some(json!({"A": "1"}))
+            )
+            .await
+            .status,
+        200
+    );
+    let missing = daemon
+        .api("DELETE", "/api/projects/web/env-vars/NOPE", None)
+        .await;
+    assert_eq!(missing.status, 404);
+    let taken = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "web"})))
+        .await;
+    assert_eq!(taken.status, 400);
+    // Reads are not audited.
+    daemon.api("GET", "/api/projects", None).await;
+
+    let log = daemon.api("GET", "/api/audit?limit=10", None).await;
+    assert_eq!(log.status, 200, "{}", log.text());
+    let entries = log.json()["entries"].as_array().unwrap().clone();
+    let summary: Vec<(String, String, u64)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap().to_owned(),
+                e["route"].as_str().unwrap().to_owned(),
+                e["status"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("POST".into(), "/api/projects".into(), 400),
+            (
+                "DELETE".into(),
+                "/api/projects/{projectId}/env-vars/{key}".into(),
+                404
+            ),
+            (
+                "POST".into(),
+                "/api/projects/{projectId}/env-vars".into(),
+                200
+            ),
+            ("POST".into(), "/api/projects".into(), 201),
+        ],
+        "newest first"
+    );
+    assert_eq!(entries[3]["projectId"], project_id, "{:?}", entries[3]);
+    assert_eq!(entries[0]["tokenName"], "initial-admin");
+    assert_eq!(entries[0]["ip"], "127.0.0.1");
+
+    let filtered = daemon
+        .api("GET", &format!("/api/audit?projectId={project_id}"), None)
+        .await
+        .json();
+    assert_eq!(filtered["entries"].as_array().unwrap().len(), 3);
+    let page = daemon.api("GET", "/api/audit?limit=1", None).await.json();
+    let cursor = page["nextCursor"].as_str().unwrap().to_owned();
+    let next = daemon
+        .api("GET", &format!("/api/audit?limit=1&cursor={cursor}"), None)
+        .await
+        .json();
+    assert_eq!(next["entries"][0]["status"], 404);
+}
