@@ -12,7 +12,6 @@ use http::{Response, StatusCode};
 use super::routes::{RouteSpec, Target};
 use super::{json_response, paging, types, ApiError, ApiRequest, Context, Params};
 use crate::auth::Caller;
-use crate::error_code::ErrorCode;
 use crate::http_util::Body;
 use crate::store::records::AuditRecord;
 
@@ -108,19 +107,27 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
     let page = paging::parse(Some(&rest))?;
     let before = page.after_id().map(str::to_owned);
     let limit = page.limit;
+    // An id filters as it is (entries of a deleted project stay findable); a slug names a
+    // current project, and one that names none matches nothing.
+    if let Some(key) = &project {
+        let id_like = key.len() == 28
+            && key.starts_with("prj_")
+            && key[4..]
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
+        if !id_like && super::json::validate_slug(key, "").is_err() {
+            return Err(ApiError::new(
+                crate::error_code::ErrorCode::InvalidQuery,
+                format!("projectId={key:?} must be a project id (prj_…) or slug"),
+            ));
+        }
+    }
     let project_id = match project {
         None => None,
-        Some(key) => {
-            let found = ctx.store.call(move |s| s.find_project(&key)).await?;
-            match found {
-                Some(project) => Some(project.id),
-                None => {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidQuery,
-                        "projectId names no project (give its id or slug)",
-                    ))
-                }
-            }
+        Some(id) if id.starts_with("prj_") => Some(id),
+        Some(slug) => {
+            let found = ctx.store.call(move |s| s.find_project(&slug)).await?;
+            Some(found.map_or_else(|| "prj_none".to_owned(), |project| project.id))
         }
     };
     let (entries, more) = ctx

@@ -246,7 +246,7 @@ async fn handle_route(
         Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
         Route::CreateToken => tokens::create(ctx, request).await,
         Route::ListTokens => tokens::list(ctx, &request).await,
-        Route::DeleteToken => tokens::delete(ctx, params.get(0)).await,
+        Route::DeleteToken => tokens::delete(ctx, params.get(0), caller).await,
         Route::UploadSource => source::upload(ctx, params.get(0), request).await,
         Route::Provision => provision::provision(ctx, params.get(0), request).await,
         Route::ProvisionStatus => provision::status(ctx, params.get(0)).await,

@@ -9,8 +9,9 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::Schema;
 use serde::Serialize;
 
-use super::routes::{RequestBody, ResponseBody, RouteSpec, ROUTES};
+use super::routes::{RequestBody, ResponseBody, Route, RouteSpec, Target, ROUTES};
 use super::types::ErrorEnvelope;
+use crate::error_code::ErrorCode;
 
 /// The document; serialize it to get the JSON.
 #[derive(Debug, Serialize)]
@@ -39,6 +40,9 @@ struct Operation {
     request_body: Option<RequestBodyObject>,
     /// Status → response.
     responses: BTreeMap<String, ResponseObject>,
+    /// Status → the error codes this operation can answer with it.
+    #[serde(rename = "x-error-codes")]
+    error_codes: BTreeMap<String, Vec<ErrorCode>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -57,6 +61,7 @@ struct Parameter {
 enum Location {
     Path,
     Query,
+    Header,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,8 +73,19 @@ struct RequestBodyObject {
 
 #[derive(Debug, Serialize)]
 struct ResponseObject {
-    description: &'static str,
+    description: String,
     content: BTreeMap<&'static str, MediaType>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    links: BTreeMap<&'static str, Link>,
+}
+
+/// How a created resource's id feeds the operations that read it (the stateful tests and
+/// client generators follow these).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Link {
+    operation_id: &'static str,
+    parameters: BTreeMap<&'static str, &'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,14 +110,187 @@ struct SecurityScheme {
 const JSON: &str = "application/json";
 const BEARER: &str = "bearer";
 
-/// The error statuses every operation documents, all with the error envelope.
-const ERRORS: &[(u16, &str)] = &[
-    (400, "Invalid input (code INVALID_*)"),
-    (401, "Missing or invalid token"),
-    (404, "Not found"),
-    (429, "Rate limited"),
-    (500, "Internal error"),
-];
+/// The error codes an operation can answer, from its place in the route table: what every
+/// route can answer, what its body, query, method and target add, and its own.
+fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
+    use ErrorCode::*;
+    let mut codes = vec![Unauthorized, Forbidden, RateLimited, InternalError];
+    if spec.target != Target::None || spec.template.contains('{') {
+        codes.push(NotFound);
+    }
+    if spec.query.is_some() {
+        codes.push(InvalidQuery);
+    }
+    match spec.request {
+        Some(RequestBody::Json(_)) => codes.extend([
+            InvalidBody,
+            InvalidJson,
+            InvalidContentType,
+            PayloadTooLarge,
+        ]),
+        Some(RequestBody::Archive) => codes.extend([InvalidContentType, PayloadTooLarge]),
+        None => {}
+    }
+    if spec.method == http::Method::POST {
+        codes.extend([InvalidIdempotencyKey, Conflict]);
+    }
+    let own: &[ErrorCode] = match spec.route {
+        Route::CreateProject => &[InvalidSlugFormat, InvalidSlugReserved, InvalidSlugTaken],
+        Route::SetEnvVars => &[InvalidEnvKey, InvalidEnvValue],
+        Route::DeleteEnvVar => &[InvalidEnvKey],
+        Route::UploadSource => &[
+            InvalidSlugFormat,
+            InvalidSlugReserved,
+            InvalidSourceArchive,
+            InsufficientStorage,
+        ],
+        Route::Provision => &[
+            InvalidSlugFormat,
+            InvalidSlugReserved,
+            InvalidSlugMismatch,
+            InvalidSourceMissing,
+            InvalidSourceId,
+            InvalidGitUrl,
+            InsufficientStorage,
+        ],
+        Route::Rollback => &[InvalidDeploymentId],
+        Route::DeleteToken | Route::CancelRun => &[Conflict],
+        Route::ListProjects
+        | Route::GetProject
+        | Route::DeleteProject
+        | Route::GetEnvVars
+        | Route::CreateToken
+        | Route::ListTokens
+        | Route::ProvisionStatus
+        | Route::Deployments
+        | Route::GetDeployment
+        | Route::Logs
+        | Route::LogStream
+        | Route::Audit
+        | Route::OpenApi
+        | Route::System => &[],
+    };
+    for code in own {
+        if !codes.contains(code) {
+            codes.push(*code);
+        }
+    }
+    codes
+}
+
+/// Links from an operation's success answer to the operations that use what it created.
+fn links(route: Route) -> BTreeMap<&'static str, Link> {
+    let link = |operation_id, parameter, expression| Link {
+        operation_id,
+        parameters: BTreeMap::from([(parameter, expression)]),
+    };
+    let entries: Vec<(&'static str, Link)> = match route {
+        Route::CreateProject => vec![
+            (
+                "GetProject",
+                link("GetProject", "projectId", "$response.body#/id"),
+            ),
+            (
+                "GetEnvVars",
+                link("GetEnvVars", "projectId", "$response.body#/id"),
+            ),
+            (
+                "SetEnvVars",
+                link("SetEnvVars", "projectId", "$response.body#/id"),
+            ),
+            (
+                "Deployments",
+                link("Deployments", "projectId", "$response.body#/id"),
+            ),
+            (
+                "UploadSource",
+                link("UploadSource", "projectId", "$response.body#/id"),
+            ),
+            (
+                "DeleteProject",
+                link("DeleteProject", "projectId", "$response.body#/id"),
+            ),
+        ],
+        Route::UploadSource => vec![(
+            "GetProject",
+            link("GetProject", "projectId", "$response.body#/projectId"),
+        )],
+        Route::Provision | Route::Rollback => vec![
+            (
+                "ProvisionStatus",
+                link(
+                    "ProvisionStatus",
+                    "provisioningId",
+                    "$response.body#/provisioningId",
+                ),
+            ),
+            (
+                "CancelRun",
+                link(
+                    "CancelRun",
+                    "provisioningId",
+                    "$response.body#/provisioningId",
+                ),
+            ),
+            (
+                "GetDeployment",
+                link(
+                    "GetDeployment",
+                    "deploymentId",
+                    "$response.body#/deploymentId",
+                ),
+            ),
+            (
+                "Logs",
+                link("Logs", "deploymentId", "$response.body#/deploymentId"),
+            ),
+        ],
+        Route::CreateToken => vec![(
+            "DeleteToken",
+            link("DeleteToken", "tokenId", "$response.body#/id"),
+        )],
+        _ => Vec::new(),
+    };
+    entries.into_iter().collect()
+}
+
+/// The schema of a path parameter, by its name: the ids' and slugs' shapes.
+fn path_parameter_schema(name: &str) -> serde_json::Value {
+    let id = |prefix: &str| serde_json::json!({"type": "string", "pattern": format!("^{prefix}_[a-z2-7]{{24}}$")});
+    match name {
+        "projectId" => serde_json::json!({
+            "type": "string",
+            "description": "The project's id (prj_…) or slug",
+            "pattern": "^(prj_[a-z2-7]{24}|[a-z0-9]+(-[a-z0-9]+)*)$",
+            "minLength": 2,
+            "maxLength": 63,
+        }),
+        "deploymentId" => id("dpl"),
+        "provisioningId" => id("pvn"),
+        "tokenId" => id("tok"),
+        "key" => serde_json::json!({
+            "type": "string",
+            "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+            "maxLength": 256,
+        }),
+        _ => serde_json::json!({"type": "string"}),
+    }
+}
+
+/// What a status means, for the document.
+fn describe(status: u16) -> &'static str {
+    match status {
+        400 => "Invalid input: the message names the field",
+        401 => "Missing, invalid or expired token",
+        403 => "The token's scope or project list does not cover this",
+        404 => "Not found",
+        409 => "Conflicts with the resource's state (or an Idempotency-Key in use)",
+        413 => "Body too large",
+        429 => "Rate limited (see Retry-After)",
+        507 => "Not enough disk space on the daemon's data dir",
+        _ => "Internal error",
+    }
+}
 
 /// Schemas of what the server sends (responses) and of what it accepts (request bodies and
 /// queries, where an optional field may be absent or null); both put named shapes under
@@ -181,33 +370,65 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             location: Location::Path,
             required: true,
             description: None,
-            schema: generators.requests.subschema_for::<String>(),
+            schema: Schema::try_from(path_parameter_schema(name)).unwrap_or_default(),
         })
         .collect();
     if let Some(query) = spec.query {
         parameters.extend(query_parameters(query(&mut generators.requests)));
     }
+    if spec.method == http::Method::POST {
+        parameters.push(Parameter {
+            name: "Idempotency-Key".into(),
+            location: Location::Header,
+            required: false,
+            description: Some(
+                "Replays the first answer to this key (per token) for 24 h instead of doing \
+                 the request again"
+                    .into(),
+            ),
+            schema: Schema::try_from(serde_json::json!({
+                "type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"
+            }))
+            .unwrap_or_default(),
+        });
+    }
     let success = match spec.response {
         ResponseBody::Json(shape) => ResponseObject {
-            description: "Success",
+            description: "Success".into(),
             content: media(JSON, shape(&mut generators.responses)),
+            links: links(spec.route),
         },
         ResponseBody::EventStream => ResponseObject {
             description: "Server-sent events: `log` (data: a LogLine, id: its seq), `status` \
-                          (data: a ProvisionStatus) and `end` (data: {})",
+                          (data: a ProvisionStatus) and `end` (data: {})"
+                .into(),
             content: media(
                 "text/event-stream",
                 generators.responses.subschema_for::<String>(),
             ),
+            links: BTreeMap::new(),
         },
     };
     let mut responses = BTreeMap::from([(spec.success.as_u16().to_string(), success)]);
-    for (status, description) in ERRORS {
+    let mut by_status: BTreeMap<String, Vec<ErrorCode>> = BTreeMap::new();
+    for code in error_codes(spec) {
+        by_status
+            .entry(code.status().as_u16().to_string())
+            .or_default()
+            .push(code);
+    }
+    for (status, codes) in &by_status {
+        let names: Vec<&str> = codes.iter().map(|code| code.as_str()).collect();
         let error = ResponseObject {
-            description,
+            description: format!(
+                "{} ({})",
+                describe(status.parse().unwrap_or(500)),
+                names.join(", ")
+            ),
             content: media(JSON, envelope.clone()),
+            links: BTreeMap::new(),
         };
-        responses.insert(status.to_string(), error);
+        responses.insert(status.clone(), error);
     }
     let request_body = spec.request.as_ref().map(|request| {
         let content = match request {
@@ -229,6 +450,7 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
         parameters,
         request_body,
         responses,
+        error_codes: by_status,
     }
 }
 
@@ -319,10 +541,25 @@ mod tests {
                     "{method} {template}: {media_type} has no response schema"
                 );
             }
-            for status in ["400", "401", "404", "429", "500"] {
+            // Every error code the operation can answer is documented under its status, with
+            // the envelope.
+            for code in error_codes(spec) {
+                let status = code.status().as_u16().to_string();
                 assert_eq!(
-                    responses[status]["content"][JSON]["schema"]["$ref"],
+                    responses[&status]["content"][JSON]["schema"]["$ref"],
                     "#/components/schemas/ErrorEnvelope",
+                    "{method} {template} {status}"
+                );
+                assert!(
+                    item["x-error-codes"][&status]
+                        .as_array()
+                        .is_some_and(|codes| codes.contains(&Value::String(code.as_str().into()))),
+                    "{method} {template}: {code} is not listed"
+                );
+            }
+            for status in ["401", "403", "429", "500"] {
+                assert!(
+                    responses.contains_key(status),
                     "{method} {template} {status}"
                 );
             }

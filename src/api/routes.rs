@@ -151,7 +151,7 @@ pub const ROUTES: &[RouteSpec] = &[
         target: Target::Project,
         summary: "Set environment variables (all or nothing)",
         success: StatusCode::OK,
-        request: Some(RequestBody::Json(shape::<EnvVarsBody>)),
+        request: Some(RequestBody::Json(env_vars_body_schema)),
         response: ResponseBody::Json(shape::<EnvVarsUpdated>),
         query: None,
     },

@@ -109,7 +109,19 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
     ))
 }
 
-pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+/// Revokes a token at once; not the one the request is made with (that would lock the caller
+/// out mid-session: revoke it with another admin token, or `slipway token revoke`).
+pub async fn delete(
+    ctx: &Arc<Context>,
+    id: &str,
+    caller: &crate::auth::Caller,
+) -> Result<Response<Body>, ApiError> {
+    if caller.token_id == id {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "a token cannot revoke itself; revoke it with another admin token or `slipway token revoke`",
+        ));
+    }
     let tokens = ctx.tokens.clone();
     let owned = id.to_owned();
     if !ctx

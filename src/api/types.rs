@@ -74,14 +74,20 @@ pub struct PageQuery {
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
     /// The `nextCursor` of the previous page.
-    #[schemars(regex(pattern = r"^[0-9]+\.[A-Za-z0-9_]+$"))]
+    #[schemars(regex(pattern = r"^[0-9]{1,19}\.[A-Za-z0-9_]{1,64}$"))]
     pub cursor: Option<String>,
 }
 
 /// `POST /api/projects`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"slug": "my-app"}))]
 pub struct CreateProject {
+    /// kebab-case, 2 to 63 characters.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]+(-[a-z0-9]+)*$"),
+        length(min = 2, max = 63)
+    )]
     pub slug: String,
 }
 
@@ -99,6 +105,22 @@ pub struct ProjectDeleted {
 /// `POST …/env-vars`: names to values, set all or nothing (`api::projects` validates names and
 /// values and produces it).
 pub type EnvVarsBody = BTreeMap<String, String>;
+
+/// The schema of [`EnvVarsBody`]: names as `api::projects` accepts them (not `PORT`), string
+/// values up to 64 KiB without NUL, 1 to 500 of them.
+pub fn env_vars_body_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 500,
+        "propertyNames": {
+            "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+            "maxLength": 256,
+            "not": {"const": "PORT"}
+        },
+        "additionalProperties": {"type": "string", "maxLength": 65536, "pattern": "^[^\\u0000]*$"}
+    })
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -179,14 +201,23 @@ impl CreatedToken {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(example = serde_json::json!({"name": "ci", "scope": "deploy", "projects": ["my-app"], "expiresInDays": 30}))]
 pub struct CreateToken {
     /// A label for the token, 1 to 100 printable characters.
+    #[schemars(
+        regex(
+            pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+        ),
+        length(min = 1, max = 100)
+    )]
     pub name: String,
     /// `admin` (default), `deploy` or `read`.
     #[serde(default)]
     pub scope: Option<crate::auth::Scope>,
-    /// Project slugs a `deploy` or `read` token is limited to (absent: all projects).
+    /// Project slugs a `deploy` or `read` token is limited to (absent: all projects; not for
+    /// `admin` tokens).
     #[serde(default)]
+    #[schemars(with = "Option<Vec<SlugString>>", length(min = 1, max = 100))]
     pub projects: Option<Vec<String>>,
     /// Days until the token expires (1 to 3650; absent: never).
     #[serde(default)]
@@ -221,25 +252,64 @@ pub struct SourceUploaded {
 /// `POST /api/projects/{projectId}/provision`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"projectSlug": "my-app", "installCommand": "npm ci", "buildCommand": "npm run build", "startCommand": "node server.js", "healthCheckPath": "/healthz"}))]
 pub struct ProvisionBody {
+    /// The project's slug (must match the path's project).
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]+(-[a-z0-9]+)*$"),
+        length(min = 2, max = 63)
+    )]
     pub project_slug: String,
+    /// Run as `sh -c` in the workspace; absent or empty: skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub install_command: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub build_command: Option<String>,
+    /// Absent: a static site.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub start_command: Option<String>,
+    /// A relative path inside the project, e.g. `dist`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^([A-Za-z0-9_-][A-Za-z0-9_.-]*)(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$"),
+        length(max = 1024)
+    )]
     pub output_directory: Option<String>,
+    /// An upload of this project (`POST …/source`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^src_[a-z2-7]{24}$"))]
     pub source_id: Option<String>,
+    /// https, http, git or ssh URL, or `user@host:path`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^(https?|git|ssh)://[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._/~-]+$"),
+        length(max = 2048)
+    )]
     pub git_url: Option<String>,
+    /// A branch, tag or full commit (needs `gitUrl`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._/-]+$"), length(max = 255))]
     pub git_ref: Option<String>,
+    /// Answered with 2xx/3xx when the app is healthy, e.g. `/healthz`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^/[!-~]*$"), length(max = 2048))]
     pub health_check_path: Option<String>,
 }
+
+/// A project slug, in schemas.
+#[derive(JsonSchema)]
+#[schemars(transparent)]
+pub struct SlugString(
+    #[allow(dead_code)]
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]+(-[a-z0-9]+)*$"),
+        length(min = 2, max = 63)
+    )]
+    String,
+);
 
 impl RequestFields for ProvisionBody {
     const FIELDS: &'static [&'static str] = &[
@@ -277,6 +347,8 @@ pub enum AcceptedStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RollbackBody {
+    /// One of the project's last 5 successful deployments.
+    #[schemars(regex(pattern = r"^dpl_[a-z2-7]{24}$"))]
     pub deployment_id: String,
 }
 
@@ -379,8 +451,13 @@ pub struct AuditQuery {
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
     /// The `nextCursor` of the previous page.
+    #[schemars(regex(pattern = r"^[0-9]{1,19}\.[A-Za-z0-9_]{1,64}$"))]
     pub cursor: Option<String>,
     /// Only entries about this project (id or slug).
+    #[schemars(
+        regex(pattern = r"^(prj_[a-z2-7]{24}|[a-z0-9]+(-[a-z0-9]+)*)$"),
+        length(min = 2, max = 63)
+    )]
     pub project_id: Option<String>,
 }
 

@@ -13,6 +13,7 @@ use super::{LogLine, LogStream, ProvisionStatus};
 #[serde(default)]
 pub struct LogQuery {
     /// Only lines with a larger seq.
+    #[schemars(range(max = 9_007_199_254_740_991u64))]
     pub since: u64,
     /// At most this many lines (default 1000, at most 5000).
     #[schemars(range(min = 1, max = 5000))]
