@@ -434,9 +434,16 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
         let content = match request {
             RequestBody::Json(shape) => media(JSON, shape(&mut generators.requests)),
             RequestBody::Archive => {
-                let mut schema = generators.requests.subschema_for::<String>();
-                schema.insert("contentMediaType".into(), "application/gzip".into());
-                media("application/gzip", schema)
+                // The same bytes under either type; generators know `application/octet-stream`.
+                let mut gzip = generators.requests.subschema_for::<String>();
+                gzip.insert("contentMediaType".into(), "application/gzip".into());
+                let binary = Schema::try_from(serde_json::json!({
+                    "type": "string", "format": "binary", "contentMediaType": "application/gzip"
+                }))
+                .unwrap_or_default();
+                let mut content = media("application/gzip", gzip);
+                content.extend(media("application/octet-stream", binary));
+                content
             }
         };
         RequestBodyObject {
@@ -493,6 +500,22 @@ mod tests {
 
     fn document() -> Value {
         serde_json::to_value(openapi_document()).unwrap()
+    }
+
+    /// Client generators (openapi-python-client) read a `oneOf` of `const`s variant by variant
+    /// and fail on the second; enums must be plain `enum`s (no doc comments on variants).
+    #[test]
+    fn enums_are_plain_string_enums() {
+        let doc = document();
+        for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+            let one_of = schema["oneOf"].as_array();
+            assert!(
+                !one_of.is_some_and(|variants| variants
+                    .iter()
+                    .any(|v| v.get("const").is_some() || v.get("enum").is_some())),
+                "{name} is a oneOf of constants: {schema}"
+            );
+        }
     }
 
     #[test]

@@ -44,14 +44,15 @@ pub struct TokenRecord {
     pub expires_ms: Option<u64>,
 }
 
+/// `building`: its provisioning run is still going; `live`: built and serving (the project's
+/// live deployment); `inactive`: built and healthy once, no longer serving (replaced or
+/// stopped), may be rolled back to; `failed`; `canceled`. (Plain comments on the variants
+/// keep the schema a plain string enum, which client generators handle.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeploymentState {
-    /// Its provisioning run is still going.
     Building,
-    /// Built and serving (the project's live deployment).
     Live,
-    /// Built and healthy once, no longer serving (replaced or stopped); may be rolled back to.
     Inactive,
     Failed,
     Canceled,
@@ -172,7 +173,8 @@ pub struct LogStats {
     pub bytes: u64,
 }
 
-/// What a token may do.
+/// What a token may do: `admin` everything; `deploy` everything on its projects but tokens,
+/// new projects and the audit log; `read` GET only, env var values masked.
 #[derive(
     Debug,
     Clone,
@@ -186,12 +188,9 @@ pub struct LogStats {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
-    /// Everything.
     #[default]
     Admin,
-    /// Everything on its projects but tokens, new projects and the audit log.
     Deploy,
-    /// GET only; env var values are masked.
     Read,
 }
 
