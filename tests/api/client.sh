@@ -4,7 +4,7 @@
 # (tests/api/client_deploy.py). SLIPWAY_BIN defaults to target/debug/slipway.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=${SLIPWAY_BIN:-target/debug/slipway}
+bin=${SLIPWAY_BIN:-${CARGO_TARGET_DIR:-target}/debug/slipway}
 if ! command -v openapi-python-client >/dev/null 2>&1; then
   echo "SKIP generated client: openapi-python-client is not installed (pip install openapi-python-client)"
   exit 0

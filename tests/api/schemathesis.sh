@@ -4,10 +4,10 @@
 # (see schemathesis.toml for why, and for the one per-operation setting). Exits non-zero on any
 # failure. The daemon runs in sandbox mode "auto" (namespaces as root), so nothing the fuzzer
 # generates runs unsandboxed where a sandbox is possible.
-#   SLIPWAY_BIN (default target/debug/slipway), SCHEMATHESIS_EXAMPLES (default 50)
+#   SLIPWAY_BIN (default $CARGO_TARGET_DIR or target, /debug/slipway), SCHEMATHESIS_EXAMPLES (default 50)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=${SLIPWAY_BIN:-target/debug/slipway}
+bin=${SLIPWAY_BIN:-${CARGO_TARGET_DIR:-target}/debug/slipway}
 if ! command -v schemathesis >/dev/null 2>&1; then
   echo "SKIP schemathesis: not installed (pip install schemathesis)"
   exit 0
