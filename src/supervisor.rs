@@ -14,8 +14,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::logs::{pump_lines, LogHub, LogStream};
+use crate::notifications::{Event, EventKind, Notifier};
 use crate::router::Routes;
 use crate::sandbox::{Runner, Running, StepKind, StepSpec};
+
+/// The runner's step name of a deployment's app (its cgroups are named after it).
+pub fn app_step_name(deployment_id: &str) -> String {
+    format!("slipway-{deployment_id}-app")
+}
 
 /// Everything needed to (re)start one app.
 #[derive(Debug, Clone)]
@@ -55,6 +61,8 @@ pub struct Supervisor {
     runner: Arc<dyn Runner>,
     hub: Arc<LogHub>,
     routes: Arc<Routes>,
+    /// Told when a live app crashes (`app.crashed`).
+    notifier: Notifier,
     apps: Mutex<HashMap<String, App>>,
     pub stop_grace: Duration,
 }
@@ -68,12 +76,14 @@ impl Supervisor {
         runner: Arc<dyn Runner>,
         hub: Arc<LogHub>,
         routes: Arc<Routes>,
+        notifier: Notifier,
         stop_grace: Duration,
     ) -> Arc<Supervisor> {
         Arc::new(Supervisor {
             runner,
             hub,
             routes,
+            notifier,
             apps: Mutex::new(HashMap::new()),
             stop_grace,
         })
@@ -254,21 +264,27 @@ impl Supervisor {
                     }
                 }
             }
-            if first.is_none()
-                && running_healthy_until_exit(
-                    &mut running,
-                    &cancel,
-                    self.stop_grace,
-                    &self.hub,
-                    &dpl,
-                )
-                .await
-            {
+            let Some(exit) =
+                running_healthy_until_exit(&mut running, &cancel, self.stop_grace, &self.hub, &dpl)
+                    .await
+            else {
                 return;
-            }
+            };
             // The app is gone; its sandbox address is given back when `running` is dropped
             // below, and may then go to another project's sandbox: the route lets go first.
             self.routes.unpoint(&spec.slug, &dpl);
+            if let Some(metrics) = self.routes.metrics(&spec.slug) {
+                metrics.app_restarted();
+            }
+            self.notifier.emit(
+                Event::new(EventKind::AppCrashed)
+                    .project(&spec.slug)
+                    .deployment(&dpl)
+                    .error(&format!(
+                        "the app {exit}; restarting it in {} s",
+                        backoff.as_secs()
+                    )),
+            );
             // Ran for a while healthily: start the backoff again from the beginning.
             if started.elapsed() > BACKOFF_MAX {
                 backoff = BACKOFF_START;
@@ -288,7 +304,7 @@ impl Supervisor {
         let mut env = spec.env.clone();
         env.push(("PORT".into(), spec.port.to_string()));
         let step = StepSpec {
-            name: format!("slipway-{}-app", spec.deployment_id),
+            name: app_step_name(&spec.deployment_id),
             kind: StepKind::App {
                 output: spec.root.clone(),
                 data_dir: spec.data_dir.clone(),
@@ -329,17 +345,18 @@ impl Supervisor {
 }
 
 /// Waits for the running process to exit (true when canceled and stopped instead).
+/// Waits for a running app to exit (how it exited) or to be stopped (`None`).
 async fn running_healthy_until_exit(
     running: &mut Running,
     cancel: &CancellationToken,
     grace: Duration,
     hub: &LogHub,
     dpl: &str,
-) -> bool {
+) -> Option<String> {
     tokio::select! {
         _ = cancel.cancelled() => {
             let _ = running.stop(grace).await;
-            true
+            None
         }
         exit = running.wait() => {
             let description = match exit {
@@ -347,7 +364,7 @@ async fn running_healthy_until_exit(
                 Err(error) => format!("could not be waited for ({error})"),
             };
             hub.system(dpl, &format!("the app {description}"));
-            false
+            Some(description)
         }
     }
 }

@@ -192,6 +192,13 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             description: "Success",
             content: media(JSON, shape(&mut generators.responses)),
         },
+        ResponseBody::PrometheusText => ResponseObject {
+            description: "The Prometheus text exposition format, version 0.0.4",
+            content: media(
+                "text/plain; version=0.0.4",
+                generators.responses.subschema_for::<String>(),
+            ),
+        },
         ResponseBody::EventStream => ResponseObject {
             description: "Server-sent events: `log` (data: a LogLine, id: its seq), `status` \
                           (data: a ProvisionStatus) and `end` (data: {})",

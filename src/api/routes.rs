@@ -37,6 +37,8 @@ pub enum ResponseBody {
     Json(Shape),
     /// Server-sent events, each a [`LogStreamEvent`].
     EventStream,
+    /// The Prometheus text format 0.0.4 (`text/plain; version=0.0.4`).
+    PrometheusText,
 }
 
 /// A reference to `T`'s schema (a named component, or inline for a simple type).
@@ -73,6 +75,13 @@ pub enum Route {
     LogStream,
     OpenApi,
     System,
+    Metrics,
+    ProjectUsage,
+    CreateNotification,
+    ListNotifications,
+    GetNotification,
+    DeleteNotification,
+    NotificationDeliveries,
 }
 
 /// Every route of the API.
@@ -265,6 +274,77 @@ pub const ROUTES: &[RouteSpec] = &[
         success: StatusCode::OK,
         request: None,
         response: ResponseBody::Json(shape::<SystemInfo>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/metrics",
+        route: Route::Metrics,
+        summary:
+            "Every metric in the Prometheus text format 0.0.4 (as GET /metrics on metrics_listen)",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::PrometheusText,
+        query: None,
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/projects/{projectId}/usage",
+        route: Route::ProjectUsage,
+        summary: "One project's traffic, app memory and CPU, build cache and certificates",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<ProjectUsage>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::POST,
+        template: "/api/notifications",
+        route: Route::CreateNotification,
+        summary: "Subscribe a webhook to events (the signing secret is shown once)",
+        success: StatusCode::CREATED,
+        request: Some(RequestBody::Json(shape::<CreateNotification>)),
+        response: ResponseBody::Json(shape::<CreatedNotification>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/notifications",
+        route: Route::ListNotifications,
+        summary: "List webhook subscriptions",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<NotificationList>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/notifications/{notificationId}",
+        route: Route::GetNotification,
+        summary: "Get a webhook subscription",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<Notification>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::DELETE,
+        template: "/api/notifications/{notificationId}",
+        route: Route::DeleteNotification,
+        summary: "Delete a webhook subscription and its queued deliveries",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<NotificationDeleted>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::GET,
+        template: "/api/notifications/{notificationId}/deliveries",
+        route: Route::NotificationDeliveries,
+        summary: "The last 100 delivery attempts of a subscription, newest first",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<DeliveryList>),
         query: None,
     },
 ];

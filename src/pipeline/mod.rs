@@ -88,6 +88,10 @@ pub struct Pipeline {
     /// Builds running at once (`limits.max_concurrent_builds`); more wait for a slot, so
     /// builds cannot starve the live apps of CPU and memory.
     pub(crate) build_slots: Arc<tokio::sync::Semaphore>,
+    /// Deployment events (`deployment.*`) go out through it.
+    pub(crate) notifier: crate::notifications::Notifier,
+    /// Runs by result and their durations.
+    pub(crate) metrics: Arc<crate::metrics::DaemonMetrics>,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -122,6 +126,8 @@ pub struct PipelineParts {
     pub scheme: &'static str,
     pub port_suffix: String,
     pub shutdown: CancellationToken,
+    pub notifier: crate::notifications::Notifier,
+    pub metrics: Arc<crate::metrics::DaemonMetrics>,
 }
 
 impl Pipeline {
@@ -149,6 +155,8 @@ impl Pipeline {
             tracker: TaskTracker::new(),
             build_slots: Arc::new(tokio::sync::Semaphore::new(build_slots)),
             shutdown: parts.shutdown,
+            notifier: parts.notifier,
+            metrics: parts.metrics,
         })
     }
 

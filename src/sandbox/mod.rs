@@ -26,7 +26,7 @@ mod seccomp;
 mod spec;
 mod subid;
 
-pub use cgroup::CgroupError;
+pub use cgroup::{CgroupError, CgroupUsage};
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
@@ -134,6 +134,13 @@ impl Running {
 /// Starts steps. One per daemon, chosen from `sandbox.mode`.
 pub trait Runner: Send + Sync {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running>;
+
+    /// Memory and CPU of the running steps named `name` (`StepSpec::name`; an app restarted
+    /// several times is summed), from their cgroups. `None` where there is no cgroup (mode
+    /// `none`, or no such step).
+    fn usage(&self, _name: &str) -> Option<CgroupUsage> {
+        None
+    }
 }
 
 const UNSANDBOXED: &str = "builds and apps run WITHOUT ANY ISOLATION, as plain children of the \
@@ -200,6 +207,13 @@ impl Runner for Sandbox {
         match self {
             Sandbox::Namespaces(runner) => runner.spawn(spec),
             Sandbox::Direct(runner) => runner.spawn(spec),
+        }
+    }
+
+    fn usage(&self, name: &str) -> Option<CgroupUsage> {
+        match self {
+            Sandbox::Namespaces(runner) => runner.usage(name),
+            Sandbox::Direct(_) => None,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod deployments;
 mod logs;
+pub mod notifications;
 mod projects;
 pub mod records;
 pub mod tables;
@@ -127,6 +128,9 @@ impl Store {
             txn.open_table(tables::LOG_STATS)?;
             txn.open_table(tables::SOURCES)?;
             txn.open_table(tables::TLS)?;
+            txn.open_table(tables::NOTIFICATIONS)?;
+            txn.open_table(tables::NOTIFICATION_QUEUE)?;
+            txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
         }
         txn.commit()?;
         Ok(())
