@@ -213,76 +213,11 @@ pub struct StepEvents {
     pub pids_limit_hits: u64,
 }
 
-/// What a group of step cgroups uses right now; a figure the kernel does not give is `None`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct CgroupUsage {
-    pub memory_bytes: Option<u64>,
-    pub cpu_seconds: Option<f64>,
-}
+#[path = "cgroup_usage.rs"]
+mod usage;
+pub use usage::CgroupUsage;
 
 impl Cgroups {
-    /// Memory (`memory.current`, v1 `memory.usage_in_bytes`) and CPU time (`cpu.stat`
-    /// `usage_usec`, v1 `cpuacct.usage` when the cpu hierarchy has it) of the step cgroups whose
-    /// names start with `prefix` (each start of an app gets its own), summed; `None` when
-    /// there is no such cgroup.
-    pub fn usage(&self, prefix: &str) -> Option<CgroupUsage> {
-        let dirs = self.instance_dirs();
-        let (memory_root, cpu_root, memory_file, cpu_file) = match &self.layout {
-            CgroupLayout::V2 { .. } => (&dirs[0], Some(&dirs[0]), "memory.current", "cpu.stat"),
-            CgroupLayout::V1 { cpu, .. } => (
-                &dirs[0],
-                cpu.as_ref().map(|_| &dirs[2]),
-                "memory.usage_in_bytes",
-                "cpuacct.usage",
-            ),
-        };
-        let names: Vec<std::ffi::OsString> = self
-            .fs
-            .child_dirs(memory_root)
-            .ok()?
-            .into_iter()
-            .filter_map(|dir| dir.file_name().map(|name| name.to_owned()))
-            .filter(|name| name.to_string_lossy().starts_with(prefix))
-            .collect();
-        if names.is_empty() {
-            return None;
-        }
-        let sum = |values: Vec<Option<f64>>| -> Option<f64> {
-            values.into_iter().try_fold(0.0, |sum, v| Some(sum + v?))
-        };
-        let memory = sum(names
-            .iter()
-            .map(|name| {
-                let text = self
-                    .fs
-                    .read(&memory_root.join(name).join(memory_file))
-                    .ok()?;
-                text.trim().parse::<u64>().ok().map(|v| v as f64)
-            })
-            .collect());
-        let cpu = cpu_root.and_then(|root| {
-            sum(names
-                .iter()
-                .map(|name| {
-                    let text = self.fs.read(&root.join(name).join(cpu_file)).ok()?;
-                    match &self.layout {
-                        CgroupLayout::V2 { .. } => text.lines().find_map(|line| {
-                            let value = line.strip_prefix("usage_usec ")?;
-                            value.trim().parse::<u64>().ok().map(|us| us as f64 / 1e6)
-                        }),
-                        CgroupLayout::V1 { .. } => {
-                            text.trim().parse::<u64>().ok().map(|ns| ns as f64 / 1e9)
-                        }
-                    }
-                })
-                .collect())
-        });
-        Some(CgroupUsage {
-            memory_bytes: memory.map(|m| m as u64),
-            cpu_seconds: cpu,
-        })
-    }
-
     /// Prepares `<own>/<instance>` (delegating v2 controllers, moving the daemon into a leaf
     /// if its own cgroup must stay free of processes) and sweeps stale step cgroups in it.
     pub fn prepare(

@@ -38,7 +38,9 @@ struct Receiver {
 
 impl Receiver {
     async fn start(bind: SocketAddr) -> Receiver {
-        let listener = tokio::net::TcpListener::bind(bind).await.expect("bind receiver");
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .expect("bind receiver");
         let addr = listener.local_addr().unwrap();
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let store = received.clone();
@@ -49,30 +51,32 @@ impl Receiver {
                 };
                 let store = store.clone();
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                        let store = store.clone();
-                        async move {
-                            let header = |name: &str| {
-                                request
-                                    .headers()
-                                    .get(name)
-                                    .and_then(|v| v.to_str().ok())
-                                    .map(str::to_owned)
-                            };
-                            let mut got = Received {
-                                path: request.uri().path().to_owned(),
-                                signature: header("x-slipway-signature"),
-                                event_header: header("x-slipway-event"),
-                                delivery: header("x-slipway-delivery"),
-                                body: Vec::new(),
-                            };
-                            got.body = request.into_body().collect().await?.to_bytes().to_vec();
-                            store.lock().unwrap().push(got);
-                            Ok::<_, hyper::Error>(http::Response::new(http_body_util::Full::new(
-                                bytes::Bytes::from_static(b"ok"),
-                            )))
-                        }
-                    });
+                    let service = hyper::service::service_fn(
+                        move |request: http::Request<hyper::body::Incoming>| {
+                            let store = store.clone();
+                            async move {
+                                let header = |name: &str| {
+                                    request
+                                        .headers()
+                                        .get(name)
+                                        .and_then(|v| v.to_str().ok())
+                                        .map(str::to_owned)
+                                };
+                                let mut got = Received {
+                                    path: request.uri().path().to_owned(),
+                                    signature: header("x-slipway-signature"),
+                                    event_header: header("x-slipway-event"),
+                                    delivery: header("x-slipway-delivery"),
+                                    body: Vec::new(),
+                                };
+                                got.body = request.into_body().collect().await?.to_bytes().to_vec();
+                                store.lock().unwrap().push(got);
+                                Ok::<_, hyper::Error>(http::Response::new(
+                                    http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
+                                ))
+                            }
+                        },
+                    );
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -147,8 +151,7 @@ async fn success_failure_and_crash_events_arrive_signed() {
     }
     let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
     let daemon = TestDaemon::start_with(
-        DaemonOptions::default()
-            .extra_toml("[rate_limits]\nrequests_per_minute = 1000\n"),
+        DaemonOptions::default().extra_toml("[rate_limits]\nrequests_per_minute = 1000\n"),
     );
     let created = subscribe(
         &daemon,
@@ -160,7 +163,10 @@ async fn success_failure_and_crash_events_arrive_signed() {
     )
     .await;
     let secret = created["secret"].as_str().unwrap().to_owned();
-    assert!(secret.starts_with("whsec_") && secret.len() > 40, "{created}");
+    assert!(
+        secret.starts_with("whsec_") && secret.len() > 40,
+        "{created}"
+    );
     assert_eq!(created["format"], "json");
     let slack = subscribe(
         &daemon,
@@ -173,7 +179,11 @@ async fn success_failure_and_crash_events_arrive_signed() {
     assert!(!listed.text().contains(&secret));
     assert_eq!(listed.json()["notifications"].as_array().unwrap().len(), 2);
     let one = daemon
-        .api("GET", &format!("/api/notifications/{}", created["id"].as_str().unwrap()), None)
+        .api(
+            "GET",
+            &format!("/api/notifications/{}", created["id"].as_str().unwrap()),
+            None,
+        )
         .await;
     assert_eq!(one.status, 200);
     assert!(one.json().get("secret").is_none());
@@ -186,7 +196,10 @@ async fn success_failure_and_crash_events_arrive_signed() {
             json!({"startCommand": "node server.js"}),
         )
         .await;
-    let deployment = status["deploymentId"].as_str().unwrap_or_default().to_owned();
+    let deployment = status["deploymentId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     // Failure: a build that exits 7.
     let upload = daemon
         .upload(
@@ -196,10 +209,16 @@ async fn success_failure_and_crash_events_arrive_signed() {
         .await;
     assert_eq!(upload.status, 201);
     let failed = daemon
-        .provision("crashy", json!({"buildCommand": "exit 7", "installCommand": ""}))
+        .provision(
+            "crashy",
+            json!({"buildCommand": "exit 7", "installCommand": ""}),
+        )
         .await;
     let failed_run = daemon
-        .wait_run(failed["provisioningId"].as_str().unwrap(), Duration::from_secs(60))
+        .wait_run(
+            failed["provisioningId"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
         .await;
     assert_eq!(failed_run["status"], "provisioning_failed", "{failed_run}");
     // A crash of the live app.
@@ -213,7 +232,12 @@ async fn success_failure_and_crash_events_arrive_signed() {
             && receiver.events("/slack", "deployment.failed").len() == 1
     })
     .await;
-    assert!(all_arrived, "received: {:#?}\nlog:\n{}", receiver.got(), daemon.log_text());
+    assert!(
+        all_arrived,
+        "received: {:#?}\nlog:\n{}",
+        receiver.got(),
+        daemon.log_text()
+    );
 
     for received in receiver.got().iter().filter(|r| r.path == "/hook") {
         assert_signed(received, &secret);
@@ -242,7 +266,10 @@ async fn success_failure_and_crash_events_arrive_signed() {
     let crash = receiver.events("/hook", "app.crashed")[0].json();
     assert_eq!(crash["deployment"], deployment);
     assert!(
-        crash["error"].as_str().unwrap().contains("exited with code 1"),
+        crash["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 1"),
         "{crash}"
     );
     // Slack gets {"text"} and no signature.
@@ -255,19 +282,26 @@ async fn success_failure_and_crash_events_arrive_signed() {
     let deliveries = daemon
         .api(
             "GET",
-            &format!("/api/notifications/{}/deliveries", created["id"].as_str().unwrap()),
+            &format!(
+                "/api/notifications/{}/deliveries",
+                created["id"].as_str().unwrap()
+            ),
             None,
         )
         .await
         .json();
     let attempts = deliveries["deliveries"].as_array().unwrap();
     assert!(attempts.len() >= 5, "{deliveries}");
-    assert!(attempts.iter().all(|a| a["status"] == 200 && a["error"].is_null()));
+    assert!(attempts
+        .iter()
+        .all(|a| a["status"] == 200 && a["error"].is_null()));
     assert_eq!(attempts.last().unwrap()["event"], "deployment.started");
 
     // Deleting a subscription stops its deliveries.
     let id = slack["id"].as_str().unwrap();
-    let deleted = daemon.api("DELETE", &format!("/api/notifications/{id}"), None).await;
+    let deleted = daemon
+        .api("DELETE", &format!("/api/notifications/{id}"), None)
+        .await;
     assert_eq!(deleted.status, 200);
     assert_eq!(deleted.json()["deleted"], true);
     daemon
@@ -313,7 +347,10 @@ async fn a_receiver_that_is_down_gets_the_delivery_after_a_daemon_restart() {
     let log = daemon.api("GET", &path, None).await.json();
     let first = &log["deliveries"][0];
     assert_eq!(first["status"], Value::Null, "{log}");
-    assert!(first["error"].as_str().unwrap().contains("refused"), "{log}");
+    assert!(
+        first["error"].as_str().unwrap().contains("refused"),
+        "{log}"
+    );
     assert_eq!(first["event"], "deployment.succeeded");
 
     // The daemon goes away, the receiver comes up, the daemon comes back.
@@ -324,7 +361,11 @@ async fn a_receiver_that_is_down_gets_the_delivery_after_a_daemon_restart() {
         !receiver.events("/hook", "deployment.succeeded").is_empty()
     })
     .await;
-    assert!(delivered, "never delivered after the restart:\n{}", daemon.log_text());
+    assert!(
+        delivered,
+        "never delivered after the restart:\n{}",
+        daemon.log_text()
+    );
     let received = receiver.events("/hook", "deployment.succeeded");
     assert_eq!(received.len(), 1, "{received:#?}");
     assert_signed(&received[0], &secret);
@@ -340,19 +381,45 @@ async fn a_receiver_that_is_down_gets_the_delivery_after_a_daemon_restart() {
 async fn bad_subscriptions_are_refused_and_store_nothing() {
     let daemon = TestDaemon::start();
     for (body, needle) in [
-        (json!({"url": "ftp://example.com/x", "events": ["app.crashed"]}), "http://"),
-        (json!({"url": "http://x/ y", "events": ["app.crashed"]}), "spaces"),
-        (json!({"url": "/relative", "events": ["app.crashed"]}), "http://"),
+        (
+            json!({"url": "ftp://example.com/x", "events": ["app.crashed"]}),
+            "http://",
+        ),
+        (
+            json!({"url": "http://x/ y", "events": ["app.crashed"]}),
+            "spaces",
+        ),
+        (
+            json!({"url": "/relative", "events": ["app.crashed"]}),
+            "http://",
+        ),
         (json!({"url": "http://x/", "events": []}), "at least one"),
-        (json!({"url": "http://x/", "events": ["deployment.*"]}), "unknown event"),
-        (json!({"url": "http://x/", "events": ["app.crashed"], "format": "xml"}), "format"),
-        (json!({"url": "http://x/", "events": ["app.crashed"], "secret": "mine"}), "unknown field"),
-        (json!({"url": "http://x/", "events": "app.crashed"}), "expected"),
+        (
+            json!({"url": "http://x/", "events": ["deployment.*"]}),
+            "unknown event",
+        ),
+        (
+            json!({"url": "http://x/", "events": ["app.crashed"], "format": "xml"}),
+            "format",
+        ),
+        (
+            json!({"url": "http://x/", "events": ["app.crashed"], "secret": "mine"}),
+            "unknown field",
+        ),
+        (
+            json!({"url": "http://x/", "events": "app.crashed"}),
+            "expected",
+        ),
         (json!({"events": ["app.crashed"]}), "url"),
     ] {
-        let response = daemon.api("POST", "/api/notifications", Some(body.clone())).await;
+        let response = daemon
+            .api("POST", "/api/notifications", Some(body.clone()))
+            .await;
         response.assert_error(400, "INVALID_BODY");
-        let message = response.json()["error"]["message"].as_str().unwrap().to_owned();
+        let message = response.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(message.contains(needle), "{body}: {message}");
     }
     let too_long = format!("http://x/{}", "a".repeat(3000));
