@@ -257,6 +257,42 @@ mod tests {
         ));
     }
 
+    /// A project's counters live as long as the project: a new live deployment keeps them,
+    /// deletion drops them; with request metrics off, requests get none.
+    #[test]
+    fn metrics_follow_the_project_not_the_deployment() {
+        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
+        routes.add_project("web");
+        let counters = routes.metrics("web").unwrap();
+        counters.record_response(200, std::time::Duration::from_millis(1));
+        routes.set_live(
+            "web",
+            Some(Target::Proxy {
+                upstream: None,
+                deployment_id: "dpl_1".into(),
+            }),
+        );
+        let Destination::App {
+            metrics: Some(handed),
+            ..
+        } = routes.resolve("web.localhost")
+        else {
+            panic!("no counters for a request to web");
+        };
+        assert!(Arc::ptr_eq(&handed, &counters));
+        assert_eq!(handed.snapshot().requests[1], 1);
+        routes.remove_project("web");
+        assert!(routes.metrics("web").is_none());
+        let quiet =
+            Routes::new("slipway.localhost".into(), "localhost".into()).with_request_metrics(false);
+        quiet.add_project("web");
+        assert!(matches!(
+            quiet.resolve("web.localhost"),
+            Destination::App { metrics: None, .. }
+        ));
+        assert!(quiet.metrics("web").is_some(), "restarts are still counted");
+    }
+
     /// Many writers for different projects at once, each adding, switching and repointing its
     /// own project: with a load-clone-store update, some of these changes were lost.
     #[test]

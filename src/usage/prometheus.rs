@@ -35,7 +35,7 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
             &figures.counts.duration,
         );
     }
-    let counters: [(&str, &str, fn(&ProjectFigures) -> u64); 3] = [
+    let counters: [(&str, &str, Figure); 3] = [
         (
             "slipway_http_response_bytes_total",
             "Response body bytes sent to visitors, by project.",
@@ -151,6 +151,9 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
     process_families(&mut page);
     page.finish()
 }
+
+/// Reads one counter of a project's figures.
+type Figure = fn(&ProjectFigures) -> u64;
 
 fn project(figures: &ProjectFigures) -> [(&'static str, &str); 1] {
     [("project", figures.record.slug.as_str())]

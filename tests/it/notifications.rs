@@ -355,6 +355,12 @@ async fn a_receiver_that_is_down_gets_the_delivery_after_a_daemon_restart() {
 
     // The daemon goes away, the receiver comes up, the daemon comes back.
     daemon.stop();
+    // The signing secret is stored sealed, never as written.
+    assert_eq!(
+        crate::support::dir_contains(&daemon.data_dir(), secret.as_bytes()),
+        None,
+        "the webhook secret is in the data dir in plain text"
+    );
     let receiver = Receiver::start(hook).await;
     daemon.restart();
     let delivered = eventually(Duration::from_secs(30), || async {
