@@ -444,3 +444,64 @@ async fn bad_subscriptions_are_refused_and_store_nothing() {
         .await
         .assert_error(404, "NOT_FOUND");
 }
+
+/// A run superseded by a newer one of the same project ends canceled: `deployment.canceled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_run_sends_deployment_canceled() {
+    let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
+    let daemon = TestDaemon::start();
+    let created = subscribe(
+        &daemon,
+        json!({"url": receiver.url("/hook"), "events": ["deployment.canceled", "deployment.succeeded"]}),
+    )
+    .await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let upload = daemon
+        .upload(
+            "slow",
+            crate::support::targz(&[("public/index.html", "<p>x</p>", 0o644)]),
+        )
+        .await;
+    assert_eq!(upload.status, 201);
+    let first = daemon
+        .provision(
+            "slow",
+            json!({"buildCommand": "sleep 30", "installCommand": ""}),
+        )
+        .await;
+    // Wait until the first run is building, then supersede it.
+    let building = eventually(Duration::from_secs(20), || async {
+        let status = daemon
+            .api(
+                "GET",
+                &format!(
+                    "/api/provisioning/{}/status",
+                    first["provisioningId"].as_str().unwrap()
+                ),
+                None,
+            )
+            .await
+            .json();
+        crate::support::step_state(&status, "build") == "running"
+    })
+    .await;
+    assert!(building, "the first run never reached its build step");
+    let second = daemon
+        .provision("slow", json!({"buildCommand": "", "installCommand": ""}))
+        .await;
+    daemon.wait_complete(&second, Duration::from_secs(60)).await;
+    let arrived = eventually(Duration::from_secs(20), || async {
+        !receiver.events("/hook", "deployment.canceled").is_empty()
+            && !receiver.events("/hook", "deployment.succeeded").is_empty()
+    })
+    .await;
+    assert!(arrived, "received: {:#?}", receiver.got());
+    let canceled = &receiver.events("/hook", "deployment.canceled")[0];
+    assert_signed(canceled, &secret);
+    let body = canceled.json();
+    assert_eq!(body["deployment"], first["deploymentId"]);
+    assert!(
+        body["error"].as_str().unwrap().contains("superseded"),
+        "{body}"
+    );
+}

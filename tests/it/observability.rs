@@ -361,3 +361,42 @@ async fn a_sandboxed_app_reports_memory_and_cpu_from_its_cgroup() {
     assert!(cpu > 0.0 && cpu < 60.0, "node's CPU seconds: {cpu}");
     promtool_accepts(&page);
 }
+
+/// With TLS on, every served certificate's expiry is on the page (labelled by its name only),
+/// and the project's own certificate is in its usage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_expiry_is_reported_per_domain() {
+    let daemon = TestDaemon::start_with(
+        DaemonOptions::default()
+            .tls(crate::support::TlsSetup::Internal)
+            .root_toml("metrics_listen = \"127.0.0.1:0\"\n"),
+    );
+    daemon.deploy_verified("secure", "<p>tls</p>").await;
+    let page = scrape(&daemon).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as f64;
+    for domain in ["secure.localhost", "slipway.localhost"] {
+        let expiry = sample(
+            &page,
+            &format!("slipway_certificate_expiry_timestamp_seconds{{domain=\"{domain}\"}}"),
+        );
+        assert!(
+            expiry > now + 86_400.0 && expiry < now + 400.0 * 86_400.0,
+            "{domain} expires at {expiry}"
+        );
+    }
+    promtool_accepts(&page);
+    let usage = daemon
+        .api("GET", "/api/projects/secure/usage", None)
+        .await
+        .json();
+    let certificates = usage["certificates"].as_array().unwrap();
+    assert_eq!(certificates.len(), 1, "{usage}");
+    assert_eq!(certificates[0]["domain"], "secure.localhost");
+    assert!(certificates[0]["expiresAt"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+}
