@@ -18,6 +18,11 @@
 #   benches/daemon_router.sh                    # both modes as root, 2 interleaved rounds
 #   MODES=none ROUNDS=1 DURATION=5s benches/daemon_router.sh
 #   SLIPWAY_BIN=target/release/slipway benches/daemon_router.sh   # skip the cargo build
+#   METRICS_OFF=1 MODES=none ROUNDS=2 DURATION=5s benches/daemon_router.sh
+#       # adds a second daemon with `[metrics] requests = false` (same apps) and a table of
+#       # req/s and CPU per request with request metrics on vs off
+#   METRICS_OFF=1 METRICS_ONLY=1 MODES=none ROUNDS=6 DURATION=5s benches/daemon_router.sh
+#       # only the two daemons (proxy and static 1 KiB), the order swapped every round
 #   EDGE_BIN=target/release/deps/edge_server-<hash> benches/daemon_router.sh
 #       # adds benches/edge_server.rs (bare Proxy::forward / StaticSite) on the same backend
 #       # and files, to separate the daemon's own overhead from the proxy's
@@ -193,14 +198,14 @@ PY
     tail -n1 "$RESULTS" >&2
 }
 
-# The nginx master of the app: the process whose command line names this run's temp marker.
+# The nginx master of the app: the process whose command line names its temp dir ($1).
 find_backend_master() {
-    local dir pid args
+    local dir pid args pattern=$1
     for _ in $(seq 1 50); do
         for dir in /proc/[0-9]*; do
             args=$(tr '\0' ' ' <"$dir/cmdline" 2>/dev/null) || continue
             case "$args" in
-            "nginx: master process"*"-p "*"$MARK"*)
+            "nginx: master process"*"-p $pattern/"*)
                 pid=${dir#/proc/}
                 echo "$pid"
                 return 0
@@ -212,20 +217,15 @@ find_backend_master() {
     return 1
 }
 
-RESULTS="$WORK/results.tsv"
-LOADS="$WORK/loads.txt"
-: >"$RESULTS"
-: >"$LOADS"
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency, loopback, $(nproc) cores, $ROUNDS rounds, modes: $MODES" >&2
-
-pass=0
-for MODE in $MODES; do
-    pass=$((pass + 1))
-    P="$WORK/$MODE"
-    mkdir -p "$P"
+# Starts a daemon in DIR (sandbox $MODE, `[metrics] requests = REQUESTS`, its own sandbox
+# instance) and deploys bench-app and bench-static on it; sets ADDR, TOKEN, BACKEND, UP_PID and
+# UP_BACKEND_PID.
+daemon_up() { # dir, true|false, sandbox instance
+    local D=$1 REQUESTS=$2 INSTANCE=$3
+    mkdir -p "$D"
     SUBNET_A=$((220 + RANDOM % 30)); SUBNET_B=$((RANDOM % 256))
-    cat >"$P/slipway.toml" <<TOML
-data_dir = "$P/data"
+    cat >"$D/slipway.toml" <<TOML
+data_dir = "$D/data"
 apps_domain = "localhost"
 http_listen = "127.0.0.1:0"
 https_listen = "127.0.0.1:0"
@@ -234,17 +234,21 @@ mode = "off"
 [sandbox]
 mode = "$MODE"
 subnet = "10.$SUBNET_A.$SUBNET_B.0/24"
+instance = "$INSTANCE"
+[metrics]
+requests = $REQUESTS
 [rate_limits]
 requests_per_minute = 100000
 posts_per_minute_per_endpoint = 100000
 TOML
-    "$BIN" serve --config "$P/slipway.toml" >"$P/daemon.out" 2>"$P/daemon.log" &
-    DAEMON_PID=$!
-    for _ in $(seq 1 150); do grep -q '^ready' "$P/daemon.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^ready' "$P/daemon.out" || { echo "the daemon did not start:" >&2; tail -20 "$P/daemon.log" >&2; exit 1; }
-    ADDR=$(sed -n 's/^listening http //p' "$P/daemon.out")
+    "$BIN" serve --config "$D/slipway.toml" >"$D/daemon.out" 2>"$D/daemon.log" &
+    UP_PID=$!
+    PIDS+=("$UP_PID") # stopped (SIGTERM first, so it stops its app) by stop_pass
+    for _ in $(seq 1 150); do grep -q '^ready' "$D/daemon.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^ready' "$D/daemon.out" || { echo "the daemon did not start:" >&2; tail -20 "$D/daemon.log" >&2; exit 1; }
+    ADDR=$(sed -n 's/^listening http //p' "$D/daemon.out")
     case "$ADDR" in 127.0.0.1:*) ;; *) echo "unexpected daemon address $ADDR" >&2; exit 1 ;; esac
-    TOKEN=$(cat "$P/data/initial-admin-token")
+    TOKEN=$(cat "$D/data/initial-admin-token")
     api() { # method, path, curl arguments...
         local method=$1 path=$2; shift 2
         curl -sS --fail-with-body --max-time 30 -X "$method" -H "Authorization: Bearer $TOKEN" \
@@ -253,7 +257,7 @@ TOML
     json() { python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; }
 
     # Deploy both projects.
-    if [ "$MODE" = namespaces ]; then APP_TMP="/tmp/$MARK" APP_HOST="0.0.0.0"; else APP_TMP="$P/apptmp" APP_HOST="127.0.0.1"; fi
+    if [ "$MODE" = namespaces ]; then APP_TMP="/tmp/$MARK-$INSTANCE" APP_HOST="0.0.0.0"; else APP_TMP="$D/apptmp" APP_HOST="127.0.0.1"; fi
     api POST /projects -H 'Content-Type: application/json' -d '{"slug":"bench-app"}' >/dev/null
     api POST /projects -H 'Content-Type: application/json' -d '{"slug":"bench-static"}' >/dev/null
     api POST /projects/bench-app/env-vars -H 'Content-Type: application/json' \
@@ -288,7 +292,31 @@ for line in json.load(sys.stdin)["logs"]:
     "10.$SUBNET_A.$SUBNET_B."*:*) [ "$MODE" = namespaces ] || { echo "backend $BACKEND outside loopback" >&2; exit 1; } ;;
     *) echo "refusing to target backend address '$BACKEND'" >&2; exit 1 ;;
     esac
-    BACKEND_PID=$(find_backend_master) || { echo "cannot find the app's nginx" >&2; exit 1; }
+    UP_BACKEND_PID=$(find_backend_master "$APP_TMP") || { echo "cannot find the app's nginx" >&2; exit 1; }
+}
+
+RESULTS="$WORK/results.tsv"
+LOADS="$WORK/loads.txt"
+: >"$RESULTS"
+: >"$LOADS"
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency, loopback, $(nproc) cores, $ROUNDS rounds, modes: $MODES" >&2
+
+pass=0
+for MODE in $MODES; do
+    pass=$((pass + 1))
+    P="$WORK/$MODE"
+    mkdir -p "$P"
+    daemon_up "$P" true slwbench
+    DAEMON_PID=$UP_PID BACKEND_PID=$UP_BACKEND_PID
+    if [ "${METRICS_OFF:-0}" = 1 ]; then
+        # The same daemon with request metrics off, to measure what counting costs.
+        MAIN_ADDR=$ADDR MAIN_BACKEND=$BACKEND MAIN_TOKEN=$TOKEN
+        daemon_up "$P/metrics-off" false slwbenchoff
+        OFF_ADDR=$ADDR OFF_BACKEND=$BACKEND
+        PIDS+=("$UP_BACKEND_PID") # should the daemon leave its app behind
+        ADDR=$MAIN_ADDR BACKEND=$MAIN_BACKEND TOKEN=$MAIN_TOKEN
+        echo "metrics off: daemon pid $UP_PID at $OFF_ADDR, backend $OFF_BACKEND" >&2
+    fi
     echo "pass $pass: sandbox $MODE, daemon pid $DAEMON_PID at $ADDR, backend $BACKEND (nginx pid $BACKEND_PID)" >&2
 
     # The front proxies and nginx static, on loopback ports of their own.
@@ -347,19 +375,43 @@ EOF
     check_body "nginx static" 102400 "http://127.0.0.1:$NGINX_STATIC/100k.txt"
     check_body "daemon static" 1024 "http://$ADDR/1k.txt" bench-static.localhost
     check_body "daemon static" 102400 "http://$ADDR/100k.txt" bench-static.localhost
+    if [ "${METRICS_OFF:-0}" = 1 ]; then
+        check_body "daemon (metrics off)" 23 "http://$OFF_ADDR/" bench-app.localhost
+        check_body "daemon static (metrics off)" 1024 "http://$OFF_ADDR/1k.txt" bench-static.localhost
+    fi
 
     echo "$MODE before: $(cat /proc/loadavg)" >>"$LOADS"
     for round in $(seq 1 "$ROUNDS"); do
         echo "round $round/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+        if [ "${METRICS_ONLY:-0}" = 1 ]; then
+            # Only the daemon with request metrics on and off, the order swapped every round
+            # so that drifting load favours neither.
+            on_proxy() { run "Slipway daemon proxy" "$DAEMON_PID" 0 "$BACKEND_PID" "http://$ADDR/" bench-app.localhost; }
+            off_proxy() { run "Slipway daemon proxy (metrics off)" "$UP_PID" 0 "$UP_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost; }
+            on_static() { run "Slipway daemon static 1 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/1k.txt" bench-static.localhost; }
+            off_static() { run "Slipway daemon static 1 KiB (metrics off)" "$UP_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost; }
+            if [ $((round % 2)) = 1 ]; then
+                on_proxy; off_proxy; on_static; off_static
+            else
+                off_proxy; on_proxy; off_static; on_static
+            fi
+            continue
+        fi
         run "nginx proxy (upstream keep-alive)" "$PID_nginx_proxy" 1 "$BACKEND_PID" "http://127.0.0.1:$NGINX_PROXY/"
         run "HAProxy proxy" "$PID_haproxy" 0 "$BACKEND_PID" "http://127.0.0.1:$HAPROXY/"
         run "Caddy proxy" "$PID_caddy" 0 "$BACKEND_PID" "http://127.0.0.1:$CADDY/"
         run "Slipway daemon proxy" "$DAEMON_PID" 0 "$BACKEND_PID" "http://$ADDR/" bench-app.localhost
+        if [ "${METRICS_OFF:-0}" = 1 ]; then
+            run "Slipway daemon proxy (metrics off)" "$UP_PID" 0 "$UP_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost
+        fi
         if [ -n "${EDGE_BIN:-}" ]; then
             run "edge_server proxy (bare Proxy::forward)" "$PID_edge_proxy" 0 "$BACKEND_PID" "http://127.0.0.1:$EDGE_PROXY/"
         fi
         run "nginx static 1 KiB" "$PID_nginx_static" 1 "" "http://127.0.0.1:$NGINX_STATIC/1k.txt"
         run "Slipway daemon static 1 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/1k.txt" bench-static.localhost
+        if [ "${METRICS_OFF:-0}" = 1 ]; then
+            run "Slipway daemon static 1 KiB (metrics off)" "$UP_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost
+        fi
         if [ -n "${EDGE_BIN:-}" ]; then
             run "edge_server static 1 KiB" "$PID_edge_static" 0 "" "http://127.0.0.1:$EDGE_STATIC/1k.txt"
         fi
@@ -386,10 +438,11 @@ for line in open(sys.argv[1]):
 for mode, labels in rows.items():
     median = {label: [statistics.median(c) for c in zip(*runs)] for label, runs in labels.items()}
     def reference(label):
+        label = label.replace(" (metrics off)", "")
         for size in ("1 KiB", "100 KiB"):
             if label.endswith(f"static {size}"):
-                return median[f"nginx static {size}"]
-        return median["nginx proxy (upstream keep-alive)"]
+                return median.get(f"nginx static {size}")
+        return median.get("nginx proxy (upstream keep-alive)")
     print(f"\nsandbox mode {mode} (medians over {len(next(iter(labels.values())))} rounds):\n")
     print("| target | req/s | p99 ms | proxy CPU µs/req | backend CPU µs/req | errors | req/s vs nginx | p99 vs nginx | CPU/req vs nginx |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -397,6 +450,17 @@ for mode, labels in rows.items():
         ref = reference(label)
         name = f"**{label}**" if label.startswith("Slipway") else label
         backend_text = f"{backend:.1f}" if "static" not in label else "-"
+        ratios = (f"{rate / ref[0]:.2f} | {p99 / ref[1]:.2f} | {cpu / ref[2]:.2f}" if ref
+                  else "- | - | -")
         print(f"| {name} | {rate:.0f} | {p99:.2f} | {cpu:.1f} | {backend_text} | {non2xx + socket:.0f} "
-              f"| {rate / ref[0]:.2f} | {p99 / ref[1]:.2f} | {cpu / ref[2]:.2f} |")
+              f"| {ratios} |")
+    off = [(label, median[label]) for label in median if label.endswith(" (metrics off)")]
+    if off:
+        print(f"\nrequest metrics on vs off ({mode}):\n")
+        print("| target | req/s on | req/s off | req/s on/off | CPU µs/req on | CPU µs/req off | CPU/req on/off |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for label, (rate_off, _, cpu_off, *_rest) in off:
+            rate_on, _, cpu_on, *_ = median[label.replace(" (metrics off)", "")]
+            print(f"| {label.replace(' (metrics off)', '')} | {rate_on:.0f} | {rate_off:.0f} | "
+                  f"{rate_on / rate_off:.3f} | {cpu_on:.1f} | {cpu_off:.1f} | {cpu_on / cpu_off:.3f} |")
 PY

@@ -23,6 +23,8 @@ pub struct Bound {
     pub http: SocketAddr,
     pub https: Option<SocketAddr>,
     pub api: Option<SocketAddr>,
+    /// `metrics_listen`, when set.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Runs the daemon until `shutdown` is cancelled. `on_ready` is called once every listener is
@@ -70,6 +72,10 @@ pub async fn run(
         Some(addr) => Some(bind(addr, "api_listen").await?),
         None => None,
     };
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(bind(addr, "metrics_listen").await?),
+        None => None,
+    };
     let bound = Bound {
         http: http_listener.local_addr()?,
         https: https_listener
@@ -77,16 +83,24 @@ pub async fn run(
             .map(|l| l.local_addr())
             .transpose()?,
         api: api_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        metrics: metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?,
     };
 
     let (public_scheme, public_port) = match bound.https {
         Some(addr) => ("https", port_suffix(addr.port(), 443)),
         None => ("http", port_suffix(bound.http.port(), 80)),
     };
-    let routes = Arc::new(crate::router::Routes::new(
-        config.control_host.clone(),
-        config.apps_domain.clone(),
+    let routes = Arc::new(
+        crate::router::Routes::new(config.control_host.clone(), config.apps_domain.clone())
+            .with_request_metrics(config.metrics.requests),
+    );
+    let daemon_metrics = Arc::new(crate::metrics::DaemonMetrics::new(
+        crate::ids::now_ms() / 1000,
     ));
+    let notifier = crate::notifications::Notifier::new(store.clone());
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(
         store.clone(),
@@ -97,11 +111,13 @@ pub async fn run(
         },
     );
     let runner: Arc<dyn crate::sandbox::Runner> = sandbox.clone();
+    let runner_for_usage = runner.clone();
     let supervisor = crate::supervisor::Supervisor::new(
         runner.clone(),
         hub.clone(),
         routes.clone(),
         store.clone(),
+        notifier.clone(),
         Duration::from_secs(config.limits.app_stop_grace_s),
         Duration::from_secs(config.limits.health_interval_s),
     );
@@ -125,6 +141,12 @@ pub async fn run(
             })
             .await?
             .context("setting up TLS (tls.mode)")?;
+            let tls_notifier = notifier.clone();
+            let apps_domain = config.apps_domain.clone();
+            manager.on_failure(Box::new(move |name, error| {
+                let slug = crate::router::app_slug(name, &apps_domain);
+                tls_notifier.certificate_failed(name, slug, error);
+            }));
             Some(manager)
         }
     };
@@ -147,6 +169,16 @@ pub async fn run(
             config.sandbox.mode == crate::config::SandboxMode::Namespaces,
         ),
         shutdown: runs_shutdown.clone(),
+        notifier: notifier.clone(),
+        metrics: daemon_metrics.clone(),
+    });
+    let observatory = Arc::new(crate::usage::Observatory {
+        routes: routes.clone(),
+        runner: runner_for_usage,
+        tls: tls.clone(),
+        daemon: daemon_metrics,
+        store: store.clone(),
+        data_dir: config.data_dir.clone(),
     });
     let ctx = Arc::new(Context {
         config: config.clone(),
@@ -156,9 +188,11 @@ pub async fn run(
             config.rate_limits.requests_per_minute,
             config.rate_limits.posts_per_minute_per_endpoint,
         ),
-        secrets,
+        secrets: secrets.clone(),
         routes: routes.clone(),
         pipeline: pipeline.clone(),
+        observatory: observatory.clone(),
+        notifier: notifier.clone(),
         hub: hub.clone(),
         sources,
         public_scheme,
@@ -239,6 +273,20 @@ pub async fn run(
         ));
         tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
+
+    if let Some(listener) = metrics_listener {
+        tracker.spawn(crate::usage::server::serve(
+            listener,
+            observatory,
+            shutdown.clone(),
+        ));
+    }
+    tracker.spawn(crate::notifications::delivery::run(
+        notifier,
+        secrets,
+        crate::notifications::RetryPolicy::from_config(&config.notifications),
+        shutdown.clone(),
+    ));
 
     let admin_listener =
         crate::admin::bind(&config.data_dir).context("binding the admin socket")?;

@@ -101,6 +101,15 @@ pub enum ClientCommand {
         /// The deployment to go back to (dpl_…).
         deployment: String,
     },
+    /// A project's traffic, app memory and CPU, build cache and certificates since the daemon
+    /// started.
+    Usage {
+        /// The project's slug or id.
+        project: String,
+        /// Print the API's JSON instead of the summary.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `slipway deploy`: every flag overrides the same key of `DIR/slipway.toml`.

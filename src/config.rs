@@ -38,8 +38,31 @@ pub struct Config {
     pub rate_limits: RateLimits,
     pub limits: Limits,
     pub sandbox: SandboxConfig,
+    /// `metrics_listen`: where `GET /metrics` is served without auth; off by default.
+    pub metrics_listen: Option<SocketAddr>,
+    pub metrics: MetricsConfig,
+    pub notifications: NotificationsConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsConfig {
+    /// Count every app-host request per project (`requests`, default true); false only to
+    /// measure what counting costs.
+    pub requests: bool,
+}
+
+/// `[notifications]`: how failed webhook deliveries are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct NotificationsConfig {
+    /// Wait before the first retry (`retry_first_ms`, default 1000) and before the last
+    /// (`retry_max_ms`, default 3,600,000); the waits between grow geometrically.
+    pub retry_first_ms: u64,
+    pub retry_max_ms: u64,
+    /// Attempts in all, the first included (`max_attempts`, default 10).
+    pub max_attempts: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +205,11 @@ struct RawConfig {
     http_listen: Option<String>,
     https_listen: Option<String>,
     api_listen: Option<String>,
+    metrics_listen: Option<String>,
+    #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
+    notifications: RawNotifications,
     #[serde(default)]
     tls: RawTls,
     #[serde(default)]
@@ -190,6 +218,20 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     sandbox: RawSandbox,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    requests: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotifications {
+    retry_first_ms: Option<u64>,
+    retry_max_ms: Option<u64>,
+    max_attempts: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,6 +381,36 @@ impl Config {
             None | Some("") => None,
             Some(text) => Some(parse_addr("api_listen", text)?),
         };
+        let metrics_listen = match raw.metrics_listen.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(parse_addr("metrics_listen", text)?),
+        };
+        let metrics = MetricsConfig {
+            requests: raw.metrics.requests.unwrap_or(true),
+        };
+        let notifications = NotificationsConfig {
+            retry_first_ms: positive(
+                "notifications.retry_first_ms",
+                raw.notifications.retry_first_ms,
+                1000,
+            )?,
+            retry_max_ms: positive(
+                "notifications.retry_max_ms",
+                raw.notifications.retry_max_ms,
+                3_600_000,
+            )?,
+            max_attempts: positive(
+                "notifications.max_attempts",
+                raw.notifications.max_attempts,
+                10,
+            )?,
+        };
+        if notifications.retry_max_ms < notifications.retry_first_ms {
+            return Err(ConfigError::Invalid {
+                key: "notifications.retry_max_ms",
+                message: "must not be below notifications.retry_first_ms".into(),
+            });
+        }
 
         let tls_mode = match raw.tls.mode.as_deref() {
             None => {
@@ -536,6 +608,9 @@ impl Config {
             rate_limits,
             limits,
             sandbox,
+            metrics_listen,
+            metrics,
+            notifications,
             dev,
         })
     }

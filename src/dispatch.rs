@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use tracing::Instrument;
 
 use crate::http_util::{full, Body};
+use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
 use crate::proxy::{Forwarded, Proxy};
 use crate::router::{Destination, Routes, Target};
@@ -98,31 +99,82 @@ impl Dispatch {
         }
         match destination {
             Destination::Control => self.control.handle(request, client).await,
-            Destination::App { slug, target } => match target {
-                None => VisitorPage::NotDeployedYet { slug }.response(),
-                Some(Target::Static { site, .. }) => site.serve(&request),
-                Some(Target::Proxy { upstream: None, .. }) => VisitorPage::AppRestarting.response(),
-                Some(Target::Proxy {
-                    upstream: Some(upstream),
-                    ..
-                }) => {
-                    let proto = if scheme == Scheme::Https {
-                        "https"
-                    } else {
-                        "http"
-                    };
-                    let Ok(host) = HeaderValue::from_str(&host) else {
-                        return VisitorPage::BadRequest.response();
-                    };
-                    let forwarded = Forwarded {
-                        client: client.ip(),
-                        proto,
-                        host,
-                    };
-                    self.proxy.forward(request, upstream, &forwarded).await
+            Destination::App {
+                slug,
+                target,
+                metrics,
+            } => {
+                let started = metrics.as_ref().map(|_| std::time::Instant::now());
+                let proxied = matches!(
+                    target,
+                    Some(Target::Proxy {
+                        upstream: Some(_),
+                        ..
+                    })
+                );
+                let response = self
+                    .app(
+                        slug,
+                        target,
+                        request,
+                        client,
+                        scheme,
+                        &host,
+                        metrics.as_ref(),
+                    )
+                    .await;
+                if let (Some(metrics), Some(started)) = (metrics, started) {
+                    metrics.record_response(response.status().as_u16(), started.elapsed());
+                    // The proxy counts the bytes of the app's streamed bodies itself.
+                    if !proxied {
+                        if let Some(bytes) = hyper::body::Body::size_hint(response.body()).exact() {
+                            metrics.add_response_bytes(bytes);
+                        }
+                    }
                 }
-            },
+                response
+            }
             Destination::Unknown => VisitorPage::UnknownHost.response(),
+        }
+    }
+
+    /// Serves a request for a project's host from its live target.
+    #[allow(clippy::too_many_arguments)]
+    async fn app(
+        &self,
+        slug: &str,
+        target: Option<Target>,
+        request: Request<Incoming>,
+        client: SocketAddr,
+        scheme: Scheme,
+        host: &str,
+        metrics: Option<&Arc<ProjectMetrics>>,
+    ) -> Response<Body> {
+        match target {
+            None => VisitorPage::NotDeployedYet { slug }.response(),
+            Some(Target::Static { site, .. }) => site.serve(&request),
+            Some(Target::Proxy { upstream: None, .. }) => VisitorPage::AppRestarting.response(),
+            Some(Target::Proxy {
+                upstream: Some(upstream),
+                ..
+            }) => {
+                let proto = if scheme == Scheme::Https {
+                    "https"
+                } else {
+                    "http"
+                };
+                let Ok(host) = HeaderValue::from_str(host) else {
+                    return VisitorPage::BadRequest.response();
+                };
+                let forwarded = Forwarded {
+                    client: client.ip(),
+                    proto,
+                    host,
+                };
+                self.proxy
+                    .forward_metered(request, upstream, &forwarded, metrics)
+                    .await
+            }
         }
     }
 

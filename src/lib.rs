@@ -4,7 +4,9 @@
 //! [`dispatch`] (host dispatch) → [`router`] (the route snapshot) → [`api`] (the REST API) →
 //! [`store`] (redb) → [`pipeline`] (provisioning runs) → [`source`] (archives, git) →
 //! [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps) → [`logs`] (the log
-//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`]. Apart: [`client`], the
+//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`] → [`metrics`] (hot-path
+//! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
+//! [`notifications`] (outbound webhooks). Apart: [`client`], the
 //! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API.
 
 pub mod admin;
@@ -23,6 +25,8 @@ pub mod error_code;
 pub mod http_util;
 pub mod ids;
 pub mod logs;
+pub mod metrics;
+pub mod notifications;
 pub mod notify;
 pub mod pages;
 pub mod pipeline;
@@ -38,3 +42,4 @@ pub mod static_files;
 pub mod store;
 pub mod supervisor;
 pub mod tls;
+pub mod usage;

@@ -92,6 +92,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         if let Some(api) = bound.api {
             println!("listening api {api}");
         }
+        if let Some(metrics) = bound.metrics {
+            println!("listening metrics {metrics}");
+        }
         println!("ready");
     })
     .await

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::metrics::ProjectMetrics;
 use crate::static_files::StaticSite;
 
 /// Where the live deployment of a project is served from.
@@ -42,6 +43,8 @@ impl Target {
 pub struct RouteTable {
     /// slug → live target; a project without a live deployment has `None` (503).
     pub apps: HashMap<String, Option<Target>>,
+    /// slug → the project's traffic counters; same keys as `apps`, kept across deployments.
+    pub metrics: HashMap<String, Arc<ProjectMetrics>>,
 }
 
 /// What a request's `Host` resolves to.
@@ -51,6 +54,8 @@ pub enum Destination<'a> {
     App {
         slug: &'a str,
         target: Option<Target>,
+        /// Where this request is counted; `None` when request metrics are off.
+        metrics: Option<Arc<ProjectMetrics>>,
     },
     Unknown,
 }
@@ -60,6 +65,8 @@ pub struct Routes {
     current: ArcSwap<RouteTable>,
     control_host: String,
     apps_domain: String,
+    /// `metrics.requests` in the config: hand each request its project's counters.
+    request_metrics: bool,
 }
 
 impl Routes {
@@ -68,7 +75,19 @@ impl Routes {
             current: ArcSwap::from_pointee(RouteTable::default()),
             control_host,
             apps_domain,
+            request_metrics: true,
         }
+    }
+
+    /// With `false`, [`Routes::resolve`] gives requests no counters (`metrics.requests = false`).
+    pub fn with_request_metrics(mut self, on: bool) -> Routes {
+        self.request_metrics = on;
+        self
+    }
+
+    /// The traffic counters of `slug`, if it is a project.
+    pub fn metrics(&self, slug: &str) -> Option<Arc<ProjectMetrics>> {
+        self.current.load().metrics.get(slug).cloned()
     }
 
     pub fn snapshot(&self) -> Arc<RouteTable> {
@@ -79,6 +98,7 @@ impl Routes {
     pub fn add_project(&self, slug: &str) {
         self.update(|table| {
             table.apps.entry(slug.to_owned()).or_insert(None);
+            table.metrics.entry(slug.to_owned()).or_default();
         });
     }
 
@@ -87,6 +107,7 @@ impl Routes {
         self.update(|table| {
             for slug in slugs.clone() {
                 table.apps.entry(slug.to_owned()).or_insert(None);
+                table.metrics.entry(slug.to_owned()).or_default();
             }
         });
     }
@@ -95,6 +116,7 @@ impl Routes {
     pub fn remove_project(&self, slug: &str) {
         self.update(|table| {
             table.apps.remove(slug);
+            table.metrics.remove(slug);
         });
     }
 
@@ -102,6 +124,7 @@ impl Routes {
     pub fn set_live(&self, slug: &str, target: Option<Target>) {
         self.update(|table| {
             table.apps.insert(slug.to_owned(), target.clone());
+            table.metrics.entry(slug.to_owned()).or_default();
         });
     }
 
@@ -158,10 +181,15 @@ impl Routes {
         let Some(slug) = app_slug(name, &self.apps_domain) else {
             return Destination::Unknown;
         };
-        match self.current.load().apps.get(slug) {
+        let table = self.current.load();
+        match table.apps.get(slug) {
             Some(target) => Destination::App {
                 slug,
                 target: target.clone(),
+                metrics: match self.request_metrics {
+                    true => table.metrics.get(slug).cloned(),
+                    false => None,
+                },
             },
             None => Destination::Unknown,
         }
@@ -223,9 +251,46 @@ mod tests {
             routes.resolve("web.localhost"),
             Destination::App {
                 slug: "web",
-                target: None
+                target: None,
+                metrics: Some(_),
             }
         ));
+    }
+
+    /// A project's counters live as long as the project: a new live deployment keeps them,
+    /// deletion drops them; with request metrics off, requests get none.
+    #[test]
+    fn metrics_follow_the_project_not_the_deployment() {
+        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
+        routes.add_project("web");
+        let counters = routes.metrics("web").unwrap();
+        counters.record_response(200, std::time::Duration::from_millis(1));
+        routes.set_live(
+            "web",
+            Some(Target::Proxy {
+                upstream: None,
+                deployment_id: "dpl_1".into(),
+            }),
+        );
+        let Destination::App {
+            metrics: Some(handed),
+            ..
+        } = routes.resolve("web.localhost")
+        else {
+            panic!("no counters for a request to web");
+        };
+        assert!(Arc::ptr_eq(&handed, &counters));
+        assert_eq!(handed.snapshot().requests[1], 1);
+        routes.remove_project("web");
+        assert!(routes.metrics("web").is_none());
+        let quiet =
+            Routes::new("slipway.localhost".into(), "localhost".into()).with_request_metrics(false);
+        quiet.add_project("web");
+        assert!(matches!(
+            quiet.resolve("web.localhost"),
+            Destination::App { metrics: None, .. }
+        ));
+        assert!(quiet.metrics("web").is_some(), "restarts are still counted");
     }
 
     /// Many writers for different projects at once, each adding, switching and repointing its

@@ -20,9 +20,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::logs::{pump_lines, LogHub, LogStream};
+use crate::notifications::{Event, EventKind, Notifier};
 use crate::router::Routes;
 use crate::sandbox::{AppHandle, Runner, Running, StepKind, StepSpec};
 use crate::store::Store;
+
+/// The runner's step name of a deployment's app (its cgroups are named after it).
+pub fn app_step_name(deployment_id: &str) -> String {
+    format!("slipway-{deployment_id}-app")
+}
 
 /// Everything needed to (re)start one app.
 #[derive(Debug, Clone)]
@@ -66,6 +72,8 @@ pub struct Supervisor {
     hub: Arc<LogHub>,
     routes: Arc<Routes>,
     store: Store,
+    /// Told when a live app crashes (`app.crashed`).
+    notifier: Notifier,
     apps: Mutex<HashMap<String, App>>,
     pub stop_grace: Duration,
     /// How often live apps are probed (`limits.health_interval_s`).
@@ -82,6 +90,7 @@ impl Supervisor {
         hub: Arc<LogHub>,
         routes: Arc<Routes>,
         store: Store,
+        notifier: Notifier,
         stop_grace: Duration,
         health_interval: Duration,
     ) -> Arc<Supervisor> {
@@ -90,6 +99,7 @@ impl Supervisor {
             hub,
             routes,
             store,
+            notifier,
             apps: Mutex::new(HashMap::new()),
             stop_grace,
             health_interval,
@@ -354,32 +364,44 @@ impl Supervisor {
                     }
                 }
             }
-            if first.is_none() {
-                tokio::select! {
-                    _ = cancel.cancelled() => {
-                        return self.end(running, &dpl, &control).await;
-                    }
-                    exit = running.wait() => {
-                        let description = match exit {
-                            Ok(exit) => exit.describe(),
-                            Err(error) => format!("could not be waited for ({error})"),
-                        };
-                        self.hub.system(&dpl, &format!("the app {description}"));
-                    }
-                    () = unresponsive(address, &spec, self.health_interval) => {
-                        self.hub.system(&dpl, &format!(
-                            "the app stopped accepting connections on port {} ({UNRESPONSIVE_PROBES} \
-                             probes in a row failed); restarting it",
-                            spec.port
-                        ));
-                        let _ = running.stop(self.stop_grace).await;
-                    }
+            let exit = tokio::select! {
+                _ = cancel.cancelled() => {
+                    return self.end(running, &dpl, &control).await;
                 }
-            }
+                exit = running.wait() => {
+                    let description = match exit {
+                        Ok(exit) => exit.describe(),
+                        Err(error) => format!("could not be waited for ({error})"),
+                    };
+                    self.hub.system(&dpl, &format!("the app {description}"));
+                    description
+                }
+                () = unresponsive(address, &spec, self.health_interval) => {
+                    self.hub.system(&dpl, &format!(
+                        "the app stopped accepting connections on port {} ({UNRESPONSIVE_PROBES} \
+                         probes in a row failed); restarting it",
+                        spec.port
+                    ));
+                    let _ = running.stop(self.stop_grace).await;
+                    format!("stopped accepting connections on port {}", spec.port)
+                }
+            };
             self.forget(&dpl).await;
             // The app is gone; its sandbox address is given back when `running` is dropped
             // below, and may then go to another project's sandbox: the route lets go first.
             self.routes.unpoint(&spec.slug, &dpl);
+            if let Some(metrics) = self.routes.metrics(&spec.slug) {
+                metrics.app_restarted();
+            }
+            self.notifier.emit(
+                Event::new(EventKind::AppCrashed)
+                    .project(&spec.slug)
+                    .deployment(&dpl)
+                    .error(&format!(
+                        "the app {exit}; restarting it in {} s",
+                        backoff.as_secs()
+                    )),
+            );
             // Ran for a while healthily: start the backoff again from the beginning.
             if started.elapsed() > BACKOFF_MAX {
                 backoff = BACKOFF_START;
@@ -450,7 +472,7 @@ impl Supervisor {
         let mut env = spec.env.clone();
         env.push(("PORT".into(), spec.port.to_string()));
         let step = StepSpec {
-            name: format!("slipway-{}-app", spec.deployment_id),
+            name: app_step_name(&spec.deployment_id),
             kind: StepKind::App {
                 output: spec.root.clone(),
                 data_dir: spec.data_dir.clone(),

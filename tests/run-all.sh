@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip)
+  # prometheus: its promtool checks the /metrics page (tests/it/observability.rs).
+  wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()

@@ -21,6 +21,10 @@ pub struct Context {
     pub pipeline: Arc<crate::pipeline::Pipeline>,
     pub hub: Arc<crate::logs::LogHub>,
     pub sources: Arc<crate::source::SourceStore>,
+    /// Figures for `GET /api/metrics` and `…/usage`.
+    pub observatory: Arc<crate::usage::Observatory>,
+    /// Webhook subscriptions.
+    pub notifier: crate::notifications::Notifier,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,

@@ -8,6 +8,8 @@ mod error;
 mod idempotency;
 mod json;
 mod logs;
+mod notifications;
+mod observability;
 mod openapi;
 mod paging;
 mod projects;
@@ -259,6 +261,13 @@ async fn handle_route(
         Route::Audit => audit::list(ctx, &request).await,
         Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
         Route::System => Ok(json_response(StatusCode::OK, &system_info(ctx))),
+        Route::Metrics => observability::metrics(ctx).await,
+        Route::ProjectUsage => observability::usage(ctx, params.get(0)).await,
+        Route::CreateNotification => notifications::create(ctx, request).await,
+        Route::ListNotifications => notifications::list(ctx).await,
+        Route::GetNotification => notifications::get(ctx, params.get(0)).await,
+        Route::DeleteNotification => notifications::delete(ctx, params.get(0)).await,
+        Route::NotificationDeliveries => notifications::deliveries(ctx, params.get(0)).await,
     }
 }
 

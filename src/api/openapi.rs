@@ -155,6 +155,13 @@ fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         ],
         Route::Rollback => &[InvalidDeploymentId],
         Route::DeleteToken | Route::CancelRun => &[Conflict],
+        Route::CreateNotification => &[],
+        Route::Metrics
+        | Route::ProjectUsage
+        | Route::ListNotifications
+        | Route::GetNotification
+        | Route::DeleteNotification
+        | Route::NotificationDeliveries => &[],
         Route::ListProjects
         | Route::GetProject
         | Route::DeleteProject
@@ -249,6 +256,24 @@ fn links(route: Route) -> BTreeMap<&'static str, Link> {
             "DeleteToken",
             link("DeleteToken", "tokenId", "$response.body#/id"),
         )],
+        Route::CreateNotification => vec![
+            (
+                "GetNotification",
+                link("GetNotification", "notificationId", "$response.body#/id"),
+            ),
+            (
+                "NotificationDeliveries",
+                link(
+                    "NotificationDeliveries",
+                    "notificationId",
+                    "$response.body#/id",
+                ),
+            ),
+            (
+                "DeleteNotification",
+                link("DeleteNotification", "notificationId", "$response.body#/id"),
+            ),
+        ],
         _ => Vec::new(),
     };
     entries.into_iter().collect()
@@ -268,6 +293,7 @@ fn path_parameter_schema(name: &str) -> serde_json::Value {
         "deploymentId" => id("dpl"),
         "provisioningId" => id("pvn"),
         "tokenId" => id("tok"),
+        "notificationId" => id("ntf"),
         "key" => serde_json::json!({
             "type": "string",
             "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
@@ -397,6 +423,14 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             description: "Success".into(),
             content: media(JSON, shape(&mut generators.responses)),
             links: links(spec.route),
+        },
+        ResponseBody::PrometheusText => ResponseObject {
+            description: "The Prometheus text exposition format, version 0.0.4".into(),
+            content: media(
+                "text/plain; version=0.0.4",
+                generators.responses.subschema_for::<String>(),
+            ),
+            links: BTreeMap::new(),
         },
         ResponseBody::EventStream => ResponseObject {
             description: "Server-sent events: `log` (data: a LogLine, id: its seq), `status` \

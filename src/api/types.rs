@@ -5,6 +5,7 @@
 //! [`logs`], the error code as it travels in [`wire_code`].
 
 mod logs;
+mod notifications;
 mod wire_code;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ pub use crate::logs::{LogLine, LogStream};
 pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
+pub use notifications::*;
 pub use wire_code::{UnknownCode, WireCode};
 
 /// A request body whose fields are all strings: the names it allows, as the API spells them,

@@ -19,6 +19,7 @@ pub mod http;
 pub mod pack;
 pub mod project_file;
 pub mod sse;
+pub mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,7 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             project,
             deployment,
         } => commands::rollback(&api()?, &project, &deployment).await,
+        ClientCommand::Usage { project, json } => usage::usage(&api()?, &project, json).await,
     }
 }
 

@@ -104,6 +104,10 @@ pub struct Pipeline {
     survivors: Mutex<HashMap<String, crate::sandbox::AppHandle>>,
     /// Workspaces and app data as filesystems of their own (disk limits).
     pub(crate) volumes: crate::disk::Volumes,
+    /// Deployment events (`deployment.*`) go out through it.
+    pub(crate) notifier: crate::notifications::Notifier,
+    /// Runs by result and their durations.
+    pub(crate) metrics: Arc<crate::metrics::DaemonMetrics>,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -139,6 +143,8 @@ pub struct PipelineParts {
     pub port_suffix: String,
     pub shutdown: CancellationToken,
     pub volumes: crate::disk::Volumes,
+    pub notifier: crate::notifications::Notifier,
+    pub metrics: Arc<crate::metrics::DaemonMetrics>,
 }
 
 impl Pipeline {
@@ -168,6 +174,8 @@ impl Pipeline {
             tracker: TaskTracker::new(),
             build_slots: Arc::new(tokio::sync::Semaphore::new(build_slots)),
             shutdown: parts.shutdown,
+            notifier: parts.notifier,
+            metrics: parts.metrics,
         })
     }
 

@@ -15,6 +15,8 @@ use super::failure::Failure;
 use super::golive::{choose_output_dir, Prepared, Switch};
 use super::{ActiveRun, Pipeline, RunPlan, StopReason};
 use crate::logs::LogStream;
+use crate::metrics::RunResult;
+use crate::notifications::{Event, EventKind};
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
     StepState,
@@ -41,6 +43,11 @@ impl Pipeline {
             &format!("{what} of {} started (run {run_id})", project.slug),
         );
         let started = Instant::now();
+        self.notifier.emit(
+            Event::new(EventKind::DeploymentStarted)
+                .project(&project.slug)
+                .deployment(&dpl),
+        );
         let result = self
             .clone()
             .steps(&active, &project, &mut deployment, &plan)
@@ -133,7 +140,34 @@ impl Pipeline {
             self.hub.end(&dpl);
         }
         tracing::info!(run = %record.id, status = ?record.status, error = ?record.error.as_ref().map(|e| &e.code), "provisioning finished");
+        self.report_end(&record, &project, &dpl, started.elapsed());
         self.finish(&record.id, &project.id);
+    }
+
+    /// The run's end in the metrics and as a `deployment.*` event.
+    fn report_end(
+        &self,
+        record: &crate::store::records::RunRecord,
+        project: &ProjectRecord,
+        dpl: &str,
+        elapsed: Duration,
+    ) {
+        let (result, kind) = match record.status {
+            RunStatus::ProvisioningComplete => {
+                (RunResult::Succeeded, EventKind::DeploymentSucceeded)
+            }
+            RunStatus::ProvisioningCanceled => (RunResult::Canceled, EventKind::DeploymentCanceled),
+            _ => (RunResult::Failed, EventKind::DeploymentFailed),
+        };
+        self.metrics.record_run(result, elapsed);
+        let mut event = Event::new(kind)
+            .project(&project.slug)
+            .deployment(dpl)
+            .url(&self.app_url(&project.slug));
+        if let Some(error) = &record.error {
+            event = event.error(&format!("{} ({})", error.message, error.code));
+        }
+        self.notifier.emit(event);
     }
 
     async fn steps(

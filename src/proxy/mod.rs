@@ -12,6 +12,7 @@
 //! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
 
 mod headers;
+mod metered;
 
 pub use headers::Forwarded;
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod upgrade;
 
 use std::error::Error as _;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -34,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::http_util::{empty, from_incoming, Body};
+use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
+use http_body_util::BodyExt as _;
 
 /// Timeouts and pool bounds of the upstream client.
 #[derive(Clone, Debug)]
@@ -125,6 +129,19 @@ impl Proxy {
         upstream: SocketAddr,
         forwarded: &Forwarded,
     ) -> Response<Body> {
+        self.forward_metered(request, upstream, forwarded, None)
+            .await
+    }
+
+    /// [`Proxy::forward`] that also counts, in `metrics`, the response body bytes sent to the
+    /// visitor and the requests the app did not answer.
+    pub async fn forward_metered(
+        &self,
+        request: Request<Incoming>,
+        upstream: SocketAddr,
+        forwarded: &Forwarded,
+        metrics: Option<&Arc<ProjectMetrics>>,
+    ) -> Response<Body> {
         let (parts, body) = request.into_parts();
         if parts.method == Method::CONNECT {
             return VisitorPage::ConnectNotAllowed.response();
@@ -170,8 +187,13 @@ impl Proxy {
             (result, _) => result,
         };
         match response {
-            Ok(response) => from_upstream(response),
-            Err(error) => bad_gateway(upstream, &error),
+            Ok(response) => from_upstream(response, metrics),
+            Err(error) => {
+                if let Some(metrics) = metrics {
+                    metrics.upstream_error();
+                }
+                bad_gateway(upstream, &error)
+            }
         }
     }
 
@@ -246,12 +268,19 @@ fn closed_before_response(error: &hyper_util::client::legacy::Error) -> bool {
     false
 }
 
-fn from_upstream(response: Response<Incoming>) -> Response<Body> {
+fn from_upstream(
+    response: Response<Incoming>,
+    metrics: Option<&Arc<ProjectMetrics>>,
+) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     headers::from_upstream(&mut parts.headers, false);
     // The visitor's connection has its own version; an HTTP/1.0 app must not downgrade it.
     parts.version = Version::HTTP_11;
-    Response::from_parts(parts, from_incoming(body))
+    let body = match metrics {
+        Some(metrics) => metered::Counted::new(body, metrics.clone()).boxed(),
+        None => from_incoming(body),
+    };
+    Response::from_parts(parts, body)
 }
 
 fn bad_gateway(upstream: SocketAddr, error: &SendError) -> Response<Body> {

@@ -54,7 +54,7 @@ pub(super) async fn forward(
         Err(error) => return bad_gateway(upstream, &error),
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return super::from_upstream(response);
+        return super::from_upstream(response, None);
     }
 
     let app = hyper::upgrade::on(&mut response);

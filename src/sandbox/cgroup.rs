@@ -213,6 +213,10 @@ pub struct StepEvents {
     pub pids_limit_hits: u64,
 }
 
+#[path = "cgroup_usage.rs"]
+mod usage;
+pub use usage::CgroupUsage;
+
 impl Cgroups {
     /// Prepares `<own>/<instance>` (delegating v2 controllers, moving the daemon into a leaf
     /// if its own cgroup must stay free of processes) and sweeps stale step cgroups in it.

@@ -355,3 +355,35 @@ fn a_sweep_removes_stale_steps_and_kills_their_processes() {
     .unwrap();
     assert!(!fake.has_dir(stale.to_str().unwrap()));
 }
+
+#[test]
+fn usage_sums_the_steps_of_one_app_and_ignores_others() {
+    let fake = v2_machine();
+    let layout = CgroupLayout::detect(&fake, Path::new("/cg"), V2_SELF).unwrap();
+    let cgroups = Cgroups::prepare(
+        Box::new(fake.clone()),
+        layout,
+        "slipway",
+        &Default::default(),
+    )
+    .unwrap();
+    let instance = Path::new("/cg/system.slice/slipway.service/slipway");
+    for (name, memory, usec) in [
+        ("slipway-dpl_a-app-1", "1000", "2500000"),
+        ("slipway-dpl_a-app-2", "24", "500000"),
+        ("slipway-dpl_ab-app-3", "999999", "9000000"),
+    ] {
+        let dir = instance.join(name);
+        fake.create_dir(&dir).unwrap();
+        fake.write(&dir.join("memory.current"), memory).unwrap();
+        fake.write(
+            &dir.join("cpu.stat"),
+            &format!("usage_usec {usec}\nuser_usec 1\nsystem_usec 2\n"),
+        )
+        .unwrap();
+    }
+    let usage = cgroups.usage("slipway-dpl_a-app-").unwrap();
+    assert_eq!(usage.memory_bytes, Some(1024));
+    assert_eq!(usage.cpu_seconds, Some(3.0));
+    assert_eq!(cgroups.usage("slipway-dpl_zz-app-"), None);
+}

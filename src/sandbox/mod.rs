@@ -29,7 +29,7 @@ mod step;
 mod subid;
 
 pub use adopt::{stop_outliving, AppHandle};
-pub use cgroup::CgroupError;
+pub use cgroup::{CgroupError, CgroupUsage};
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
@@ -163,6 +163,13 @@ pub trait Runner: Send + Sync {
             "apps outlive the daemon only in sandbox mode namespaces",
         ))
     }
+
+    /// Memory and CPU of the running steps named `name` (`StepSpec::name`; an app restarted
+    /// several times is summed), from their cgroups. `None` where there is no cgroup (mode
+    /// `none`, or no such step).
+    fn usage(&self, _name: &str) -> Option<CgroupUsage> {
+        None
+    }
 }
 
 const UNSANDBOXED: &str = "builds and apps run WITHOUT ANY ISOLATION, as plain children of the \
@@ -248,6 +255,13 @@ impl Runner for Sandbox {
         match self {
             Sandbox::Namespaces(runner) => runner.adopt(handle),
             Sandbox::Direct(runner) => runner.adopt(handle),
+        }
+    }
+
+    fn usage(&self, name: &str) -> Option<CgroupUsage> {
+        match self {
+            Sandbox::Namespaces(runner) => runner.usage(name),
+            Sandbox::Direct(_) => None,
         }
     }
 }

@@ -150,6 +150,13 @@ impl NamespaceRunner {
         self.shared.cgroups.remove_instance();
     }
 
+    /// Memory and CPU of the steps named `name` (their cgroups are `<name>-<n>`).
+    pub fn usage(&self, name: &str) -> Option<super::CgroupUsage> {
+        self.shared
+            .cgroups
+            .usage(&format!("{}-", cgroup_safe(name)))
+    }
+
     /// 1 or 2.
     pub fn cgroup_version(&self) -> u8 {
         self.shared.cgroups.layout().version()

@@ -7,6 +7,7 @@
 mod audit;
 mod deployments;
 mod logs;
+pub mod notifications;
 mod projects;
 pub mod records;
 pub mod tables;
@@ -142,6 +143,9 @@ impl Store {
             txn.open_table(tables::APP_PROCESSES)?;
             txn.open_table(tables::AUDIT)?;
             txn.open_table(tables::IDEMPOTENCY)?;
+            txn.open_table(tables::NOTIFICATIONS)?;
+            txn.open_table(tables::NOTIFICATION_QUEUE)?;
+            txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
         }
         txn.commit()?;
         Ok(())

@@ -38,3 +38,12 @@ pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");
 pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("idempotency");
 /// TLS state (CA, leaves, ACME account, orders, backoff), keyed by the tls module.
 pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");
+/// `ntf_…` → `NotificationRecord` (webhook subscriptions; the secret sealed).
+pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
+/// (due time in Unix ms, `dlv_…`) → `QueuedDelivery`: webhook deliveries still to be made,
+/// the next due first.
+pub const NOTIFICATION_QUEUE: TableDefinition<(u64, &str), &[u8]> =
+    TableDefinition::new("notification_queue");
+/// (`ntf_…`, seq) → `DeliveryAttempt`: the last 100 attempts of each subscription.
+pub const NOTIFICATION_ATTEMPTS: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("notification_attempts");

@@ -241,6 +241,7 @@ impl TlsManager {
             };
             if let Err(error) = result {
                 tracing::warn!(%name, %error, "certificate renewal failed");
+                self.report_failure(&name, &error.to_string());
             }
         }
         Ok(())
@@ -357,6 +358,7 @@ impl TlsManager {
                 let until = httpdate::fmt_http_date(from_unix_seconds(next.next_attempt_at));
                 tracing::warn!(%name, %error, failures = next.failures, %until, "ACME issuance failed; backing off");
                 let message = format!("{error} (next attempt after {until})");
+                self.report_failure(&name, &message);
                 let key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
                 blocking::write_json(&self.store, &key, next)
                     .await

@@ -86,7 +86,12 @@ pub struct TlsManager {
     files: Option<FilesSource>,
     issuances: Mutex<HashMap<String, Issuance>>,
     next_generation: AtomicU64,
+    /// Told of every failed issuance or renewal (name, error): `certificate.failed`.
+    on_failure: std::sync::OnceLock<FailureHook>,
 }
+
+/// What [`TlsManager::on_failure`] is given: the certificate's name and the error.
+pub type FailureHook = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 impl std::fmt::Debug for TlsManager {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -148,6 +153,7 @@ impl TlsManager {
             files: None,
             issuances: Mutex::new(HashMap::new()),
             next_generation: AtomicU64::new(1),
+            on_failure: std::sync::OnceLock::new(),
         };
         match config.mode {
             TlsMode::Off => {}
@@ -177,6 +183,22 @@ impl TlsManager {
 
     pub fn mode(&self) -> TlsMode {
         self.mode
+    }
+
+    /// Sets the one hook told of every failed issuance or renewal (the first call wins).
+    pub fn on_failure(&self, hook: FailureHook) {
+        let _ = self.on_failure.set(hook);
+    }
+
+    pub(crate) fn report_failure(&self, name: &str, error: &str) {
+        if let Some(hook) = self.on_failure.get() {
+            hook(name, error);
+        }
+    }
+
+    /// Every certificate served, by name, with its `notAfter` (Unix seconds).
+    pub fn certificate_expiries(&self) -> Vec<(String, u64)> {
+        self.resolver.expiries()
     }
 
     /// The rustls configuration of the HTTPS listener (ALPN `h2`, `http/1.1`, plus `acme-tls/1`

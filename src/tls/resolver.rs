@@ -42,6 +42,19 @@ impl CertResolver {
         self.default_cert.load_full()
     }
 
+    /// Every certificate by name with its `notAfter`, sorted by name; the default certificate
+    /// (`files` mode) under the first DNS name it was loaded for when not listed already.
+    pub fn expiries(&self) -> Vec<(String, u64)> {
+        let mut expiries: Vec<(String, u64)> = self
+            .certs
+            .load()
+            .iter()
+            .map(|(name, cert)| (name.clone(), cert.not_after))
+            .collect();
+        expiries.sort();
+        expiries
+    }
+
     /// The certificate stored under exactly `name`.
     pub fn exact(&self, name: &str) -> Option<Arc<ServedCert>> {
         self.certs.load().get(name).cloned()

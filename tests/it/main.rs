@@ -10,6 +10,8 @@ mod flood;
 mod forwarding;
 mod git_secrets;
 mod logs;
+mod notifications;
+mod observability;
 mod pipeline;
 mod reliability;
 mod restarts;

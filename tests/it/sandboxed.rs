@@ -33,6 +33,11 @@ impl Sandboxed {
     /// Starts a daemon in namespaces mode with `extra` appended to its config (after the
     /// `[sandbox]` keys this sets), or returns `None` with a printed reason.
     pub fn start(test: &str, extra: &str) -> Option<Sandboxed> {
+        Sandboxed::start_with(test, DaemonOptions::default(), extra)
+    }
+
+    /// [`Sandboxed::start`] from `options` (e.g. with top-level keys) instead of the defaults.
+    pub fn start_with(test: &str, options: DaemonOptions, extra: &str) -> Option<Sandboxed> {
         if let Some(reason) = unavailable() {
             eprintln!("SKIP {test}: {reason}");
             return None;
@@ -51,9 +56,7 @@ impl Sandboxed {
         // Under /var/tmp: the sandbox's own /tmp would hide a data dir under /tmp anyway.
         let daemon = TestDaemon::start_in(
             Path::new("/var/tmp"),
-            DaemonOptions::default()
-                .sandbox_mode("namespaces")
-                .extra_toml(&extra_toml),
+            options.sandbox_mode("namespaces").extra_toml(&extra_toml),
         );
         Some(Sandboxed {
             daemon,

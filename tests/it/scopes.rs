@@ -33,6 +33,16 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("GET /api/deployments/{deploymentId}/logs", "read"),
         ("GET /api/deployments/{deploymentId}/logs/stream", "read"),
         ("GET /api/audit", "admin"),
+        ("GET /api/metrics", "read"),
+        ("GET /api/projects/{projectId}/usage", "read"),
+        ("POST /api/notifications", "admin"),
+        ("GET /api/notifications", "admin"),
+        ("GET /api/notifications/{notificationId}", "admin"),
+        ("DELETE /api/notifications/{notificationId}", "admin"),
+        (
+            "GET /api/notifications/{notificationId}/deliveries",
+            "admin",
+        ),
         ("GET /api/openapi.json", "read"),
         ("GET /api/system", "read"),
     ])
@@ -104,8 +114,11 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{provisioningId}", &run_id)
             .replace("{deploymentId}", &deployment_id)
             .replace("{key}", "NOPE")
-            .replace("{tokenId}", "tok_missing");
-        let targets_project = template.contains('{') && !template.contains("{tokenId}");
+            .replace("{tokenId}", "tok_missing")
+            .replace("{notificationId}", "ntf_missing");
+        let targets_project = template.contains('{')
+            && !template.contains("{tokenId}")
+            && !template.contains("{notificationId}");
         for (label, token, scope) in &tokens {
             let (content_type, body) = if template.ends_with("/source") {
                 (

@@ -27,6 +27,8 @@ pub struct TestDaemon {
     pub child: Option<Child>,
     pub http: SocketAddr,
     pub https: Option<SocketAddr>,
+    /// The `metrics_listen` listener, when configured.
+    pub metrics: Option<SocketAddr>,
     pub token: String,
     /// stderr of the daemon (its log), collected by a thread.
     pub log: std::sync::Arc<std::sync::Mutex<String>>,
@@ -111,6 +113,7 @@ impl TestDaemon {
             child: None,
             http: "0.0.0.0:0".parse().unwrap(),
             https: None,
+            metrics: None,
             token: String::new(),
             log: Default::default(),
         }
@@ -163,6 +166,7 @@ impl TestDaemon {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut https = None;
         let mut http = None;
+        let mut metrics = None;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let line = match rx.recv_timeout(remaining) {
@@ -176,12 +180,15 @@ impl TestDaemon {
                 http = Some(addr.parse().unwrap());
             } else if let Some(addr) = line.strip_prefix("listening https ") {
                 https = Some(addr.parse().unwrap());
+            } else if let Some(addr) = line.strip_prefix("listening metrics ") {
+                metrics = Some(addr.parse().unwrap());
             } else if line == "ready" {
                 break;
             }
         }
         self.http = http.expect("http address printed");
         self.https = https;
+        self.metrics = metrics;
         self.token = std::fs::read_to_string(self.data_dir().join("initial-admin-token"))
             .unwrap()
             .trim()

@@ -60,6 +60,8 @@ pub struct DaemonOptions {
     /// `None`: no `sandbox.mode` line (the default of the mode `--dev` picks).
     sandbox_mode: Option<&'static str>,
     extra_toml: String,
+    /// Top-level keys, written before the first table.
+    root_toml: String,
     pub(super) dev: bool,
     pub(super) env: Vec<(&'static str, String)>,
     pub(super) uid: Option<u32>,
@@ -73,6 +75,7 @@ impl Default for DaemonOptions {
             tls: TlsSetup::Off,
             sandbox_mode: Some("none"),
             extra_toml: String::new(),
+            root_toml: String::new(),
             dev: false,
             env: Vec::new(),
             uid: None,
@@ -117,6 +120,13 @@ impl DaemonOptions {
         self
     }
 
+    /// Top-level config keys (e.g. `metrics_listen = "127.0.0.1:0"`), written before the
+    /// first table.
+    pub fn root_toml(mut self, toml: &str) -> Self {
+        self.root_toml.push_str(toml);
+        self
+    }
+
     /// Runs `serve --dev --config …` (the config still overrides the dev defaults).
     pub fn dev(mut self) -> Self {
         self.dev = true;
@@ -144,7 +154,7 @@ impl DaemonOptions {
     pub(super) fn config_toml(&self, data_dir: &Path) -> String {
         format!(
             "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n\n[tls]\n{tls}\n\n\
+             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n{root}\n[tls]\n{tls}\n\n\
              [sandbox]\n{sandbox}\n{extra}\n",
             data = data_dir.display().to_string(),
             domain = self.apps_domain,
@@ -156,6 +166,7 @@ impl DaemonOptions {
                 Some(mode) => format!("mode = \"{mode}\"\n"),
             },
             extra = self.extra_toml,
+            root = self.root_toml,
         )
     }
 }

@@ -1,0 +1,201 @@
+//! Webhook subscriptions, the queue of deliveries still to be made (keyed by due time, so
+//! the worker reads the next one first and a restart loses none), and the last 100 attempts
+//! of each subscription. The records are defined here; `notifications/` drives them.
+
+use redb::{ReadableTable, ReadableTableMetadata};
+use serde::{Deserialize, Serialize};
+
+use super::{all_records, decode, encode, get_record, put_record, tables, Result, Store};
+
+/// Attempts kept per subscription.
+pub const ATTEMPTS_KEPT: u64 = 100;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NotificationRecord {
+    pub v: u32,
+    pub id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    /// `json` or `slack`.
+    pub format: String,
+    /// The signing secret sealed with the daemon's key (hex of nonce ‖ ciphertext ‖ tag).
+    pub secret_sealed: String,
+    pub created_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueuedDelivery {
+    pub v: u32,
+    pub id: String,
+    pub notification_id: String,
+    pub event: String,
+    /// The exact body to post (signed as is).
+    pub body: String,
+    /// Attempts made so far.
+    pub attempts: u32,
+    pub created_ms: u64,
+    pub next_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeliveryAttempt {
+    pub v: u32,
+    pub delivery_id: String,
+    pub event: String,
+    pub at_ms: u64,
+    /// 1 for the first try.
+    pub attempt: u32,
+    /// The receiver's HTTP status, if it answered.
+    pub status: Option<u16>,
+    /// Why the attempt failed (`None` on a 2xx).
+    pub error: Option<String>,
+}
+
+impl Store {
+    pub fn insert_notification(&self, record: &NotificationRecord) -> Result<()> {
+        let txn = self.write()?;
+        put_record(
+            &mut txn.open_table(tables::NOTIFICATIONS)?,
+            &record.id,
+            record,
+        )?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn notification_count(&self) -> Result<u64> {
+        let txn = self.read()?;
+        Ok(txn.open_table(tables::NOTIFICATIONS)?.len()?)
+    }
+
+    /// Every subscription, oldest first.
+    pub fn list_notifications(&self) -> Result<Vec<NotificationRecord>> {
+        let txn = self.read()?;
+        let mut records: Vec<NotificationRecord> =
+            all_records(&txn.open_table(tables::NOTIFICATIONS)?, "notifications")?;
+        records.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        Ok(records)
+    }
+
+    pub fn notification(&self, id: &str) -> Result<Option<NotificationRecord>> {
+        let txn = self.read()?;
+        get_record(&txn.open_table(tables::NOTIFICATIONS)?, "notifications", id)
+    }
+
+    /// Removes a subscription with its queued deliveries and its attempts; `None` if there
+    /// was no such subscription.
+    pub fn delete_notification(&self, id: &str) -> Result<Option<NotificationRecord>> {
+        let txn = self.write()?;
+        let removed = {
+            let mut table = txn.open_table(tables::NOTIFICATIONS)?;
+            let record: Option<NotificationRecord> = get_record(&table, "notifications", id)?;
+            if record.is_some() {
+                table.remove(id)?;
+                let mut queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+                let mut doomed = Vec::new();
+                for entry in queue.iter()? {
+                    let (key, value) = entry?;
+                    let delivery: QueuedDelivery = decode("notification_queue", value.value())?;
+                    if delivery.notification_id == id {
+                        let (due, delivery_id) = key.value();
+                        doomed.push((due, delivery_id.to_owned()));
+                    }
+                }
+                for (due, delivery_id) in doomed {
+                    queue.remove((due, delivery_id.as_str()))?;
+                }
+                let mut attempts = txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
+                attempts.retain_in((id, 0)..=(id, u64::MAX), |_, _| false)?;
+            }
+            record
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+
+    /// Queues deliveries (all or none).
+    pub fn enqueue_deliveries(&self, deliveries: &[QueuedDelivery]) -> Result<()> {
+        let txn = self.write()?;
+        {
+            let mut queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+            for delivery in deliveries {
+                queue.insert(
+                    (delivery.next_ms, delivery.id.as_str()),
+                    encode(delivery).as_slice(),
+                )?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The delivery due first, if any.
+    pub fn next_delivery(&self) -> Result<Option<QueuedDelivery>> {
+        let txn = self.read()?;
+        let queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+        let first = match queue.first()? {
+            Some((_, value)) => Some(decode("notification_queue", value.value())?),
+            None => None,
+        };
+        Ok(first)
+    }
+
+    /// Records an attempt of `delivery` (as it was queued) and takes it off the queue, or puts
+    /// it back as `retry` (its new due time and attempt count) — in one transaction.
+    pub fn finish_attempt(
+        &self,
+        delivery: &QueuedDelivery,
+        retry: Option<&QueuedDelivery>,
+        attempt: &DeliveryAttempt,
+    ) -> Result<()> {
+        let txn = self.write()?;
+        {
+            let mut queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+            queue.remove((delivery.next_ms, delivery.id.as_str()))?;
+            if let Some(retry) = retry {
+                queue.insert((retry.next_ms, retry.id.as_str()), encode(retry).as_slice())?;
+            }
+            let id = delivery.notification_id.as_str();
+            let mut attempts = txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
+            let last = attempts
+                .range((id, 0)..=(id, u64::MAX))?
+                .next_back()
+                .transpose()?
+                .map(|(key, _)| key.value().1)
+                .unwrap_or(0);
+            let seq = last + 1;
+            attempts.insert((id, seq), encode(attempt).as_slice())?;
+            if seq > ATTEMPTS_KEPT {
+                let keep_from = seq - ATTEMPTS_KEPT + 1;
+                attempts.retain_in((id, 0)..(id, keep_from), |_, _| false)?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Drops a queued delivery without an attempt (its subscription is gone).
+    pub fn drop_delivery(&self, delivery: &QueuedDelivery) -> Result<()> {
+        let txn = self.write()?;
+        txn.open_table(tables::NOTIFICATION_QUEUE)?
+            .remove((delivery.next_ms, delivery.id.as_str()))?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The last attempts of a subscription, newest first.
+    pub fn delivery_attempts(&self, notification_id: &str) -> Result<Vec<DeliveryAttempt>> {
+        let txn = self.read()?;
+        let attempts = txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
+        let mut out = Vec::new();
+        for entry in attempts
+            .range((notification_id, 0)..=(notification_id, u64::MAX))?
+            .rev()
+            .take(ATTEMPTS_KEPT as usize)
+        {
+            let (_, value) = entry?;
+            out.push(decode("notification_attempts", value.value())?);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,245 @@
+//! What the daemon measures, gathered at scrape time: each project's traffic counters (from
+//! the route snapshot), its app's memory and CPU (from the app's cgroups through the runner),
+//! its build cache, certificate expiry (TLS), provisioning runs, and the process's own
+//! figures. Rendered as the Prometheus page (`prometheus.rs`: `GET /metrics` on
+//! `metrics_listen`, served by `server.rs`, and `GET /api/metrics`) and as one project's JSON
+//! ([`ProjectUsage`]: `GET /api/projects/{projectId}/usage`). Built by `app.rs`.
+
+mod prometheus;
+pub mod server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{DaemonMetrics, ProjectCounts, ProjectMetrics, STATUS_CLASSES};
+use crate::router::{Routes, Target};
+use crate::sandbox::{CgroupUsage, Runner};
+use crate::store::records::ProjectRecord;
+use crate::store::{Store, StoreError};
+
+/// Everything the figures are read from.
+pub struct Observatory {
+    pub routes: Arc<Routes>,
+    pub runner: Arc<dyn Runner>,
+    pub tls: Option<Arc<crate::tls::TlsManager>>,
+    pub daemon: Arc<DaemonMetrics>,
+    pub store: Store,
+    pub data_dir: PathBuf,
+}
+
+/// One project's figures at one moment.
+struct ProjectFigures {
+    record: ProjectRecord,
+    counts: ProjectCounts,
+    /// The live server-mode deployment, if any.
+    app_deployment: Option<String>,
+    /// `None`: no cgroup to read (static site, no app running, or sandbox mode `none`).
+    app: Option<CgroupUsage>,
+    build_cache_bytes: u64,
+}
+
+/// `GET /api/projects/{projectId}/usage`: the figures of `GET /api/metrics` for one project.
+/// Counters count since the daemon started (`since`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectUsage {
+    pub project_id: String,
+    pub slug: String,
+    /// When the counters started (the daemon's start).
+    pub since: String,
+    /// Requests answered on the project's hosts, by status class (`1xx` … `5xx`).
+    pub requests: BTreeMap<String, u64>,
+    pub requests_total: u64,
+    /// Time to the response head.
+    pub request_duration: DurationHistogram,
+    pub response_bytes: u64,
+    /// Requests the app did not answer (502/504 pages).
+    pub upstream_errors: u64,
+    pub app_restarts: u64,
+    /// The live app (server mode); `null` for a static site or nothing live.
+    pub app: Option<AppUsage>,
+    pub build_cache_bytes: u64,
+    /// Certificates served for the project's hosts.
+    pub certificates: Vec<CertificateExpiry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DurationHistogram {
+    pub count: u64,
+    pub sum_seconds: f64,
+    /// Cumulative: requests that took at most `le` seconds.
+    pub buckets: Vec<HistogramBucket>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HistogramBucket {
+    pub le: f64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppUsage {
+    pub deployment_id: String,
+    /// From the app's cgroup; `null` where there is none (sandbox mode `none`).
+    pub memory_bytes: Option<u64>,
+    pub cpu_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateExpiry {
+    pub domain: String,
+    pub expires_at: String,
+}
+
+/// The size of a project's build cache in bytes.
+///
+/// The build cache arrives with issue 16 (zero-config deploys); until then this measures
+/// `<data_dir>/build-cache/<project id>` if it exists (0 otherwise). The cache's owner should
+/// replace the walk with the size it tracks.
+pub fn build_cache_bytes(data_dir: &Path, project_id: &str) -> u64 {
+    fn walk(dir: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|entry| match entry.file_type() {
+                Ok(kind) if kind.is_dir() => walk(&entry.path()),
+                Ok(kind) if kind.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => 0,
+            })
+            .sum()
+    }
+    walk(&data_dir.join("build-cache").join(project_id))
+}
+
+impl Observatory {
+    /// The Prometheus text page (format 0.0.4).
+    pub async fn prometheus_text(self: &Arc<Self>) -> Result<String, StoreError> {
+        let projects = self.gather(None).await?;
+        Ok(prometheus::render(self, &projects))
+    }
+
+    /// One project's figures.
+    pub async fn project_usage(self: &Arc<Self>, project: ProjectRecord) -> ProjectUsage {
+        let figures = self
+            .gather(Some(project))
+            .await
+            .ok()
+            .and_then(|mut all| all.pop())
+            .expect("gathering one given project reads no store");
+        let certificates = self
+            .certificates()
+            .into_iter()
+            .filter(|(domain, _)| {
+                crate::router::app_slug(domain, self.routes.apps_domain())
+                    == Some(figures.record.slug.as_str())
+            })
+            .map(|(domain, not_after)| CertificateExpiry {
+                domain,
+                expires_at: crate::ids::rfc3339(not_after.saturating_mul(1000)),
+            })
+            .collect();
+        let counts = &figures.counts;
+        ProjectUsage {
+            project_id: figures.record.id.clone(),
+            slug: figures.record.slug.clone(),
+            since: crate::ids::rfc3339(self.daemon.started_unix * 1000),
+            requests: STATUS_CLASSES
+                .iter()
+                .zip(counts.requests)
+                .map(|(class, n)| ((*class).to_owned(), n))
+                .collect(),
+            requests_total: counts.requests.iter().sum(),
+            request_duration: DurationHistogram {
+                count: counts.duration.count,
+                sum_seconds: counts.duration.sum_seconds,
+                buckets: counts
+                    .duration
+                    .buckets
+                    .iter()
+                    .map(|(le, count)| HistogramBucket {
+                        le: *le,
+                        count: *count,
+                    })
+                    .collect(),
+            },
+            response_bytes: counts.response_bytes,
+            upstream_errors: counts.upstream_errors,
+            app_restarts: counts.app_restarts,
+            app: figures
+                .app_deployment
+                .clone()
+                .map(|deployment_id| AppUsage {
+                    deployment_id,
+                    memory_bytes: figures.app.and_then(|a| a.memory_bytes),
+                    cpu_seconds: figures.app.and_then(|a| a.cpu_seconds),
+                }),
+            build_cache_bytes: figures.build_cache_bytes,
+            certificates,
+        }
+    }
+
+    /// Served certificates by name with their `notAfter` (Unix seconds).
+    fn certificates(&self) -> Vec<(String, u64)> {
+        self.tls
+            .as_ref()
+            .map(|tls| tls.certificate_expiries())
+            .unwrap_or_default()
+    }
+
+    /// Every project's figures (or just `only`'s), sorted by slug. The cgroup and build cache
+    /// reads are filesystem reads, so they run on the blocking pool.
+    async fn gather(
+        self: &Arc<Self>,
+        only: Option<ProjectRecord>,
+    ) -> Result<Vec<ProjectFigures>, StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut records = match only {
+                Some(record) => vec![record],
+                None => this.store.list_projects()?,
+            };
+            records.sort_by(|a, b| a.slug.cmp(&b.slug));
+            let table = this.routes.snapshot();
+            let figures = records
+                .into_iter()
+                .map(|record| {
+                    let counts = table
+                        .metrics
+                        .get(&record.slug)
+                        .map(|metrics| metrics.snapshot())
+                        .unwrap_or_else(|| ProjectMetrics::new().snapshot());
+                    let app_deployment = match table.apps.get(&record.slug) {
+                        Some(Some(Target::Proxy { deployment_id, .. })) => {
+                            Some(deployment_id.clone())
+                        }
+                        _ => None,
+                    };
+                    let app = app_deployment.as_ref().and_then(|deployment_id| {
+                        this.runner
+                            .usage(&crate::supervisor::app_step_name(deployment_id))
+                    });
+                    let build_cache_bytes = build_cache_bytes(&this.data_dir, &record.id);
+                    ProjectFigures {
+                        record,
+                        counts,
+                        app_deployment,
+                        app,
+                        build_cache_bytes,
+                    }
+                })
+                .collect();
+            Ok(figures)
+        })
+        .await
+        .expect("gathering figures panicked")
+    }
+}

@@ -1,0 +1,208 @@
+//! The Prometheus page: every family the contract lists, in a fixed order, labelled only by
+//! project slug, status class, run result or certificate domain. A family with no sample
+//! (no app memory to read, no certificate) is left out.
+
+use super::{Observatory, ProjectFigures};
+use crate::metrics::exposition::{Exposition, Kind};
+use crate::metrics::{RunResult, STATUS_CLASSES};
+
+pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> String {
+    let mut page = Exposition::new();
+
+    page.family(
+        "slipway_http_requests_total",
+        Kind::Counter,
+        "Requests answered on a project's hosts, by status class.",
+    );
+    for figures in projects {
+        for (class, count) in STATUS_CLASSES.iter().zip(figures.counts.requests) {
+            page.sample(
+                "slipway_http_requests_total",
+                &[("project", &figures.record.slug), ("code", class)],
+                count as f64,
+            );
+        }
+    }
+    page.family(
+        "slipway_http_request_duration_seconds",
+        Kind::Histogram,
+        "Time from a request's arrival to its response head, by project.",
+    );
+    for figures in projects {
+        page.histogram(
+            "slipway_http_request_duration_seconds",
+            &project(figures),
+            &figures.counts.duration,
+        );
+    }
+    let counters: [(&str, &str, Figure); 3] = [
+        (
+            "slipway_http_response_bytes_total",
+            "Response body bytes sent to visitors, by project.",
+            |f| f.counts.response_bytes,
+        ),
+        (
+            "slipway_upstream_errors_total",
+            "Requests the project's app did not answer (502 or 504 served).",
+            |f| f.counts.upstream_errors,
+        ),
+        (
+            "slipway_app_restarts_total",
+            "Restarts of the project's app after it exited.",
+            |f| f.counts.app_restarts,
+        ),
+    ];
+    for (name, help, value) in counters {
+        page.family(name, Kind::Counter, help);
+        for figures in projects {
+            page.sample(name, &project(figures), value(figures) as f64);
+        }
+    }
+    let memory: Vec<_> = projects
+        .iter()
+        .filter_map(|f| Some((f, f.app?.memory_bytes?)))
+        .collect();
+    if !memory.is_empty() {
+        page.family(
+            "slipway_app_memory_bytes",
+            Kind::Gauge,
+            "Memory of the project's live app, from its cgroup.",
+        );
+        for (figures, bytes) in memory {
+            page.sample("slipway_app_memory_bytes", &project(figures), bytes as f64);
+        }
+    }
+    let cpu: Vec<_> = projects
+        .iter()
+        .filter_map(|f| Some((f, f.app?.cpu_seconds?)))
+        .collect();
+    if !cpu.is_empty() {
+        page.family(
+            "slipway_app_cpu_seconds_total",
+            Kind::Counter,
+            "CPU time of the project's live app, from its cgroup (restarts each start from 0).",
+        );
+        for (figures, seconds) in cpu {
+            page.sample("slipway_app_cpu_seconds_total", &project(figures), seconds);
+        }
+    }
+    page.family(
+        "slipway_build_cache_bytes",
+        Kind::Gauge,
+        "Size of the project's build cache.",
+    );
+    for figures in projects {
+        page.sample(
+            "slipway_build_cache_bytes",
+            &project(figures),
+            figures.build_cache_bytes as f64,
+        );
+    }
+
+    page.family(
+        "slipway_provisioning_runs_total",
+        Kind::Counter,
+        "Provisioning runs (builds and rollbacks) finished, by result.",
+    );
+    for (result, count) in RunResult::ALL.iter().zip(observatory.daemon.runs()) {
+        page.sample(
+            "slipway_provisioning_runs_total",
+            &[("result", result.as_str())],
+            count as f64,
+        );
+    }
+    page.family(
+        "slipway_provisioning_duration_seconds",
+        Kind::Histogram,
+        "Duration of finished provisioning runs.",
+    );
+    page.histogram(
+        "slipway_provisioning_duration_seconds",
+        &[],
+        &observatory.daemon.run_duration(),
+    );
+
+    let certificates = observatory.certificates();
+    if !certificates.is_empty() {
+        page.family(
+            "slipway_certificate_expiry_timestamp_seconds",
+            Kind::Gauge,
+            "When each served certificate expires (notAfter, Unix seconds).",
+        );
+        for (domain, not_after) in &certificates {
+            page.sample(
+                "slipway_certificate_expiry_timestamp_seconds",
+                &[("domain", domain)],
+                *not_after as f64,
+            );
+        }
+    }
+
+    page.family(
+        "slipway_build_info",
+        Kind::Gauge,
+        "Always 1; the version of the running daemon.",
+    );
+    page.sample(
+        "slipway_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    process_families(&mut page);
+    page.finish()
+}
+
+/// Reads one counter of a project's figures.
+type Figure = fn(&ProjectFigures) -> u64;
+
+fn project(figures: &ProjectFigures) -> [(&'static str, &str); 1] {
+    [("project", figures.record.slug.as_str())]
+}
+
+fn process_families(page: &mut Exposition) {
+    let process = crate::metrics::process::read();
+    let families: [(&str, Kind, &str, Option<f64>); 6] = [
+        (
+            "process_cpu_seconds_total",
+            Kind::Counter,
+            "User and system CPU time of the daemon.",
+            process.cpu_seconds,
+        ),
+        (
+            "process_resident_memory_bytes",
+            Kind::Gauge,
+            "Resident memory of the daemon.",
+            process.resident_memory_bytes.map(|v| v as f64),
+        ),
+        (
+            "process_virtual_memory_bytes",
+            Kind::Gauge,
+            "Virtual memory of the daemon.",
+            process.virtual_memory_bytes.map(|v| v as f64),
+        ),
+        (
+            "process_open_fds",
+            Kind::Gauge,
+            "Open file descriptors of the daemon.",
+            process.open_fds.map(|v| v as f64),
+        ),
+        (
+            "process_max_fds",
+            Kind::Gauge,
+            "The daemon's file descriptor limit.",
+            process.max_fds.map(|v| v as f64),
+        ),
+        (
+            "process_start_time_seconds",
+            Kind::Gauge,
+            "When the daemon started (Unix seconds).",
+            process.start_time_seconds,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        if let Some(value) = value {
+            page.family(name, kind, help);
+            page.sample(name, &[], value);
+        }
+    }
+}
