@@ -17,6 +17,7 @@ mod cgroup;
 pub mod direct;
 mod exec;
 mod firewall;
+mod inherited;
 mod init;
 mod machine;
 mod mounts;
@@ -29,6 +30,7 @@ mod subid;
 pub use cgroup::CgroupError;
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
+pub use inherited::adopt_inherited_fd;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 

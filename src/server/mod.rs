@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::{Dispatch, Scheme};
 
 mod activity;
+pub mod listeners;
 
 pub use crate::budget::{BudgetLimits, ConnectionBudget};
 use activity::{Activity, DeadlineIo, TrackedBody};

@@ -8,6 +8,7 @@ mod deployments;
 mod logs;
 mod projects;
 pub mod records;
+mod snapshot;
 pub mod tables;
 mod tokens;
 
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 pub use logs::*;
 pub use projects::*;
+pub use snapshot::SnapshotInfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

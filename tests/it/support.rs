@@ -78,7 +78,14 @@ impl TestDaemon {
 
     /// The `slipway serve` command for this daemon's options.
     fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
+        let mut command = match self.options.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(BIN);
+                command
+            }
+            None => Command::new(BIN),
+        };
         command.arg("serve");
         if self.options.dev {
             command.arg("--dev");
