@@ -1,6 +1,6 @@
 //! The daemon side of `slipway backup`: [`Snapshot::take`] copies the store while the daemon
 //! serves (one redb read transaction), then [`Snapshot::write`] streams the archive —
-//! header, snapshot, `secret.key`, `sources/`, the live deployments' `deployments/<id>/`,
+//! header, snapshot, `secret.key`, `initial-admin-token`, `sources/`, the live deployments' `deployments/<id>/`,
 //! `appdata/`, manifest. Called by `admin.rs` on a blocking thread.
 
 use std::io::{Read, Write};
@@ -69,6 +69,14 @@ impl Snapshot {
             &data_dir.join("secret.key"),
             &format!("{DATA_PREFIX}/secret.key"),
         )?;
+        // The operator's first token, if its file is still there (its hash is in the store).
+        let initial_token = data_dir.join("initial-admin-token");
+        if initial_token.exists() {
+            archive.file(
+                &initial_token,
+                &format!("{DATA_PREFIX}/initial-admin-token"),
+            )?;
+        }
         let mut trees = vec!["sources".to_owned(), "appdata".to_owned()];
         for deployment in &self.header.live_deployments {
             trees.push(format!("deployments/{deployment}"));

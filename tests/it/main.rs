@@ -10,6 +10,7 @@ mod flood;
 mod forwarding;
 mod git_secrets;
 mod logs;
+mod operator;
 mod pipeline;
 mod restarts;
 mod sandbox;

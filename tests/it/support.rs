@@ -48,6 +48,15 @@ impl TestDaemon {
         daemon
     }
 
+    /// Like [`TestDaemon::start_with`], with `prepare` called on the (not yet existing) data
+    /// dir first, e.g. to restore a backup into it.
+    pub fn start_prepared(options: DaemonOptions, prepare: impl FnOnce(&Path)) -> TestDaemon {
+        let mut daemon = TestDaemon::unstarted(&std::env::temp_dir(), options);
+        prepare(&daemon.data_dir());
+        daemon.spawn();
+        daemon
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

@@ -53,7 +53,10 @@ fn launcher(addrs: &[String], names: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_daemon_serves_on_sockets_systemd_passed_and_early_clients_wait() {
-    if missing_tool("systemd-socket-activate", "socket activation test (package systemd)") {
+    if missing_tool(
+        "systemd-socket-activate",
+        "socket activation test (package systemd)",
+    ) {
         return;
     }
     let (http_port, api_port) = (free_port(), free_port());
@@ -66,7 +69,10 @@ async fn the_daemon_serves_on_sockets_systemd_passed_and_early_clients_wait() {
     let launcher: Vec<&str> = launcher.iter().map(String::as_str).collect();
     // The config asks for port 0 and no api listener: the passed sockets win.
     let daemon = TestDaemon::start_with(DaemonOptions::default().launched_by(&launcher));
-    assert_eq!(daemon.http, http_addr, "the http listener is the passed socket");
+    assert_eq!(
+        daemon.http, http_addr,
+        "the http listener is the passed socket"
+    );
     let early = early.join().unwrap();
     assert!(
         early.starts_with("HTTP/1.1 200") && early.contains(r#"{"status":"ok"}"#),
@@ -90,7 +96,10 @@ async fn the_daemon_serves_on_sockets_systemd_passed_and_early_clients_wait() {
 
 #[test]
 fn a_passed_socket_with_a_name_slipway_does_not_know_stops_the_daemon() {
-    if missing_tool("systemd-socket-activate", "socket activation test (package systemd)") {
+    if missing_tool(
+        "systemd-socket-activate",
+        "socket activation test (package systemd)",
+    ) {
         return;
     }
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
