@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# End-to-end install test of the .deb on a clean Debian 12 booted with systemd as PID 1
+# (systemd-nspawn): dpkg -i, set apps_domain, enable slipway.socket + slipway.service,
+# deploy a static site and a node app (sandbox mode namespaces, under the hardened unit),
+# `systemctl restart slipway` under load (0 failed requests), apt-get remove (stop-apps,
+# data kept), purge.
+#
+# Usage: tests/install/e2e.sh PATH/TO/slipway_*.deb
+# Needs root, debootstrap and systemd-container; prints "SKIP: <reason>" and exits 0 when
+# they are missing. The debootstrap tree is cached in $SLIPWAY_E2E_CACHE (default
+# /var/cache/slipway-test/bookworm) and never changed by a run (the container's root is an
+# overlay on tmpfs). Bounded: the container is killed after $SLIPWAY_E2E_TIMEOUT s (300).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+deb="${1:?usage: e2e.sh PATH/TO/slipway.deb}"
+deb="$(realpath "$deb")"
+cache="${SLIPWAY_E2E_CACHE:-/var/cache/slipway-test/bookworm}"
+timeout_s="${SLIPWAY_E2E_TIMEOUT:-300}"
+
+skip() { echo "SKIP: install e2e test: $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root (debootstrap, systemd-nspawn)"
+command -v debootstrap >/dev/null || skip "debootstrap is not installed (apt-get install debootstrap)"
+command -v systemd-nspawn >/dev/null || skip "systemd-nspawn is not installed (apt-get install systemd-container)"
+node="$(command -v node || true)"
+[ -n "$node" ] || skip "node is not installed on the host (the node app uses the host's node, bound read-only)"
+
+marker="$cache/.slipway-e2e-v1"
+if [ ! -e "$marker" ]; then
+  if [ ! -x "$cache/usr/lib/systemd/systemd" ]; then
+    echo "e2e: debootstrap bookworm into $cache (once; about a minute)"
+    rm -rf "$cache.tmp"
+    mkdir -p "$(dirname "$cache")"
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus \
+      bookworm "$cache.tmp" http://deb.debian.org/debian >/dev/null
+    mv "$cache.tmp" "$cache"
+  fi
+  # The package's dependencies and the test's tools: the container has no network.
+  chroot "$cache" apt-get install -y -qq --no-install-recommends \
+    nftables iproute2 git ca-certificates curl procps >/dev/null
+  # The test's own unit: runs /e2e/inner.sh once the system is up, then powers off.
+  cat >"$cache/etc/systemd/system/slipway-e2e.service" <<'EOF'
+[Unit]
+Description=Slipway install test
+ConditionPathExists=/e2e/inner.sh
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c '/e2e/inner.sh >/results/log 2>&1; echo $? >/results/rc'
+ExecStartPost=/usr/bin/systemctl --no-block poweroff
+[Install]
+WantedBy=multi-user.target
+EOF
+  mkdir -p "$cache/etc/systemd/system/multi-user.target.wants"
+  ln -sf /etc/systemd/system/slipway-e2e.service \
+    "$cache/etc/systemd/system/multi-user.target.wants/slipway-e2e.service"
+  echo "slipway-e2e" >"$cache/etc/hostname"
+  touch "$marker"
+fi
+
+results="$(mktemp -d)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work" "$results"' EXIT
+cp "$deb" "$work/slipway.deb"
+cp "$here/inner.sh" "$work/inner.sh"
+# The sandbox mode of the daemon in the container. On a host whose cgroup controllers are
+# v1 (these CI machines), systemd-nspawn gives the container its v1 controller hierarchies
+# read-only (binding the host's writable ones under them still fails with EROFS), so the
+# namespace sandbox, which needs writable memory and pids cgroups, cannot start there:
+# "none" unless SLIPWAY_E2E_SANDBOX says otherwise. User namespaces, nftables and veths do
+# work in the container. On a cgroup v2 host try SLIPWAY_E2E_SANDBOX=namespaces.
+echo "${SLIPWAY_E2E_SANDBOX:-none}" >"$work/sandbox_mode"
+chmod +x "$work/inner.sh"
+
+# --private-network: the container gets its own network namespace (loopback only), so the
+# daemon's nftables table, veths and ports 80/443 never touch the host's; systemd-nspawn
+# then also grants CAP_NET_ADMIN. --volatile=overlay: the cached tree stays clean.
+# The host's cgroups are v1 here: the container's systemd gets a legacy/hybrid tree, and
+# the daemon's Delegate=yes subtree is what the sandbox uses.
+echo "e2e: booting the container (at most ${timeout_s}s)"
+set +e
+timeout --kill-after=10 "$timeout_s" systemd-nspawn --quiet --register=no --keep-unit \
+  -D "$cache" --volatile=overlay --private-network \
+  --bind-ro="$work:/e2e" --bind="$results:/results" --bind-ro="$node:/usr/local/bin/node" \
+  -b >"$results/console" 2>&1
+nspawn_rc=$?
+set -e
+cat "$results/log" 2>/dev/null || { echo "e2e: no log; console:"; tail -50 "$results/console"; }
+rc="$(cat "$results/rc" 2>/dev/null || echo missing)"
+echo "e2e: container exit $nspawn_rc, test result $rc"
+[ "$rc" = 0 ]
