@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every Slipway test. As root on Debian it first installs what the tests use
-# (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds);
+# (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds;
+# lintian, debootstrap, systemd-container and cargo-deb for the package and its install test);
 # tests whose tool or privilege is missing print "SKIP: <reason>" instead of failing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  wanted=(nftables iproute2 pebble git curl ca-certificates)
+  wanted=(nftables iproute2 pebble git curl ca-certificates systemd lintian debootstrap systemd-container)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()
@@ -18,6 +19,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
+  # The .deb is made by cargo-deb (crates.io; about a minute to compile, once per machine).
+  # Pinned: 3.x still builds a package from the dev profile's binary (see below).
+  command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version '~3.8'
 else
   echo "not root (or no apt-get): not installing test dependencies; tests that need them will SKIP"
 fi
@@ -25,3 +29,22 @@ fi
 cargo build --locked --all-targets
 # Benches are built above (so they keep compiling) but are run by benches/*.sh, not here.
 cargo test --locked --lib --bins --tests -- --test-threads="${SLIPWAY_TEST_THREADS:-4}"
+
+# The package: built from the binary just compiled (the dev profile, stripped; a release
+# build would add minutes; `cargo deb` alone makes the release package), checked by lintian
+# (no errors; overrides are justified in packaging/lintian-overrides), then installed on a
+# clean Debian 12 booted under systemd (tests/install/e2e.sh: skips when not root).
+if command -v cargo-deb >/dev/null 2>&1; then
+  rm -rf target/debian
+  cargo deb --profile dev --no-build --strip -o target/debian/ 2>&1 | grep -v "dev profile\|debug symbols set" || true
+  deb="$(ls target/debian/slipway_*.deb)"
+  if command -v lintian >/dev/null 2>&1; then
+    lintian --fail-on error "$deb"
+    echo "lintian: no errors in $deb"
+  else
+    echo "SKIP: lintian is not installed (apt-get install lintian)"
+  fi
+  bash tests/install/e2e.sh "$deb"
+else
+  echo "SKIP: package tests: cargo-deb is not installed (cargo install --locked cargo-deb)"
+fi

@@ -25,7 +25,7 @@ echo "-- slipway doctor (before start):"
 slipway doctor --config "$conf" || echo "(doctor exit $?)"
 
 step "systemctl enable --now slipway.socket slipway-https.socket slipway.service"
-systemctl enable --now slipway.socket slipway-https.socket slipway.service
+systemctl enable --now slipway.socket slipway-https.socket slipway.service || fail "slipway did not start"
 for i in $(seq 1 100); do
   curl -sf --max-time 2 -H "Host: slipway.apps.test" http://127.0.0.1:7070/healthz >/dev/null && break
   sleep 0.2
