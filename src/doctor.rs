@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(disk(dir, Some(50 * GIB)).status, Status::Ok);
         let warn = Check::new("x", Status::Warn, "w");
         let fail = Check::new("y", Status::Fail, "f");
-        assert_eq!(exit_code(&[warn.clone()]), 0);
+        assert_eq!(exit_code(std::slice::from_ref(&warn)), 0);
         assert_eq!(exit_code(&[warn, fail]), 1);
     }
 }

@@ -70,7 +70,7 @@ async fn a_cookie_bomb_from_an_app_does_not_lock_the_operator_out() {
     let options = DaemonOptions::default()
         .apps_domain("apps.test")
         .tls(TlsSetup::Internal);
-    let mut daemon = TestDaemon::start_with(options);
+    let daemon = TestDaemon::start_with(options);
     let control = daemon.control_host();
     for h2 in [false, true] {
         for path in ["/healthz", "/", "/api/projects"] {
