@@ -62,12 +62,16 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work" "$results"' EXIT
 cp "$deb" "$work/slipway.deb"
 cp "$here/inner.sh" "$work/inner.sh"
-# The sandbox mode of the daemon in the container. On a host whose cgroup controllers are
-# v1 (these CI machines), systemd-nspawn gives the container its v1 controller hierarchies
-# read-only (binding the host's writable ones under them still fails with EROFS), so the
-# namespace sandbox, which needs writable memory and pids cgroups, cannot start there:
-# "none" unless SLIPWAY_E2E_SANDBOX says otherwise. User namespaces, nftables and veths do
-# work in the container. On a cgroup v2 host try SLIPWAY_E2E_SANDBOX=namespaces.
+# The sandbox mode of the daemon in the container: "none" unless SLIPWAY_E2E_SANDBOX says
+# otherwise. What was found with "namespaces" on these CI machines (cgroup v1, kernel 6.18,
+# systemd-nspawn 252): user namespaces, nftables and veths work in the container; the v1
+# controller hierarchies are mounted read-only there (a bind of the host's writable ones is
+# covered by nspawn's; inner.sh remounts them writable, after which the daemon starts under
+# the hardened unit with sandbox=namespaces and serves static sites); but every sandboxed
+# process then fails while building its root: "slipway sandbox: /usr: Function not
+# implemented (os error 38)" from the new mount API. Not the unit's SystemCallFilter (reset
+# in a drop-in: same), not nspawn's seccomp (SYSTEMD_SECCOMP=0: same), not the overlay root
+# (--ephemeral: same). Until that is understood the test runs builds and apps unsandboxed.
 echo "${SLIPWAY_E2E_SANDBOX:-none}" >"$work/sandbox_mode"
 chmod +x "$work/inner.sh"
 

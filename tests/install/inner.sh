@@ -19,6 +19,17 @@ sed -i 's/^# api_listen = .*/api_listen = "127.0.0.1:7070"/' "$conf"
 sandbox_mode="$(cat /e2e/sandbox_mode)"
 sed -i "s/^mode = \"namespaces\"/mode = \"$sandbox_mode\"/" "$conf"
 grep -q "^mode = \"$sandbox_mode\"" "$conf" || fail "could not set sandbox.mode"
+if [ "$sandbox_mode" = namespaces ] && mount | grep -q "on /sys/fs/cgroup/memory type cgroup (ro"; then
+  # On a cgroup v1 host systemd-nspawn mounts the controller hierarchies read-only in the
+  # container; the sandbox needs to create memory and pids cgroups. A fresh, writable mount
+  # of each hierarchy (the container's cgroup namespace is its root) gives what a v1 host
+  # gives the daemon outside a container.
+  for c in memory pids cpu freezer; do
+    umount "/sys/fs/cgroup/$c" 2>/dev/null || true
+    mount -t cgroup -o "rw,nosuid,nodev,noexec,$c" cgroup "/sys/fs/cgroup/$c" || echo "($c not remounted)"
+  done
+  echo "cgroup v1 controllers remounted writable for the sandbox"
+fi
 echo "127.0.0.1 slipway.apps.test site.apps.test web.apps.test doctor-check.apps.test" >>/etc/hosts
 slipway check-config --config "$conf"
 echo "-- slipway doctor (before start):"
@@ -49,7 +60,11 @@ deploy() { # slug dir provision-json
     status="$(api "http://127.0.0.1:7070/api/provisioning/$pid/status")"
     case "$status" in
       *'"status":"provisioning_complete"'*) echo "$1: live"; return 0 ;;
-      *'"status":"provisioning_failed"'*) echo "$status"; fail "deploy of $1 failed" ;;
+      *'"status":"provisioning_failed"'*)
+        echo "$status"
+        dpl="$(echo "$status" | sed -n 's/.*"deploymentId":"\([^"]*\)".*/\1/p')"
+        api "http://127.0.0.1:7070/api/deployments/$dpl/logs" | head -c 3000; echo
+        fail "deploy of $1 failed" ;;
     esac
     sleep 0.2
   done
