@@ -62,17 +62,14 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work" "$results"' EXIT
 cp "$deb" "$work/slipway.deb"
 cp "$here/inner.sh" "$work/inner.sh"
-# The sandbox mode of the daemon in the container: "none" unless SLIPWAY_E2E_SANDBOX says
-# otherwise. What was found with "namespaces" on these CI machines (cgroup v1, kernel 6.18,
-# systemd-nspawn 252): user namespaces, nftables and veths work in the container; the v1
-# controller hierarchies are mounted read-only there (a bind of the host's writable ones is
-# covered by nspawn's; inner.sh remounts them writable, after which the daemon starts under
-# the hardened unit with sandbox=namespaces and serves static sites); but every sandboxed
-# process then fails while building its root: "slipway sandbox: /usr: Function not
-# implemented (os error 38)" from the new mount API. Not the unit's SystemCallFilter (reset
-# in a drop-in: same), not nspawn's seccomp (SYSTEMD_SECCOMP=0: same), not the overlay root
-# (--ephemeral: same). Until that is understood the test runs builds and apps unsandboxed.
-echo "${SLIPWAY_E2E_SANDBOX:-none}" >"$work/sandbox_mode"
+# The sandbox mode of the daemon in the container: "namespaces" (the real sandbox, under the
+# hardened unit) unless SLIPWAY_E2E_SANDBOX says otherwise. On a cgroup v1 host (these CI
+# machines) systemd-nspawn mounts the controller hierarchies read-only in the container;
+# inner.sh mounts them again writable, as a v1 host gives them to the daemon. User
+# namespaces, nftables and veths work in the container as they are.
+echo "${SLIPWAY_E2E_SANDBOX:-namespaces}" >"$work/sandbox_mode"
+# For experiments with the unit: a drop-in installed before the daemon starts.
+if [ -n "${SLIPWAY_E2E_DROPIN:-}" ]; then cp "$SLIPWAY_E2E_DROPIN" "$work/dropin.conf"; fi
 chmod +x "$work/inner.sh"
 
 # --private-network: the container gets its own network namespace (loopback only), so the

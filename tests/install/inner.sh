@@ -35,6 +35,12 @@ slipway check-config --config "$conf"
 echo "-- slipway doctor (before start):"
 slipway doctor --config "$conf" || echo "(doctor exit $?)"
 
+if [ -f /e2e/dropin.conf ]; then
+  mkdir -p /etc/systemd/system/slipway.service.d
+  cp /e2e/dropin.conf /etc/systemd/system/slipway.service.d/e2e.conf
+  systemctl daemon-reload
+  echo "unit drop-in:"; cat /e2e/dropin.conf
+fi
 step "systemctl enable --now slipway.socket slipway-https.socket slipway.service"
 systemctl enable --now slipway.socket slipway-https.socket slipway.service || fail "slipway did not start"
 for i in $(seq 1 100); do
