@@ -44,7 +44,10 @@ if command -v cargo-deb >/dev/null 2>&1; then
   else
     echo "SKIP: lintian is not installed (apt-get install lintian)"
   fi
-  bash tests/install/e2e.sh "$deb"
+  # With the integration-test binary: the sandbox tests also run in the container, under
+  # the unit's properties (see tests/install/e2e.sh).
+  it_binary="$(ls -t target/debug/deps/it-* | grep -v '\.d$' | head -1)"
+  SLIPWAY_E2E_IT_BINARY="$it_binary" bash tests/install/e2e.sh "$deb"
 else
   echo "SKIP: package tests: cargo-deb is not installed (cargo install --locked cargo-deb)"
 fi

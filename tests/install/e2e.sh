@@ -24,7 +24,7 @@ command -v systemd-nspawn >/dev/null || skip "systemd-nspawn is not installed (a
 node="$(command -v node || true)"
 [ -n "$node" ] || skip "node is not installed on the host (the node app uses the host's node, bound read-only)"
 
-marker="$cache/.slipway-e2e-v1"
+marker="$cache/.slipway-e2e-v2"
 if [ ! -e "$marker" ]; then
   if [ ! -x "$cache/usr/lib/systemd/systemd" ]; then
     echo "e2e: debootstrap bookworm into $cache (once; about a minute)"
@@ -34,9 +34,10 @@ if [ ! -e "$marker" ]; then
       bookworm "$cache.tmp" http://deb.debian.org/debian >/dev/null
     mv "$cache.tmp" "$cache"
   fi
-  # The package's dependencies and the test's tools: the container has no network.
+  # The package's dependencies and the tests' tools (python3: the sandbox tests' apps and
+  # probes): the container has no network.
   chroot "$cache" apt-get install -y -qq --no-install-recommends \
-    nftables iproute2 git ca-certificates curl procps >/dev/null
+    nftables iproute2 git ca-certificates curl procps python3 >/dev/null
   # The test's own unit: runs /e2e/inner.sh once the system is up, then powers off.
   cat >"$cache/etc/systemd/system/slipway-e2e.service" <<'EOF'
 [Unit]
@@ -68,6 +69,29 @@ cp "$here/inner.sh" "$work/inner.sh"
 # inner.sh mounts them again writable, as a v1 host gives them to the daemon. User
 # namespaces, nftables and veths work in the container as they are.
 echo "${SLIPWAY_E2E_SANDBOX:-namespaces}" >"$work/sandbox_mode"
+# SLIPWAY_E2E_IT_BINARY=target/debug/deps/it-…: after the install test, the integration
+# tests named by SLIPWAY_E2E_IT_FILTER (default "sandbox": the sandbox and sandboxed
+# modules) run inside the container under the hardened unit's own properties (systemd-run),
+# so every daemon and sandbox they start is confined as slipway.service would be.
+extra_binds=()
+if [ -n "${SLIPWAY_E2E_IT_BINARY:-}" ]; then
+  it="$(realpath "$SLIPWAY_E2E_IT_BINARY")"
+  debug_dir="$(dirname "$(dirname "$it")")"   # target/debug: the test binary and slipway
+  extra_binds+=(--bind-ro="$debug_dir:$debug_dir")
+  echo "$it" >"$work/it_binary"
+  echo "${SLIPWAY_E2E_IT_FILTER:-sandbox}" >"$work/it_filter"
+  # Skipped there, because the *test process* runs under the unit too, not because of the
+  # daemon: the connection-cap test writes its script with the unit's UMask=0077 (the
+  # daemon unpacks sources for the project's uid itself), the store test checks that
+  # /root/.bashrc exists (ProtectHome hides /root from the test), and the /etc test plants
+  # keys in /etc (read-only under ProtectSystem=strict).
+  echo "${SLIPWAY_E2E_IT_SKIP:-a_sandbox_cannot_hold_more_than_its_connection_cap a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_dirs a_build_sees_only_an_allow_list_of_etc}" >"$work/it_skip"
+  # The unit's [Service] settings as systemd-run properties (not how it is started).
+  sed -n '/^\[Service\]/,/^\[Install\]/p' "$here/../../systemd/slipway.service" \
+    | grep -E '^[A-Za-z]+=' \
+    | grep -vE '^(Type|ExecStartPre|ExecStart|Restart|RestartSec|Sockets|StateDirectory|StateDirectoryMode|TimeoutStopSec|Environment)=' \
+    >"$work/unit_properties"
+fi
 # For experiments with the unit: a drop-in installed before the daemon starts.
 if [ -n "${SLIPWAY_E2E_DROPIN:-}" ]; then cp "$SLIPWAY_E2E_DROPIN" "$work/dropin.conf"; fi
 chmod +x "$work/inner.sh"
@@ -82,6 +106,7 @@ set +e
 timeout --kill-after=10 "$timeout_s" systemd-nspawn --quiet --register=no --keep-unit \
   -D "$cache" --volatile=overlay --private-network \
   --bind-ro="$work:/e2e" --bind="$results:/results" --bind-ro="$node:/usr/local/bin/node" \
+  "${extra_binds[@]}" \
   -b >"$results/console" 2>&1
 nspawn_rc=$?
 set -e

@@ -138,3 +138,18 @@ apt-get purge -y slipway | tee /tmp/purge
 [ -f /var/lib/slipway/slipway.redb ] || fail "purge deleted the data"
 grep -q "your data is kept in /var/lib/slipway" /tmp/purge || fail "purge did not say where the data is"
 echo "E2E PASSED"
+
+if [ -f /e2e/it_binary ]; then
+  it="$(cat /e2e/it_binary)"
+  step "integration tests '$(cat /e2e/it_filter)' under the unit's properties"
+  mkdir -p /srv/slipway-tests
+  set --
+  while IFS= read -r property; do set -- "$@" -p "$property"; done </e2e/unit_properties
+  skips=""
+  for name in $(cat /e2e/it_skip); do skips="$skips --skip $name"; done
+  systemd-run --quiet --pipe --wait --collect "$@" -p ReadWritePaths=/srv/slipway-tests \
+    -E TMPDIR=/srv/slipway-tests -E PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
+    -E HOME=/srv/slipway-tests \
+    "$it" "$(cat /e2e/it_filter)" --test-threads=2 $skips || { echo "INTEGRATION TESTS UNDER THE UNIT FAILED"; exit 1; }
+  echo "INTEGRATION TESTS UNDER THE UNIT PASSED"
+fi
