@@ -1,6 +1,8 @@
 //! The admin socket `<data_dir>/admin.sock` (mode 0600, root only): lets `slipway token …`,
-//! `slipway ca export` and `slipway stop-apps` on the host talk to the running daemon. One JSON request per
-//! connection, one JSON response.
+//! `slipway ca export`, `slipway stop-apps` and `slipway backup` on the host talk to the
+//! running daemon. One JSON request per connection, one JSON response; `backup` follows its
+//! response with the archive's bytes (`backup/`), so the CLI writes the file and the daemon
+//! needs no write access outside its data dir.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +34,7 @@ pub enum AdminRequest {
     CaExport,
     /// Stop every running app (they outlive daemon restarts otherwise).
     StopApps,
+    Backup,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -44,6 +47,8 @@ pub struct AdminResponse {
 pub struct AdminState {
     pub tokens: Arc<Tokens>,
     pub supervisor: Arc<crate::supervisor::Supervisor>,
+    pub store: crate::store::Store,
+    pub data_dir: PathBuf,
     pub ca_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
 
@@ -85,10 +90,15 @@ pub async fn serve(listener: UnixListener, state: Arc<AdminState>, shutdown: Can
 async fn handle(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
-    BufReader::new(read.take_limited())
-        .read_line(&mut line)
-        .await?;
-    let response = match serde_json::from_str::<AdminRequest>(&line) {
+    let mut reader = BufReader::new(read.take_limited());
+    reader.read_line(&mut line).await?;
+    let request = serde_json::from_str::<AdminRequest>(&line);
+    if let Ok(AdminRequest::Backup) = request {
+        let read = reader.into_inner().into_inner();
+        let stream = read.reunite(write).map_err(std::io::Error::other)?;
+        return backup(stream, state).await;
+    }
+    let response = match request {
         Err(error) => AdminResponse {
             ok: false,
             result: serde_json::Value::Null,
@@ -119,6 +129,51 @@ async fn handle(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<(
     bytes.push(b'\n');
     write.write_all(&bytes).await?;
     write.shutdown().await
+}
+
+/// `backup`: snapshot the store, answer with the archive's header, then stream the archive.
+async fn backup(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<()> {
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    tokio::task::spawn_blocking(move || {
+        let mut out = std::io::BufWriter::new(stream);
+        let snapshot = crate::backup::Snapshot::take(&state.store, &state.data_dir);
+        let response = match &snapshot {
+            Ok(snapshot) => AdminResponse {
+                ok: true,
+                result: serde_json::to_value(&snapshot.header).expect("headers serialize"),
+                error: None,
+            },
+            Err(error) => AdminResponse {
+                ok: false,
+                result: serde_json::Value::Null,
+                error: Some(format!("taking the store snapshot: {error}")),
+            },
+        };
+        let mut bytes = serde_json::to_vec(&response).expect("responses serialize");
+        bytes.push(b'\n');
+        std::io::Write::write_all(&mut out, &bytes)?;
+        let Ok(snapshot) = snapshot else {
+            return std::io::Write::flush(&mut out);
+        };
+        match snapshot.write(&state.data_dir, &mut out) {
+            Ok(manifest) => {
+                tracing::info!(
+                    files = manifest.files.len(),
+                    projects = snapshot.header.projects,
+                    "backup streamed through the admin socket"
+                );
+                std::io::Write::flush(&mut out)
+            }
+            Err(error) => {
+                // The client sees the archive end without its manifest and says so.
+                tracing::error!(%error, "backup failed while streaming");
+                Err(std::io::Error::other(error.to_string()))
+            }
+        }
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 trait TakeLimited: tokio::io::AsyncRead + Sized {
@@ -185,6 +240,7 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
             Err(error) => fail(error.to_string()),
         },
         AdminRequest::StopApps => fail("stop-apps is handled asynchronously".into()),
+        AdminRequest::Backup => fail("backup is answered by its own stream".into()),
         AdminRequest::CaExport => match (state.ca_root_pem)() {
             Some(pem) => ok(serde_json::Value::String(pem)),
             None => fail("this daemon has no internal CA (tls.mode is not \"internal\")".into()),
@@ -194,6 +250,33 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
 
 fn to_value(shape: impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(shape).expect("API shapes serialize")
+}
+
+/// Client side of `backup`: writes the daemon's archive to `out`; returns its header.
+pub async fn request_backup(
+    data_dir: &Path,
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> anyhow::Result<crate::backup::Header> {
+    let path = socket_path(data_dir);
+    let stream = UnixStream::connect(&path).await.map_err(|error| {
+        anyhow::anyhow!("cannot reach the daemon at {}: {error} (is `slipway serve` running with this data_dir, and are you root?)", path.display())
+    })?;
+    let (read, mut write) = stream.into_split();
+    let mut bytes = serde_json::to_vec(&AdminRequest::Backup)?;
+    bytes.push(b'\n');
+    write.write_all(&bytes).await?;
+    let mut reader = BufReader::new(read);
+    let mut line = String::new();
+    reader.read_line(&mut line).await?;
+    let response: AdminResponse = serde_json::from_str(&line)?;
+    if !response.ok {
+        anyhow::bail!(response
+            .error
+            .unwrap_or_else(|| "the daemon refused the request".into()));
+    }
+    let header: crate::backup::Header = serde_json::from_value(response.result)?;
+    tokio::io::copy(&mut reader, out).await?;
+    Ok(header)
 }
 
 /// Client side: sends one request to the daemon's socket.

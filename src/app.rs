@@ -1,4 +1,4 @@
-//! Wiring: opens the store, binds the listeners, starts every long-lived task and owns the
+//! Wiring: opens the store, opens the listeners (`server::listeners`), starts every long-lived task and owns the
 //! shutdown tree. `run(config, shutdown)` is the whole daemon; `main` and the tests call it.
 
 use std::net::SocketAddr;
@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -63,17 +62,14 @@ pub async fn run(
         tracing::info!(path = %token_path.display(), "created the initial admin token; read it from this file (mode 0600)");
     }
 
-    let http_listener = bind(config.http_listen, "http_listen").await?;
-    let https_listener = match config.tls.mode {
-        TlsMode::Off => None,
-        _ => Some(bind(config.https_listen, "https_listen").await?),
-    };
-    let api_listener = match config.api_listen {
-        Some(addr) => Some(bind(addr, "api_listen").await?),
-        None => None,
-    };
+    // Handed over by systemd (slipway.socket) or bound here.
+    let crate::server::listeners::Listeners {
+        http: http_listener,
+        https: https_listener,
+        api: api_listener,
+    } = crate::server::listeners::open(&config).await?;
     let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(bind(addr, "metrics_listen").await?),
+        Some(addr) => Some(crate::server::listeners::bind(addr, "metrics_listen").await?),
         None => None,
     };
     let bound = Bound {
@@ -294,6 +290,8 @@ pub async fn run(
     let admin_state = Arc::new(crate::admin::AdminState {
         tokens: tokens.clone(),
         supervisor: supervisor.clone(),
+        store: store.clone(),
+        data_dir: config.data_dir.clone(),
         ca_root_pem: Box::new(move || admin_tls.as_ref().and_then(|tls| tls.root_pem())),
     });
     tracker.spawn(crate::admin::serve(
@@ -432,12 +430,6 @@ fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("setting mode 0700 on {}", dir.display()))?;
     Ok(())
-}
-
-async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on {addr} ({key}): is another server using it, or does the port need root? Change {key} in the config")
-    })
 }
 
 fn port_suffix(port: u16, default: u16) -> String {

@@ -1,4 +1,5 @@
-//! The command line: server side (`serve`, `check-config`, `token`, `ca`), client side
+//! The command line: server side (`serve`, `check-config`, `token`, `ca`, `backup`,
+//! `restore`, `doctor`), client side
 //! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`; run by `client::main`) and the
 //! hidden `sandbox-exec` helper entry. Parsing only; `main.rs` acts on it.
 
@@ -54,6 +55,33 @@ pub enum Command {
     StopApps {
         #[command(flatten)]
         target: DaemonTarget,
+    },
+    /// Write a backup of the running daemon (store snapshot, keys, CA and certificates,
+    /// sources, live builds, app data) to one archive, checked before it is kept.
+    Backup {
+        /// The archive to write (.tar.gz; mode 0600: it holds the secret key).
+        #[arg(long, short, value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        target: DaemonTarget,
+    },
+    /// Make a new data dir from a backup (refuses a corrupt archive or one from a newer
+    /// Slipway); then start a daemon with data_dir pointing at it.
+    Restore {
+        /// The archive `slipway backup` wrote.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The data dir to create (must not exist, or be empty).
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
+    /// Check this machine for what Slipway needs and say what to fix (exit 1 when something
+    /// blocks it).
+    Doctor {
+        #[arg(long)]
+        dev: bool,
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Internal: the sandbox helper the daemon execs (reads its spec from a pipe).
     #[command(hide = true)]

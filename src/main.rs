@@ -66,7 +66,102 @@ fn main() -> ExitCode {
             target,
         } => admin(target, slipway::admin::AdminRequest::CaExport),
         Command::StopApps { target } => stop_apps(target),
+        Command::Backup { output, target } => backup(target, output),
+        Command::Restore { file, data_dir } => match slipway::backup::restore(&file, &data_dir) {
+            Ok(header) => {
+                println!(
+                    "restored {} project(s) from {} (made by slipway {} at {}) into {}; set \
+                     data_dir = {:?} in the config and start the daemon",
+                    header.projects,
+                    file.display(),
+                    header.slipway_version,
+                    header.created_at,
+                    data_dir.display(),
+                    data_dir.display().to_string()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("slipway: restore refused: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Doctor { dev, config } => match Config::load(config.as_deref(), dev) {
+            Ok(config) => {
+                let checks = slipway::doctor::run(&config);
+                print!("{}", slipway::doctor::render(&checks));
+                ExitCode::from(slipway::doctor::exit_code(&checks))
+            }
+            Err(error) => config_error(error),
+        },
         Command::Client(command) => slipway::client::main(command),
+    }
+}
+
+/// `slipway backup`: the daemon streams the archive over its admin socket into FILE.partial;
+/// it is verified against its own manifest, then renamed to FILE.
+fn backup(target: DaemonTarget, output: std::path::PathBuf) -> ExitCode {
+    let data_dir = match target_data_dir(target) {
+        Ok(dir) => dir,
+        Err(code) => return code,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut partial_name = output.as_os_str().to_owned();
+    partial_name.push(".partial");
+    let partial = std::path::PathBuf::from(partial_name);
+    let result = runtime.block_on(async {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&partial)
+            .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", partial.display()))?;
+        let mut file = tokio::fs::File::from_std(file);
+        let header = slipway::admin::request_backup(&data_dir, &mut file).await?;
+        tokio::io::AsyncWriteExt::flush(&mut file).await?;
+        file.sync_all().await?;
+        let (_, manifest) = slipway::backup::verify(&partial).map_err(|error| {
+            anyhow::anyhow!(
+                "the archive the daemon sent does not check out: {error} (see the daemon's log)"
+            )
+        })?;
+        std::fs::rename(&partial, &output)?;
+        anyhow::Ok((header, manifest))
+    });
+    match result {
+        Ok((header, manifest)) => {
+            let bytes: u64 = manifest.files.iter().map(|f| f.size).sum();
+            println!(
+                "backup written to {}: {} project(s), {} live deployment(s), {} files ({} bytes \
+                 before compression), every checksum verified",
+                output.display(),
+                header.projects,
+                header.live_deployments.len(),
+                manifest.files.len(),
+                bytes
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            let _ = std::fs::remove_file(&partial);
+            eprintln!("slipway: backup failed: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn target_data_dir(target: DaemonTarget) -> Result<std::path::PathBuf, ExitCode> {
+    match target.data_dir {
+        Some(dir) => Ok(dir),
+        None => match Config::load(target.config.as_deref(), target.dev) {
+            Ok(config) => Ok(config.data_dir),
+            Err(error) => Err(config_error(error)),
+        },
     }
 }
 
@@ -101,12 +196,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 fn admin(target: DaemonTarget, request: slipway::admin::AdminRequest) -> ExitCode {
-    let data_dir = match target.data_dir {
-        Some(dir) => dir,
-        None => match Config::load(target.config.as_deref(), target.dev) {
-            Ok(config) => config.data_dir,
-            Err(error) => return config_error(error),
-        },
+    let data_dir = match target_data_dir(target) {
+        Ok(dir) => dir,
+        Err(code) => return code,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

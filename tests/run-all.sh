@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every Slipway test. As root on Debian it first installs what the tests use
-# (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds);
+# (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds;
+# lintian, debootstrap, systemd-container and cargo-deb for the package and its install test);
 # tests whose tool or privilege is missing print "SKIP: <reason>" instead of failing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # prometheus: its promtool checks the /metrics page (tests/it/observability.rs).
-  wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus)
+  wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus
+          systemd lintian debootstrap systemd-container)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()
@@ -24,6 +26,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     command -v "${tool%%:*}" >/dev/null 2>&1 || python3 -m pip install -q --break-system-packages "${tool#*:}" 2>/dev/null \
       || python3 -m pip install -q "${tool#*:}"
   done
+  # The .deb is made by cargo-deb (crates.io; about a minute to compile, once per machine).
+  # Pinned: 3.x still builds a package from the dev profile's binary (see below).
+  command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version '~3.8'
 else
   echo "not root (or no apt-get): not installing test dependencies; tests that need them will SKIP"
 fi
@@ -35,3 +40,25 @@ cargo test --locked --lib --bins --tests -- --test-threads="${SLIPWAY_TEST_THREA
 # client generated from it that deploys a site.
 bash tests/api/schemathesis.sh
 bash tests/api/client.sh
+
+# The package: built from the binary just compiled (the dev profile, stripped; a release
+# build would add minutes; `cargo deb` alone makes the release package), checked by lintian
+# (no errors; overrides are justified in packaging/lintian-overrides), then installed on a
+# clean Debian 12 booted under systemd (tests/install/e2e.sh: skips when not root).
+if command -v cargo-deb >/dev/null 2>&1; then
+  rm -rf target/debian
+  cargo deb --profile dev --no-build --strip -o target/debian/ 2>&1 | grep -v "dev profile\|debug symbols set" || true
+  deb="$(ls target/debian/slipway_*.deb)"
+  if command -v lintian >/dev/null 2>&1; then
+    lintian --fail-on error "$deb"
+    echo "lintian: no errors in $deb"
+  else
+    echo "SKIP: lintian is not installed (apt-get install lintian)"
+  fi
+  # With the integration-test binary: the sandbox tests also run in the container, under
+  # the unit's properties (see tests/install/e2e.sh).
+  it_binary="$(ls -t target/debug/deps/it-* | grep -v '\.d$' | head -1)"
+  SLIPWAY_E2E_IT_BINARY="$it_binary" bash tests/install/e2e.sh "$deb"
+else
+  echo "SKIP: package tests: cargo-deb is not installed (cargo install --locked cargo-deb)"
+fi

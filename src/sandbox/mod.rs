@@ -18,6 +18,7 @@ mod cgroup;
 pub mod direct;
 mod exec;
 mod firewall;
+mod inherited;
 mod init;
 mod machine;
 mod mounts;
@@ -32,6 +33,7 @@ pub use adopt::{stop_outliving, AppHandle};
 pub use cgroup::{CgroupError, CgroupUsage};
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
+pub use inherited::adopt_inherited_fd;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 

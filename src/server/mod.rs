@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::{Dispatch, Scheme};
 
 mod activity;
+pub mod listeners;
 
 pub use crate::budget::{BudgetLimits, ConnectionBudget};
 use activity::{Activity, DeadlineIo, TrackedBody};
@@ -117,6 +118,13 @@ pub async fn serve(
         });
     }
     drop(listener);
+    if graceful.count() > 0 {
+        // A connection accepted just before shutdown may not have sent its first request yet
+        // (its TLS handshake still running): the graceful shutdown would close it unanswered,
+        // and a client of the socket unit would see a reset during `systemctl restart`. Give
+        // such connections a moment; a request that started then finishes under the drain.
+        tokio::time::sleep(FIRST_REQUEST_GRACE.min(limits.handshake_timeout)).await;
+    }
     tracing::debug!(
         ?local,
         connections = graceful.count(),
@@ -132,6 +140,9 @@ pub async fn serve(
         );
     }
 }
+
+/// How long connections accepted before shutdown get to start their first request.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(1000);
 
 /// One accepted connection and what serving it needs.
 struct Connection {

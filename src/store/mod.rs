@@ -10,6 +10,7 @@ mod logs;
 pub mod notifications;
 mod projects;
 pub mod records;
+mod snapshot;
 pub mod tables;
 mod tokens;
 
@@ -23,6 +24,7 @@ use serde::Serialize;
 
 pub use logs::*;
 pub use projects::*;
+pub use snapshot::SnapshotInfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

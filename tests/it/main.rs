@@ -12,6 +12,7 @@ mod git_secrets;
 mod logs;
 mod notifications;
 mod observability;
+mod operator;
 mod pipeline;
 mod reliability;
 mod restarts;

@@ -50,6 +50,15 @@ impl TestDaemon {
         daemon
     }
 
+    /// Like [`TestDaemon::start_with`], with `prepare` called on the (not yet existing) data
+    /// dir first, e.g. to restore a backup into it.
+    pub fn start_prepared(options: DaemonOptions, prepare: impl FnOnce(&Path)) -> TestDaemon {
+        let mut daemon = TestDaemon::unstarted(&std::env::temp_dir(), options);
+        prepare(&daemon.data_dir());
+        daemon.spawn();
+        daemon
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -80,7 +89,14 @@ impl TestDaemon {
 
     /// The `slipway serve` command for this daemon's options.
     fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
+        let mut command = match self.options.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(BIN);
+                command
+            }
+            None => Command::new(BIN),
+        };
         command.arg("serve");
         if self.options.dev {
             command.arg("--dev");

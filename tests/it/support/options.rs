@@ -65,6 +65,9 @@ pub struct DaemonOptions {
     pub(super) dev: bool,
     pub(super) env: Vec<(&'static str, String)>,
     pub(super) uid: Option<u32>,
+    /// A program (and its arguments) that starts the daemon's command line, e.g.
+    /// `systemd-socket-activate -l …`; empty: the daemon is run directly.
+    pub(super) launcher: Vec<String>,
 }
 
 impl Default for DaemonOptions {
@@ -79,6 +82,7 @@ impl Default for DaemonOptions {
             dev: false,
             env: Vec::new(),
             uid: None,
+            launcher: Vec::new(),
         }
     }
 }
@@ -142,6 +146,12 @@ impl DaemonOptions {
     /// Runs the daemon as this uid (and gid) instead of the test's own.
     pub fn uid(mut self, uid: u32) -> Self {
         self.uid = Some(uid);
+        self
+    }
+
+    /// Starts the daemon through `launcher` (its arguments, then `slipway serve …`).
+    pub fn launched_by(mut self, launcher: &[&str]) -> Self {
+        self.launcher = launcher.iter().map(|arg| arg.to_string()).collect();
         self
     }
 

@@ -1,0 +1,6 @@
+//! The operator's tools (issue 18): listeners handed over by systemd socket activation,
+//! `slipway backup` / `slipway restore`, `slipway doctor` and `--version`.
+
+mod activation;
+mod backup;
+mod doctor;
