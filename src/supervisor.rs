@@ -270,6 +270,13 @@ impl Supervisor {
                             &dpl,
                             &format!("the app's sandbox could not be adopted ({error}); starting it again"),
                         );
+                        // Still running but not ours to watch: it must not hold the port,
+                        // the address or a second copy of the app.
+                        let (grace, stale) = (self.stop_grace, handle.clone());
+                        let _ = tokio::task::spawn_blocking(move || {
+                            crate::sandbox::stop_outliving(&[stale], grace)
+                        })
+                        .await;
                         self.spawn(&spec)
                     }
                 },

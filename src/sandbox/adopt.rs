@@ -2,15 +2,17 @@
 //! next daemon can adopt it, and the process-identity checks that make adoption safe.
 //!
 //! An app's `sandbox-exec` helper is the app's anchor: it ignores the daemon's death, holds
-//! the read ends of the app's log pipes (so the app never writes into a pipe nobody holds;
-//! while no daemon reads, a full 1 MiB pipe makes the app's writes wait), and records the
-//! command's exit in a file. A new daemon finds the helper by pid, proves it is the same
-//! process by its start time (a reused pid has another) through a pidfd, takes copies of the
-//! log pipes with `pidfd_getfd`, and waits for its exit through the pidfd.
+//! the read ends of the app's log pipes (named pipes next to its exit file, so the app never
+//! writes into a pipe nobody holds; while no daemon reads, a full 1 MiB pipe makes the app's
+//! writes wait), and records the command's exit in a file. A new daemon finds the helper by
+//! pid, proves it is the same process by its start time (a reused pid has another) through a
+//! pidfd, opens the named pipes again, and waits for its exit through the pidfd. (Named pipes,
+//! not `pidfd_getfd`: a hardened unit denies that call with the rest of `@debug`.)
 //! Called by [`super::ns`]; the supervisor stores the [`AppHandle`] the runner hands out.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -84,16 +86,31 @@ pub(super) fn watch(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Owned
     unsafe { tokio::io::unix::AsyncFd::register(pidfd) }.map_err(io::Error::from)
 }
 
-/// A copy of descriptor `target` of the process behind `pidfd` (root may take any).
-pub(super) fn pidfd_getfd(pidfd: &OwnedFd, target: RawFd) -> io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags; returns a new fd.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us (with O_CLOEXEC set).
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+/// The named pipe of an app's `stream` (`stdout` or `stderr`), next to its exit file.
+pub(super) fn fifo_path(exit_file: &Path, stream: &str) -> PathBuf {
+    exit_file.with_extension(stream)
+}
+
+/// Makes a fresh named pipe (0600) and opens it: (read end, write end).
+pub(super) fn make_fifo(path: &Path) -> io::Result<(OwnedFd, OwnedFd)> {
+    let _ = std::fs::remove_file(path);
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    // The read end first (non-blocking, so the open returns); then the write end opens at once.
+    let read = open_fifo(path)?;
+    let write = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)?;
+    Ok((read, OwnedFd::from(write)))
+}
+
+/// Opens an app's named pipe for reading (a daemon adopting it).
+pub(super) fn open_fifo(path: &Path) -> io::Result<OwnedFd> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    Ok(OwnedFd::from(file))
 }
 
 /// Sends `signal` to the process behind `pidfd`, which cannot hit a reused pid.

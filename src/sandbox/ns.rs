@@ -282,9 +282,8 @@ impl Runner for NamespaceRunner {
     fn adopt(&self, handle: &AppHandle) -> io::Result<Running> {
         let shared = &self.shared;
         let pidfd = adopt::open_identified(handle)?;
-        let [stdout_fd, stderr_fd] = spec::HELD_LOG_FDS;
-        let stdout = adopt::pidfd_getfd(&pidfd, stdout_fd)?;
-        let stderr = adopt::pidfd_getfd(&pidfd, stderr_fd)?;
+        let stdout = adopt::open_fifo(&adopt::fifo_path(&handle.exit_file, "stdout"))?;
+        let stderr = adopt::open_fifo(&adopt::fifo_path(&handle.exit_file, "stderr"))?;
         let link = shared.addresses.link(handle.link_index);
         let resources = StepResources {
             link,
@@ -383,8 +382,18 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         }
     }
     std::fs::File::from(write_end.try_clone()?).write_all(&framed)?;
-    let (stdout_read, stdout_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let (stderr_read, stderr_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // An app's output goes through named pipes next to its exit file, which a later daemon
+    // opens again to adopt it; a build's through plain pipes.
+    let ((stdout_read, stdout_write), (stderr_read, stderr_write)) = match &exit_file {
+        Some(exit_file) => (
+            adopt::make_fifo(&adopt::fifo_path(exit_file, "stdout"))?,
+            adopt::make_fifo(&adopt::fifo_path(exit_file, "stderr"))?,
+        ),
+        None => (
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?,
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?,
+        ),
+    };
     let mut command = tokio::process::Command::new(&shared.daemon_exe);
     command
         .arg("sandbox-exec")
@@ -443,7 +452,10 @@ fn sweep_exit_files(run_dir: &Path, survivors: &[&AppHandle]) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if !survivors.iter().any(|s| s.exit_file == path) {
+        let of_survivor = survivors
+            .iter()
+            .any(|s| path.with_extension("exit") == s.exit_file);
+        if !of_survivor {
             let _ = std::fs::remove_file(path);
         }
     }

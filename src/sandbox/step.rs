@@ -77,7 +77,7 @@ impl NamespaceProcess {
         }
         let status = self.wait_helper().await?;
         if let Some(path) = &self.exit_file {
-            let _ = std::fs::remove_file(path);
+            remove_run_files(path);
         }
         let events = self
             .resources
@@ -101,6 +101,14 @@ impl NamespaceProcess {
             let _ = tokio::spawn(remove_cgroup(Arc::clone(&self.shared), cgroup)).await;
         }
         Ok(exit)
+    }
+}
+
+/// Removes an app's exit file and named pipes.
+fn remove_run_files(exit_file: &std::path::Path) {
+    let _ = std::fs::remove_file(exit_file);
+    for stream in ["stdout", "stderr"] {
+        let _ = std::fs::remove_file(adopt::fifo_path(exit_file, stream));
     }
 }
 
@@ -195,7 +203,7 @@ impl Drop for NamespaceProcess {
                 }
             }
             if let Some(path) = exit_file {
-                let _ = std::fs::remove_file(path);
+                remove_run_files(&path);
             }
             release(shared, resources).await;
         };

@@ -91,7 +91,7 @@ JS
 deploy web /tmp/web '{"projectSlug":"web","installCommand":"","buildCommand":"","startCommand":"node server.js"}'
 before="$(get web)"
 echo "$before" | grep -q "node pid" || fail "the node app is not served: $before"
-app_pid_before="$(pgrep -f 'node server.js' | head -1 || true)"
+app_pid_before="$(pgrep -xf 'node server.js' | tr '\n' ' ' || true)"
 
 step "systemctl restart slipway under load"
 : >/tmp/load
@@ -115,10 +115,12 @@ failed="$(grep -cv '^200$' /tmp/load || true)"
 echo "requests during the restart: $total, failed: $failed (daemon pid $daemon_pid_before -> $daemon_pid_after)"
 [ "$daemon_pid_before" != "$daemon_pid_after" ] || fail "the daemon did not restart"
 [ "$failed" = 0 ] || { sort /tmp/load | uniq -c; fail "requests failed during the restart"; }
-app_pid_after="$(pgrep -f 'node server.js' | head -1 || true)"
+app_pid_after="$(pgrep -xf 'node server.js' | tr '\n' ' ' || true)"
 if [ "$app_pid_before" = "$app_pid_after" ]; then
   echo "the node app kept its pid ($app_pid_before)"
 else
+  dpl="$(api http://127.0.0.1:7070/api/projects/web | sed -n 's/.*"liveDeploymentId":"\([^"]*\)".*/\1/p')"
+  api "http://127.0.0.1:7070/api/deployments/$dpl/logs?stream=system" | tail -c 2000; echo
   fail "the node app's pid changed ($app_pid_before -> $app_pid_after): the restart did not adopt the running app"
 fi
 get web | grep -q "node pid" || fail "the node app is not served after the restart"
@@ -147,9 +149,14 @@ if [ -f /e2e/it_binary ]; then
   while IFS= read -r property; do set -- "$@" -p "$property"; done </e2e/unit_properties
   skips=""
   for name in $(cat /e2e/it_skip); do skips="$skips --skip $name"; done
+  # The test binaries sit at their build path, which may be under /tmp (a fresh clone): the
+  # unit's PrivateTmp would hide them, so that one directory is bound in read-only. Nothing
+  # else of the unit's properties changes.
+  debug_dir="$(dirname "$(dirname "$it")")"
   systemd-run --quiet --pipe --wait --collect "$@" -p ReadWritePaths=/srv/slipway-tests \
+    -p "BindReadOnlyPaths=$debug_dir" \
     -E TMPDIR=/srv/slipway-tests -E PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
     -E HOME=/srv/slipway-tests \
-    "$it" "$(cat /e2e/it_filter)" --test-threads=2 $skips || { echo "INTEGRATION TESTS UNDER THE UNIT FAILED"; exit 1; }
+    "$it" "$(cat /e2e/it_filter)" --test-threads=2 $skips || { echo "INTEGRATION TESTS UNDER THE UNIT FAILED (exit $?)"; exit 1; }
   echo "INTEGRATION TESTS UNDER THE UNIT PASSED"
 fi
