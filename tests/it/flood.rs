@@ -23,7 +23,12 @@ async fn a_log_flood_leaves_memory_and_api_latency_bounded() {
     if crate::support::missing_tool("python3", "the flooding app is a python3 http.server") {
         return;
     }
-    let daemon = TestDaemon::start();
+    // A low rate, so the flood is over it even on a loaded machine where `yes` is slowed down
+    // by the pipe: the excess must be dropped and said so.
+    let daemon = TestDaemon::start_with(
+        crate::support::DaemonOptions::default()
+            .extra_toml("[limits]\nlog_rate_kb_s = 64\nlog_burst_kb = 256\n"),
+    );
     let pid = daemon.child.as_ref().unwrap().id();
     let baseline = rss_kib(pid);
     let status = daemon
