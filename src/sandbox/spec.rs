@@ -37,7 +37,8 @@ pub(crate) struct HelperSpec {
 }
 
 /// Where an app's helper holds the read ends of its stdout and stderr pipes (from the daemon
-/// that started it; a daemon that adopts the app takes copies with `pidfd_getfd`).
+/// that started it; they are named pipes next to the exit file, which a daemon that adopts
+/// the app opens again).
 pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
 
 /// Which host directories appear at `/app` and `/data`.
