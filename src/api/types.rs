@@ -400,6 +400,10 @@ pub struct SystemInfo {
     pub tls_mode: String,
     pub apps_domain: String,
     pub control_host: String,
+    /// Whether builds' workspaces and apps' `/data` are filesystems of their own
+    /// (`limits.build_disk_mb`, `limits.app_disk_mb`); false where the machine gives no loop
+    /// devices or `mkfs.ext4`.
+    pub disk_limits: bool,
 }
 
 /// One audit log entry.
