@@ -1,0 +1,217 @@
+//! What each operation of the document says beyond its shapes, derived from the route table:
+//! the error codes it can answer, links to the operations that read what it creates, its path
+//! parameters' schemas and what each error status means. Used by `openapi` (the document).
+
+use std::collections::BTreeMap;
+
+use super::Link;
+use crate::api::routes::{RequestBody, Route, RouteSpec, Target};
+use crate::error_code::ErrorCode;
+
+/// The error codes an operation can answer, from its place in the route table: what every
+/// route can answer, what its body, query, method and target add, and its own.
+pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
+    use ErrorCode::*;
+    let mut codes = vec![Unauthorized, Forbidden, RateLimited, InternalError];
+    if spec.target != Target::None || spec.template.contains('{') {
+        codes.push(NotFound);
+    }
+    if spec.query.is_some() {
+        codes.push(InvalidQuery);
+    }
+    match spec.request {
+        Some(RequestBody::Json(_)) => codes.extend([
+            InvalidBody,
+            InvalidJson,
+            InvalidContentType,
+            PayloadTooLarge,
+        ]),
+        Some(RequestBody::Archive) => codes.extend([InvalidContentType, PayloadTooLarge]),
+        None => {}
+    }
+    if spec.method == http::Method::POST {
+        codes.extend([InvalidIdempotencyKey, Conflict]);
+    }
+    let own: &[ErrorCode] = match spec.route {
+        Route::CreateProject => &[InvalidSlugFormat, InvalidSlugReserved, InvalidSlugTaken],
+        Route::SetEnvVars => &[InvalidEnvKey, InvalidEnvValue],
+        Route::DeleteEnvVar => &[InvalidEnvKey],
+        Route::UploadSource => &[
+            InvalidSlugFormat,
+            InvalidSlugReserved,
+            InvalidSourceArchive,
+            InsufficientStorage,
+        ],
+        Route::Provision => &[
+            InvalidSlugFormat,
+            InvalidSlugReserved,
+            InvalidSlugMismatch,
+            InvalidSourceMissing,
+            InvalidSourceId,
+            InvalidGitUrl,
+            InsufficientStorage,
+        ],
+        Route::Rollback => &[InvalidDeploymentId],
+        Route::DeleteToken | Route::CancelRun => &[Conflict],
+        Route::CreateNotification => &[],
+        Route::Metrics
+        | Route::ProjectUsage
+        | Route::ListNotifications
+        | Route::GetNotification
+        | Route::DeleteNotification
+        | Route::NotificationDeliveries => &[],
+        Route::ListProjects
+        | Route::GetProject
+        | Route::DeleteProject
+        | Route::GetEnvVars
+        | Route::CreateToken
+        | Route::ListTokens
+        | Route::ProvisionStatus
+        | Route::Deployments
+        | Route::GetDeployment
+        | Route::Logs
+        | Route::LogStream
+        | Route::Audit
+        | Route::OpenApi
+        | Route::System => &[],
+    };
+    for code in own {
+        if !codes.contains(code) {
+            codes.push(*code);
+        }
+    }
+    codes
+}
+
+/// Links from an operation's success answer to the operations that use what it created.
+pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
+    let link = |operation_id, parameter, expression| Link {
+        operation_id,
+        parameters: BTreeMap::from([(parameter, expression)]),
+    };
+    let entries: Vec<(&'static str, Link)> = match route {
+        Route::CreateProject => vec![
+            (
+                "GetProject",
+                link("GetProject", "projectId", "$response.body#/id"),
+            ),
+            (
+                "GetEnvVars",
+                link("GetEnvVars", "projectId", "$response.body#/id"),
+            ),
+            (
+                "SetEnvVars",
+                link("SetEnvVars", "projectId", "$response.body#/id"),
+            ),
+            (
+                "Deployments",
+                link("Deployments", "projectId", "$response.body#/id"),
+            ),
+            (
+                "UploadSource",
+                link("UploadSource", "projectId", "$response.body#/id"),
+            ),
+            (
+                "DeleteProject",
+                link("DeleteProject", "projectId", "$response.body#/id"),
+            ),
+        ],
+        Route::UploadSource => vec![(
+            "GetProject",
+            link("GetProject", "projectId", "$response.body#/projectId"),
+        )],
+        Route::Provision | Route::Rollback => vec![
+            (
+                "ProvisionStatus",
+                link(
+                    "ProvisionStatus",
+                    "provisioningId",
+                    "$response.body#/provisioningId",
+                ),
+            ),
+            (
+                "CancelRun",
+                link(
+                    "CancelRun",
+                    "provisioningId",
+                    "$response.body#/provisioningId",
+                ),
+            ),
+            (
+                "GetDeployment",
+                link(
+                    "GetDeployment",
+                    "deploymentId",
+                    "$response.body#/deploymentId",
+                ),
+            ),
+            (
+                "Logs",
+                link("Logs", "deploymentId", "$response.body#/deploymentId"),
+            ),
+        ],
+        Route::CreateToken => vec![(
+            "DeleteToken",
+            link("DeleteToken", "tokenId", "$response.body#/id"),
+        )],
+        Route::CreateNotification => vec![
+            (
+                "GetNotification",
+                link("GetNotification", "notificationId", "$response.body#/id"),
+            ),
+            (
+                "NotificationDeliveries",
+                link(
+                    "NotificationDeliveries",
+                    "notificationId",
+                    "$response.body#/id",
+                ),
+            ),
+            (
+                "DeleteNotification",
+                link("DeleteNotification", "notificationId", "$response.body#/id"),
+            ),
+        ],
+        _ => Vec::new(),
+    };
+    entries.into_iter().collect()
+}
+
+/// The schema of a path parameter, by its name: the ids' and slugs' shapes.
+pub(super) fn path_parameter_schema(name: &str) -> serde_json::Value {
+    let id = |prefix: &str| serde_json::json!({"type": "string", "pattern": format!("^{prefix}_[a-z2-7]{{24}}$")});
+    match name {
+        "projectId" => serde_json::json!({
+            "type": "string",
+            "description": "The project's id (prj_…) or slug",
+            "pattern": "^(prj_[a-z2-7]{24}|[a-z0-9]+(-[a-z0-9]+)*)$",
+            "minLength": 2,
+            "maxLength": 63,
+        }),
+        "deploymentId" => id("dpl"),
+        "provisioningId" => id("pvn"),
+        "tokenId" => id("tok"),
+        "notificationId" => id("ntf"),
+        "key" => serde_json::json!({
+            "type": "string",
+            "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+            "maxLength": 256,
+        }),
+        _ => serde_json::json!({"type": "string"}),
+    }
+}
+
+/// What a status means, for the document.
+pub(super) fn describe(status: u16) -> &'static str {
+    match status {
+        400 => "Invalid input: the message names the field",
+        401 => "Missing, invalid or expired token",
+        403 => "The token's scope or project list does not cover this",
+        404 => "Not found",
+        409 => "Conflicts with the resource's state (or an Idempotency-Key in use)",
+        413 => "Body too large",
+        429 => "Rate limited (see Retry-After)",
+        507 => "Not enough disk space on the daemon's data dir",
+        _ => "Internal error",
+    }
+}

@@ -1,0 +1,68 @@
+//! Config parsing: defaults, refusals naming the key, advice.
+use super::*;
+
+#[test]
+fn dev_defaults_need_nothing() {
+    let config = Config::from_toml("", true).unwrap();
+    assert_eq!(config.apps_domain, "localhost");
+    assert_eq!(config.control_host, "slipway.localhost");
+    assert_eq!(
+        config.advice().len(),
+        1,
+        "the default control host is a sibling of apps"
+    );
+    assert_eq!(config.http_listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.tls.mode, TlsMode::Internal);
+    assert_eq!(config.sandbox.mode, SandboxMode::Auto);
+    assert_eq!(config.reserved_slug(), "slipway");
+}
+
+#[test]
+fn production_requires_apps_domain() {
+    let error = Config::from_toml("", false).unwrap_err();
+    assert!(error.to_string().contains("apps_domain"), "{error}");
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let error = Config::from_toml("apps_domain = \"a.b\"\nhttp_lisen = \"x\"", false).unwrap_err();
+    assert!(error.to_string().contains("http_lisen"), "{error}");
+    let error = Config::from_toml("[limits]\npid = 3", true).unwrap_err();
+    assert!(error.to_string().contains("pid"), "{error}");
+}
+
+#[test]
+fn invalid_values_are_named() {
+    for (text, key) in [
+        ("[tls]\nmode = \"acm\"", "tls.mode"),
+        ("http_listen = \"localhost\"", "http_listen"),
+        ("[sandbox]\nsubnet = \"10.0.0.0/30\"", "sandbox.subnet"),
+        ("[sandbox]\ninstance = \"Bad-Name\"", "sandbox.instance"),
+        ("[limits]\npids = 0", "limits.pids"),
+    ] {
+        let error = Config::from_toml(text, true).unwrap_err();
+        assert!(error.to_string().contains(key), "{text}: {error}");
+    }
+}
+
+#[test]
+fn a_control_host_inside_apps_domain_gets_advice() {
+    let inside = Config::from_toml("apps_domain = \"apps.example.com\"", false).unwrap();
+    let advice = inside.advice();
+    assert_eq!(advice.len(), 1);
+    assert!(advice[0].contains("Public Suffix List"), "{advice:?}");
+    let outside = Config::from_toml(
+        "apps_domain = \"apps.example.com\"\ncontrol_host = \"slipway.example.com\"",
+        false,
+    )
+    .unwrap();
+    assert!(outside.advice().is_empty());
+}
+
+#[test]
+fn smtp_from_sandboxes_is_off_unless_allowed() {
+    let config = Config::from_toml("", true).unwrap();
+    assert!(!config.sandbox.allow_smtp);
+    let config = Config::from_toml("[sandbox]\nallow_smtp = true", true).unwrap();
+    assert!(config.sandbox.allow_smtp);
+}
