@@ -105,10 +105,7 @@ fn backup(target: DaemonTarget, output: std::path::PathBuf) -> ExitCode {
         Ok(dir) => dir,
         Err(code) => return code,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = client_runtime();
     let mut partial_name = output.as_os_str().to_owned();
     partial_name.push(".partial");
     let partial = std::path::PathBuf::from(partial_name);
@@ -200,10 +197,7 @@ fn admin(target: DaemonTarget, request: slipway::admin::AdminRequest) -> ExitCod
         Ok(dir) => dir,
         Err(code) => return code,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = client_runtime();
     match runtime.block_on(slipway::admin::request(&data_dir, &request)) {
         Ok(serde_json::Value::String(text)) => {
             print!("{text}");
@@ -235,10 +229,7 @@ fn stop_apps(target: DaemonTarget) -> ExitCode {
     if let Some(dir) = target.data_dir {
         config.data_dir = dir;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = client_runtime();
     let socket = slipway::admin::socket_path(&config.data_dir);
     let through_daemon = socket.exists().then(|| {
         runtime.block_on(slipway::admin::request(
@@ -261,6 +252,14 @@ fn stop_apps(target: DaemonTarget) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The small runtime the host-side commands (admin socket, backup, stop-apps) run on.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 fn config_error(error: slipway::config::ConfigError) -> ExitCode {
