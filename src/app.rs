@@ -176,6 +176,17 @@ pub async fn run(
         store: store.clone(),
         data_dir: config.data_dir.clone(),
     });
+    let domains = crate::domains::Domains::new(
+        store.clone(),
+        routes.clone(),
+        tls.clone(),
+        notifier.clone(),
+        crate::domains::OwnNames {
+            apps_domain: config.apps_domain.clone(),
+            control_host: config.control_host.clone(),
+        },
+        bound.https,
+    );
     let ctx = Arc::new(Context {
         config: config.clone(),
         store: store.clone(),
@@ -189,6 +200,7 @@ pub async fn run(
         pipeline: pipeline.clone(),
         observatory: observatory.clone(),
         notifier: notifier.clone(),
+        domains: domains.clone(),
         hub: hub.clone(),
         sources,
         public_scheme,
@@ -196,6 +208,10 @@ pub async fn run(
         idempotency: Default::default(),
     });
     load_routes(&ctx).await?;
+    let restored_domains = domains.restore().await?;
+    if restored_domains > 0 {
+        tracing::info!(domains = restored_domains, "custom domains routed");
+    }
     let hub_shutdown = CancellationToken::new();
     let flusher = tokio::spawn(hub.clone().run_flusher(hub_shutdown.clone()));
     // Everything that was live is served again before the daemon says it is ready.

@@ -93,7 +93,8 @@ impl Dispatch {
         if scheme == Scheme::Http && self.redirect_plain {
             let loopback_control =
                 matches!(destination, Destination::Control) && client.ip().is_loopback();
-            if !loopback_control {
+            let redirect_domain = matches!(destination, Destination::Redirect { .. });
+            if !loopback_control && !redirect_domain {
                 return self.redirect_to_https(&host, &request);
             }
         }
@@ -114,7 +115,7 @@ impl Dispatch {
                 );
                 let response = self
                     .app(
-                        slug,
+                        &slug,
                         target,
                         request,
                         client,
@@ -134,6 +135,7 @@ impl Dispatch {
                 }
                 response
             }
+            Destination::Redirect { to } => self.redirect_to_host(&to, &host, scheme, &request),
             Destination::Unknown => VisitorPage::UnknownHost.response(),
         }
     }
@@ -200,19 +202,54 @@ impl Dispatch {
 
     fn redirect_to_https(&self, host: &str, request: &Request<Incoming>) -> Response<Body> {
         let name = crate::router::host_without_port(host);
-        let path = request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
-        let location = format!("https://{name}{}{path}", self.https_port_suffix);
-        let mut response = Response::new(crate::http_util::empty());
-        *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
-        if let Ok(value) = HeaderValue::from_str(&location) {
-            response.headers_mut().insert(http::header::LOCATION, value);
-        }
-        response
+        permanent_redirect(&format!(
+            "https://{name}{}{}",
+            self.https_port_suffix,
+            path_and_query(request)
+        ))
     }
+
+    /// A custom domain's `redirectTo`: a 308 to the same path and query on `to`, over HTTPS
+    /// (plain HTTP when TLS is off), on the port the visitor used when the scheme stays.
+    fn redirect_to_host(
+        &self,
+        to: &str,
+        host: &str,
+        scheme: Scheme,
+        request: &Request<Incoming>,
+    ) -> Response<Body> {
+        let same_port = || match host.rsplit_once(':') {
+            Some((_, port)) if port.bytes().all(|b| b.is_ascii_digit()) => format!(":{port}"),
+            _ => String::new(),
+        };
+        let (target_scheme, port) = match (self.redirect_plain, scheme) {
+            (false, _) => ("http", same_port()),
+            (true, Scheme::Https) => ("https", same_port()),
+            (true, Scheme::Http) => ("https", self.https_port_suffix.clone()),
+        };
+        permanent_redirect(&format!(
+            "{target_scheme}://{to}{port}{}",
+            path_and_query(request)
+        ))
+    }
+}
+
+fn path_and_query<B>(request: &Request<B>) -> &str {
+    request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+}
+
+/// A 308 to `location` (method and body kept).
+fn permanent_redirect(location: &str) -> Response<Body> {
+    let mut response = Response::new(crate::http_util::empty());
+    *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(http::header::LOCATION, value);
+    }
+    response
 }
 
 /// `:authority` (HTTP/2) or the `Host` header.

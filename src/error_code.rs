@@ -28,6 +28,8 @@ pub enum ErrorCode {
     InvalidEnvKey,
     InvalidEnvValue,
     InvalidIdempotencyKey,
+    InvalidDomain,
+    InvalidDomainTaken,
     // The other API statuses.
     Unauthorized,
     Forbidden,
@@ -52,7 +54,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 34] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -69,6 +71,8 @@ impl ErrorCode {
         ErrorCode::InvalidEnvKey,
         ErrorCode::InvalidEnvValue,
         ErrorCode::InvalidIdempotencyKey,
+        ErrorCode::InvalidDomain,
+        ErrorCode::InvalidDomainTaken,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -108,6 +112,8 @@ impl ErrorCode {
             ErrorCode::InvalidEnvKey => "INVALID_ENV_KEY",
             ErrorCode::InvalidEnvValue => "INVALID_ENV_VALUE",
             ErrorCode::InvalidIdempotencyKey => "INVALID_IDEMPOTENCY_KEY",
+            ErrorCode::InvalidDomain => "INVALID_DOMAIN",
+            ErrorCode::InvalidDomainTaken => "INVALID_DOMAIN_TAKEN",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::NotFound => "NOT_FOUND",
@@ -148,7 +154,9 @@ impl ErrorCode {
             | ErrorCode::InvalidDeploymentId
             | ErrorCode::InvalidEnvKey
             | ErrorCode::InvalidEnvValue
-            | ErrorCode::InvalidIdempotencyKey => StatusCode::BAD_REQUEST,
+            | ErrorCode::InvalidIdempotencyKey
+            | ErrorCode::InvalidDomain
+            | ErrorCode::InvalidDomainTaken => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
@@ -213,6 +221,8 @@ mod tests {
                 "INVALID_IDEMPOTENCY_KEY",
                 400,
             ),
+            (ErrorCode::InvalidDomain, "INVALID_DOMAIN", 400),
+            (ErrorCode::InvalidDomainTaken, "INVALID_DOMAIN_TAKEN", 400),
             (ErrorCode::Unauthorized, "UNAUTHORIZED", 401),
             (ErrorCode::Forbidden, "FORBIDDEN", 403),
             (ErrorCode::NotFound, "NOT_FOUND", 404),

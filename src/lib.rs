@@ -4,7 +4,8 @@
 //! [`dispatch`] (host dispatch) → [`router`] (the route snapshot) → [`api`] (the REST API) →
 //! [`store`] (redb) → [`pipeline`] (provisioning runs) → [`source`] (archives, git) →
 //! [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps) → [`logs`] (the log
-//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`] → [`metrics`] (hot-path
+//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`] → [`domains`] (custom
+//! domains) → [`metrics`] (hot-path
 //! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
 //! [`notifications`] (outbound webhooks). Apart: [`client`], the
 //! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API.
@@ -22,6 +23,7 @@ pub mod control;
 pub mod dashboard;
 pub mod disk;
 pub mod dispatch;
+pub mod domains;
 pub mod doctor;
 pub mod error_code;
 pub mod http_util;

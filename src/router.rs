@@ -2,7 +2,12 @@
 //! writers change through a handful of typed methods, each a compare-and-swap of the whole
 //! snapshot; request handling only ever loads the current snapshot and never locks or touches
 //! the store.
+//!
+//! Hosts are the control host, `<slug>.<apps_domain>` (the project's slug host) and the
+//! projects' custom domains, which either serve the project exactly like its slug host or
+//! redirect to another of its hosts.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,6 +50,17 @@ pub struct RouteTable {
     pub apps: HashMap<String, Option<Target>>,
     /// slug → the project's traffic counters; same keys as `apps`, kept across deployments.
     pub metrics: HashMap<String, Arc<ProjectMetrics>>,
+    /// Custom domain (lowercase, punycode) → what it does.
+    pub domains: HashMap<String, CustomHost>,
+}
+
+/// A custom domain in the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomHost {
+    /// The project it belongs to.
+    pub slug: String,
+    /// `Some(host)`: visitors get a 308 to `host`; `None`: it serves the project.
+    pub redirect_to: Option<String>,
 }
 
 /// What a request's `Host` resolves to.
@@ -52,11 +68,13 @@ pub enum Destination<'a> {
     Control,
     /// A project exists; `None` while it has no live deployment.
     App {
-        slug: &'a str,
+        slug: Cow<'a, str>,
         target: Option<Target>,
         /// Where this request is counted; `None` when request metrics are off.
         metrics: Option<Arc<ProjectMetrics>>,
     },
+    /// A custom domain that sends its visitors to another host of its project (308).
+    Redirect { to: String },
     Unknown,
 }
 
@@ -112,11 +130,29 @@ impl Routes {
         });
     }
 
-    /// A deleted project: its host answers 404 from the next request on.
+    /// A deleted project: its host and its custom domains answer 404 from the next request on.
     pub fn remove_project(&self, slug: &str) {
         self.update(|table| {
             table.apps.remove(slug);
             table.metrics.remove(slug);
+            table.domains.retain(|_, host| host.slug != slug);
+        });
+    }
+
+    /// Serves (or redirects) custom domains from the next request on; replaces earlier
+    /// entries of the same names.
+    pub fn add_domains(&self, domains: &[(String, CustomHost)]) {
+        self.update(|table| {
+            for (name, host) in domains {
+                table.domains.insert(name.clone(), host.clone());
+            }
+        });
+    }
+
+    /// A deleted custom domain: 404 from the next request on.
+    pub fn remove_domain(&self, name: &str) {
+        self.update(|table| {
+            table.domains.remove(name);
         });
     }
 
@@ -178,18 +214,26 @@ impl Routes {
         if name.eq_ignore_ascii_case(&self.control_host) {
             return Destination::Control;
         }
-        let Some(slug) = app_slug(name, &self.apps_domain) else {
-            return Destination::Unknown;
-        };
         let table = self.current.load();
-        match table.apps.get(slug) {
+        let slug = match app_slug(name, &self.apps_domain) {
+            Some(slug) => Cow::Borrowed(slug),
+            None => match table.domains.get(name) {
+                Some(CustomHost {
+                    redirect_to: Some(to),
+                    ..
+                }) => return Destination::Redirect { to: to.clone() },
+                Some(CustomHost { slug, .. }) => Cow::Owned(slug.clone()),
+                None => return Destination::Unknown,
+            },
+        };
+        match table.apps.get(slug.as_ref()) {
             Some(target) => Destination::App {
-                slug,
                 target: target.clone(),
                 metrics: match self.request_metrics {
-                    true => table.metrics.get(slug).cloned(),
+                    true => table.metrics.get(slug.as_ref()).cloned(),
                     false => None,
                 },
+                slug,
             },
             None => Destination::Unknown,
         }
@@ -250,11 +294,54 @@ mod tests {
         assert!(matches!(
             routes.resolve("web.localhost"),
             Destination::App {
-                slug: "web",
                 target: None,
                 metrics: Some(_),
+                ..
             }
         ));
+    }
+
+    /// A custom domain serves its project like the slug host, or redirects; it goes with its
+    /// project, and names under the apps domain never reach the custom table.
+    #[test]
+    fn custom_domains_serve_or_redirect_and_go_with_their_project() {
+        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
+        routes.add_project("web");
+        let serve = |slug: &str| CustomHost {
+            slug: slug.into(),
+            redirect_to: None,
+        };
+        routes.add_domains(&[
+            ("www.example.test".into(), serve("web")),
+            (
+                "example.test".into(),
+                CustomHost {
+                    slug: "web".into(),
+                    redirect_to: Some("www.example.test".into()),
+                },
+            ),
+            ("orphan.example.test".into(), serve("gone")),
+        ]);
+        match routes.resolve("www.example.test:8443") {
+            Destination::App { slug, .. } => assert_eq!(slug, "web"),
+            _ => panic!("www.example.test does not serve web"),
+        }
+        assert!(matches!(
+            routes.resolve("example.test."),
+            Destination::Redirect { to } if to == "www.example.test"
+        ));
+        assert!(matches!(
+            routes.resolve("orphan.example.test"),
+            Destination::Unknown
+        ));
+        routes.remove_domain("www.example.test");
+        assert!(matches!(
+            routes.resolve("www.example.test"),
+            Destination::Unknown
+        ));
+        routes.remove_project("web");
+        let left: Vec<String> = routes.snapshot().domains.keys().cloned().collect();
+        assert_eq!(left, ["orphan.example.test"]);
     }
 
     /// A project's counters live as long as the project: a new live deployment keeps them,

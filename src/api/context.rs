@@ -25,6 +25,8 @@ pub struct Context {
     pub observatory: Arc<crate::usage::Observatory>,
     /// Webhook subscriptions.
     pub notifier: crate::notifications::Notifier,
+    /// Custom domains.
+    pub domains: Arc<crate::domains::Domains>,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,

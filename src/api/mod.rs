@@ -4,6 +4,7 @@
 
 mod audit;
 mod context;
+mod domains;
 mod error;
 mod idempotency;
 mod json;
@@ -268,6 +269,10 @@ async fn handle_route(
         Route::GetNotification => notifications::get(ctx, params.get(0)).await,
         Route::DeleteNotification => notifications::delete(ctx, params.get(0)).await,
         Route::NotificationDeliveries => notifications::deliveries(ctx, params.get(0)).await,
+        Route::CreateDomain => domains::create(ctx, params.get(0), request).await,
+        Route::ListDomains => domains::list(ctx, params.get(0), &request).await,
+        Route::GetDomain => domains::get(ctx, params.get(0), params.get(1)).await,
+        Route::DeleteDomain => domains::delete(ctx, params.get(0), params.get(1)).await,
     }
 }
 

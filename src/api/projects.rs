@@ -25,6 +25,7 @@ pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
         created_at: rfc3339(record.created_ms),
         live_deployment_id: record.live_deployment_id.clone(),
         state: record.state,
+        domains: record.domains.clone(),
     }
 }
 
@@ -150,6 +151,7 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
         )));
     };
     ctx.routes.remove_project(&record.slug);
+    ctx.domains.project_deleted(&deleted.project.domains).await;
     ctx.pipeline.project_deleted(&deleted).await;
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
     Ok(json_response(

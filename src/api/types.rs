@@ -4,6 +4,7 @@
 //! (the provisioning status, log lines) are re-exported here; the log endpoints' shapes are in
 //! [`logs`], the error code as it travels in [`wire_code`].
 
+mod domains;
 mod logs;
 mod notifications;
 mod wire_code;
@@ -17,6 +18,7 @@ pub use crate::error_code::ErrorCode;
 pub use crate::logs::{LogLine, LogStream};
 pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
+pub use domains::*;
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 pub use notifications::*;
 pub use wire_code::{UnknownCode, WireCode};
@@ -59,6 +61,9 @@ pub struct Project {
     pub created_at: String,
     pub live_deployment_id: Option<String>,
     pub state: ProjectState,
+    /// The project's custom domains.
+    #[serde(default)]
+    pub domains: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -497,6 +502,7 @@ mod tests {
         assert_eq!(fields::<CreateProject>(), properties::<CreateProject>());
         assert_eq!(fields::<ProvisionBody>(), properties::<ProvisionBody>());
         assert_eq!(fields::<RollbackBody>(), properties::<RollbackBody>());
+        assert_eq!(fields::<CreateDomain>(), properties::<CreateDomain>());
     }
 
     #[test]
@@ -508,10 +514,11 @@ mod tests {
             created_at: "t".into(),
             live_deployment_id: None,
             state: ProjectState::New,
+            domains: Vec::new(),
         };
         let value = serde_json::to_value(&project).unwrap();
         assert!(value["liveDeploymentId"].is_null());
-        assert_eq!(value.as_object().unwrap().len(), 6);
+        assert_eq!(value.as_object().unwrap().len(), 7);
         let body = ProvisionBody {
             project_slug: "web".into(),
             ..ProvisionBody::default()

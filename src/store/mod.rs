@@ -6,6 +6,7 @@
 
 mod audit;
 mod deployments;
+pub mod domains;
 mod logs;
 pub mod notifications;
 mod projects;
@@ -148,6 +149,7 @@ impl Store {
             txn.open_table(tables::NOTIFICATIONS)?;
             txn.open_table(tables::NOTIFICATION_QUEUE)?;
             txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
+            txn.open_table(tables::DOMAINS)?;
         }
         txn.commit()?;
         Ok(())

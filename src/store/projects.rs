@@ -60,6 +60,7 @@ impl Store {
                         live_deployment_id: None,
                         state: ProjectState::New,
                         uid,
+                        domains: Vec::new(),
                     };
                     put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, &record)?;
                     txn.open_table(tables::PROJECT_SLUGS)?
@@ -118,6 +119,10 @@ impl Store {
             env.retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
             let deployment_ids = super::deployments::remove_project_deployments(&txn, project_id)?;
             let sources = super::deployments::remove_project_sources(&txn, project_id)?;
+            let mut domains = txn.open_table(tables::DOMAINS)?;
+            for domain in &record.domains {
+                domains.remove(domain.as_str())?;
+            }
             DeletedProject {
                 project: record,
                 deployment_ids,

@@ -22,6 +22,10 @@ pub struct ProjectRecord {
     pub state: ProjectState,
     /// Host uid/gid the project's code runs as (sandbox.uid_base + index).
     pub uid: u32,
+    /// The project's custom domains, in the order they were added (each also a row of the
+    /// `domains` table, written in the same transaction).
+    #[serde(default)]
+    pub domains: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

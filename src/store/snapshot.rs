@@ -45,6 +45,7 @@ impl Store {
         copy_table(&read, &write, tables::NOTIFICATIONS, &mut copied)?;
         copy_table(&read, &write, tables::NOTIFICATION_QUEUE, &mut copied)?;
         copy_table(&read, &write, tables::NOTIFICATION_ATTEMPTS, &mut copied)?;
+        copy_table(&read, &write, tables::DOMAINS, &mut copied)?;
         // Not copied: which processes of this machine run the live apps. A restored data dir
         // starts its apps afresh (the table is created empty when the copy is opened).
         copied.push(tables::APP_PROCESSES.name().to_owned());

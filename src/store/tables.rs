@@ -38,6 +38,8 @@ pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");
 pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("idempotency");
 /// TLS state (CA, leaves, ACME account, orders, backoff), keyed by the tls module.
 pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");
+/// A custom domain (lowercase, punycode) → `DomainRecord`; one project per name.
+pub const DOMAINS: TableDefinition<&str, &[u8]> = TableDefinition::new("domains");
 /// `ntf_…` → `NotificationRecord` (webhook subscriptions; the secret sealed).
 pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
 /// (due time in Unix ms, `dlv_…`) → `QueuedDelivery`: webhook deliveries still to be made,

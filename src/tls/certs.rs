@@ -70,6 +70,8 @@ pub struct LeafFacts {
     /// DNS names from the subject alternative names, wildcards included (`*.example.com`).
     pub dns_names: Vec<String>,
     pub self_signed: bool,
+    /// The issuer's distinguished name (`CN=…, O=…`).
+    pub issuer: String,
 }
 
 impl LeafFacts {
@@ -95,6 +97,7 @@ impl LeafFacts {
             not_after: u64::try_from(validity.not_after.timestamp()).unwrap_or(0),
             dns_names,
             self_signed: certificate.subject() == certificate.issuer(),
+            issuer: certificate.issuer().to_string(),
         })
     }
 }

@@ -48,6 +48,27 @@ pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsE
             .collect(),
         excluded_subtrees: Vec::new(),
     });
+    create_ca_from(root_params, permitted, now)
+}
+
+/// The second root of `internal` mode, for the projects' custom domains: their names are not
+/// known in advance, so it carries no name constraints (see docs/security.md). Made when the
+/// first custom domain needs a leaf; `slipway ca export --domains` prints it.
+pub fn create_domains_ca(now: SystemTime) -> Result<CaRecord, TlsError> {
+    let root_params = ca_params(
+        "Slipway internal custom-domains root CA",
+        ROOT_LIFETIME,
+        now,
+        1,
+    )?;
+    create_ca_from(root_params, &[], now)
+}
+
+fn create_ca_from(
+    root_params: CertificateParams,
+    permitted: &[String],
+    now: SystemTime,
+) -> Result<CaRecord, TlsError> {
     let root_key = KeyPair::generate().map_err(rcgen_error)?;
     let root_cert = root_params.self_signed(&root_key).map_err(rcgen_error)?;
     let root_issuer = Issuer::new(root_params, root_key);

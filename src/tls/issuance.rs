@@ -264,12 +264,16 @@ impl TlsManager {
         let Some(ca) = &self.internal else {
             return Err(TlsError::Config("no internal CA".into()));
         };
+        let ca = match policy::name_allowed(name, &self.apps_domain, &self.control_host) {
+            true => ca,
+            false => self.domains_ca().await?,
+        };
         let record = ca.issue_leaf(name, self.clock.now())?;
         self.install(record).await
     }
 
     /// Stores a new certificate and serves it from the next handshake on.
-    async fn install(&self, record: CertRecord) -> Result<(), TlsError> {
+    pub(super) async fn install(&self, record: CertRecord) -> Result<(), TlsError> {
         let served = Arc::new(ServedCert::from_record(&record)?);
         let name = record.name.clone();
         if let Some(key) = self.cert_key(&name) {
@@ -378,6 +382,14 @@ impl TlsManager {
         self.issuances
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The error of the last issuance of `name`, while it backs off.
+    pub(super) fn issue_failure(&self, name: &str) -> Option<String> {
+        match &*self.issuances().get(name)?.state.borrow() {
+            IssueState::Failed(message) => Some(message.clone()),
+            IssueState::Pending | IssueState::Ready => None,
+        }
     }
 
     fn is_current(&self, name: &str, generation: u64) -> bool {

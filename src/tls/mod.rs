@@ -11,12 +11,14 @@
 //! [`certs`] (PEM and leaf facts), [`verify`] (the client side check), [`clock`].
 //!
 //! Architecture invariants: a handshake never waits for an issuance or touches the store (the
-//! resolver reads immutable snapshots); certificates are made only for the control host and
-//! `<label>.<apps_domain>`; nothing here writes to the file system.
+//! resolver reads immutable snapshots); certificates are made only for the control host,
+//! `<label>.<apps_domain>` and the custom domains projects hold ([`custom`]); nothing here
+//! writes to the file system.
 
 pub mod acme;
 pub mod certs;
 pub mod clock;
+mod custom;
 pub mod files;
 pub mod internal_ca;
 mod issuance;
@@ -25,7 +27,7 @@ pub mod resolver;
 pub mod store;
 pub mod verify;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +35,7 @@ use rustls::crypto::ring as ring_provider;
 use rustls::pki_types::CertificateDer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use custom::CertificateState;
 pub use resolver::ACME_TLS_ALPN;
 pub use store::{MemoryTlsStore, TlsStore};
 
@@ -88,6 +91,10 @@ pub struct TlsManager {
     next_generation: AtomicU64,
     /// Told of every failed issuance or renewal (name, error): `certificate.failed`.
     on_failure: std::sync::OnceLock<FailureHook>,
+    /// The custom domains of the projects: names this daemon may hold certificates for.
+    custom_names: Mutex<HashSet<String>>,
+    /// `internal` mode: the CA that signs custom domains' leaves, made on first use.
+    domains_ca: tokio::sync::OnceCell<InternalCa>,
 }
 
 /// What [`TlsManager::on_failure`] is given: the certificate's name and the error.
@@ -154,6 +161,8 @@ impl TlsManager {
             issuances: Mutex::new(HashMap::new()),
             next_generation: AtomicU64::new(1),
             on_failure: std::sync::OnceLock::new(),
+            custom_names: Mutex::new(HashSet::new()),
+            domains_ca: tokio::sync::OnceCell::new(),
         };
         match config.mode {
             TlsMode::Off => {}
@@ -228,6 +237,7 @@ impl TlsManager {
     /// True for the names this daemon may hold a certificate for.
     pub fn name_allowed(&self, name: &str) -> bool {
         policy::name_allowed(name, &self.apps_domain, &self.control_host)
+            || self.custom_names().contains(name)
     }
 
     fn checked_name(&self, name: &str) -> Result<String, TlsError> {
@@ -251,7 +261,12 @@ impl TlsManager {
         let mut roots = rustls::RootCertStore::empty();
         let mut anchors = self.extra_roots.clone();
         match (&self.internal, &self.files) {
-            (Some(ca), _) => anchors.extend(certs::parse_chain(ca.root_pem())?),
+            (Some(ca), _) => {
+                anchors.extend(certs::parse_chain(ca.root_pem())?);
+                if let Some(domains) = self.domains_ca.get() {
+                    anchors.extend(certs::parse_chain(domains.root_pem())?);
+                }
+            }
             (None, files) => {
                 roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
                 anchors.extend(files.iter().flat_map(FilesSource::chain_roots));

@@ -72,6 +72,8 @@ impl TlsStore for MemoryTlsStore {
 /// certificate made by another mode.
 pub mod keys {
     pub const CA: &str = "internal/ca";
+    /// The internal root and intermediate for custom domains (no name constraints).
+    pub const DOMAINS_CA: &str = "internal/domains-ca";
     pub const INTERNAL_CERT_PREFIX: &str = "internal/cert/";
     pub const ACME_CERT_PREFIX: &str = "acme/cert/";
     pub const ACME_ACCOUNT: &str = "acme/account";

@@ -43,6 +43,10 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "GET /api/notifications/{notificationId}/deliveries",
             "admin",
         ),
+        ("POST /api/projects/{projectId}/domains", "deploy"),
+        ("GET /api/projects/{projectId}/domains", "read"),
+        ("GET /api/projects/{projectId}/domains/{domain}", "read"),
+        ("DELETE /api/projects/{projectId}/domains/{domain}", "deploy"),
         ("GET /api/openapi.json", "read"),
         ("GET /api/system", "read"),
     ])
@@ -115,7 +119,8 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{deploymentId}", &deployment_id)
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")
-            .replace("{notificationId}", "ntf_missing");
+            .replace("{notificationId}", "ntf_missing")
+            .replace("{domain}", "www.example.test");
         let targets_project = template.contains('{')
             && !template.contains("{tokenId}")
             && !template.contains("{notificationId}");

@@ -54,6 +54,9 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         Route::Rollback => &[InvalidDeploymentId],
         Route::DeleteToken | Route::CancelRun => &[Conflict],
         Route::CreateNotification => &[],
+        Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
+        Route::DeleteDomain => &[Conflict],
+        Route::ListDomains | Route::GetDomain => &[],
         Route::Metrics
         | Route::ProjectUsage
         | Route::ListNotifications
@@ -172,6 +175,28 @@ pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
                 link("DeleteNotification", "notificationId", "$response.body#/id"),
             ),
         ],
+        Route::CreateDomain => vec![
+            (
+                "GetDomain",
+                Link {
+                    operation_id: "GetDomain",
+                    parameters: BTreeMap::from([
+                        ("projectId", "$response.body#/projectId"),
+                        ("domain", "$response.body#/domain"),
+                    ]),
+                },
+            ),
+            (
+                "DeleteDomain",
+                Link {
+                    operation_id: "DeleteDomain",
+                    parameters: BTreeMap::from([
+                        ("projectId", "$response.body#/projectId"),
+                        ("domain", "$response.body#/domain"),
+                    ]),
+                },
+            ),
+        ],
         _ => Vec::new(),
     };
     entries.into_iter().collect()
@@ -192,6 +217,12 @@ pub(super) fn path_parameter_schema(name: &str) -> serde_json::Value {
         "provisioningId" => id("pvn"),
         "tokenId" => id("tok"),
         "notificationId" => id("ntf"),
+        "domain" => serde_json::json!({
+            "type": "string",
+            "description": "A custom domain of the project, as stored (lowercase, punycode)",
+            "pattern": "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$",
+            "maxLength": 253,
+        }),
         "key" => serde_json::json!({
             "type": "string",
             "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
