@@ -32,6 +32,8 @@ pub enum AdminRequest {
         id: String,
     },
     CaExport,
+    /// The root of the custom domains' internal CA.
+    CaExportDomains,
     /// Stop every running app (they outlive daemon restarts otherwise).
     StopApps,
     Backup,
@@ -50,6 +52,7 @@ pub struct AdminState {
     pub store: crate::store::Store,
     pub data_dir: PathBuf,
     pub ca_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    pub domains_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
 
 pub fn socket_path(data_dir: &Path) -> PathBuf {
@@ -244,6 +247,12 @@ fn execute(request: AdminRequest, tokens: &Tokens, state: &AdminState) -> AdminR
         AdminRequest::CaExport => match (state.ca_root_pem)() {
             Some(pem) => ok(serde_json::Value::String(pem)),
             None => fail("this daemon has no internal CA (tls.mode is not \"internal\")".into()),
+        },
+        AdminRequest::CaExportDomains => match (state.domains_root_pem)() {
+            Some(pem) => ok(serde_json::Value::String(pem)),
+            None => fail(
+                "no custom-domains CA yet: it is made when the first custom domain is added in tls.mode \"internal\"".into(),
+            ),
         },
     }
 }

@@ -303,12 +303,19 @@ pub async fn run(
     let admin_listener =
         crate::admin::bind(&config.data_dir).context("binding the admin socket")?;
     let admin_tls = tls.clone();
+    let domains_tls = tls.clone();
     let admin_state = Arc::new(crate::admin::AdminState {
         tokens: tokens.clone(),
         supervisor: supervisor.clone(),
         store: store.clone(),
         data_dir: config.data_dir.clone(),
         ca_root_pem: Box::new(move || admin_tls.as_ref().and_then(|tls| tls.root_pem())),
+        domains_root_pem: Box::new(move || {
+            domains_tls
+                .as_ref()
+                .filter(|tls| tls.mode() == TlsMode::Internal)
+                .and_then(|tls| tls.domains_root_pem())
+        }),
     });
     tracker.spawn(crate::admin::serve(
         admin_listener,

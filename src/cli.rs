@@ -138,6 +138,33 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A project's custom domains: `slipway domains add|ls|rm`.
+    Domains {
+        #[command(subcommand)]
+        action: DomainsAction,
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, global = true, value_name = "SLUG")]
+        project: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DomainsAction {
+    /// Add a domain; its certificate is issued at once (see `ls` for its status).
+    Add {
+        #[arg(value_name = "DOMAIN")]
+        domain: String,
+        /// Send this domain's visitors (308) to another domain of the project or its slug host.
+        #[arg(long, value_name = "HOST")]
+        redirect_to: Option<String>,
+    },
+    /// List the domains with their status and certificate.
+    Ls,
+    /// Remove a domain: it stops being served at once.
+    Rm {
+        #[arg(value_name = "DOMAIN")]
+        domain: String,
+    },
 }
 
 /// `slipway deploy`: every flag overrides the same key of `DIR/slipway.toml`.
@@ -221,5 +248,10 @@ pub enum TokenAction {
 #[derive(Debug, Subcommand)]
 pub enum CaAction {
     /// Print the internal CA's root certificate (PEM) for trust stores.
-    Export,
+    Export {
+        /// Print the root that signs the projects' custom domains instead. It has no name
+        /// constraints: trusting it trusts this daemon for any name (see docs/security.md).
+        #[arg(long)]
+        domains: bool,
+    },
 }

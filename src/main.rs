@@ -62,9 +62,15 @@ fn main() -> ExitCode {
             admin(target, request)
         }
         Command::Ca {
-            action: CaAction::Export,
+            action: CaAction::Export { domains },
             target,
-        } => admin(target, slipway::admin::AdminRequest::CaExport),
+        } => admin(
+            target,
+            match domains {
+                false => slipway::admin::AdminRequest::CaExport,
+                true => slipway::admin::AdminRequest::CaExportDomains,
+            },
+        ),
         Command::StopApps { target } => stop_apps(target),
         Command::Backup { output, target } => backup(target, output),
         Command::Restore { file, data_dir } => match slipway::backup::restore(&file, &data_dir) {

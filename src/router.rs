@@ -74,7 +74,9 @@ pub enum Destination<'a> {
         metrics: Option<Arc<ProjectMetrics>>,
     },
     /// A custom domain that sends its visitors to another host of its project (308).
-    Redirect { to: String },
+    Redirect {
+        to: String,
+    },
     Unknown,
 }
 

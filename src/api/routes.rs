@@ -463,7 +463,8 @@ pub const ROUTES: &[RouteSpec] = &[
         route: Route::CreateDomain,
         needs: Scope::Deploy,
         target: Target::Project,
-        summary: "Add a custom domain (its certificate is issued at once; status says when it is served)",
+        summary:
+            "Add a custom domain (its certificate is issued at once; status says when it is served)",
         success: StatusCode::CREATED,
         request: Some(RequestBody::Json(shape::<CreateDomain>)),
         response: ResponseBody::Json(shape::<Domain>),
@@ -499,7 +500,8 @@ pub const ROUTES: &[RouteSpec] = &[
         route: Route::DeleteDomain,
         needs: Scope::Deploy,
         target: Target::Project,
-        summary: "Delete a custom domain: it stops being served at once and its certificate is dropped",
+        summary:
+            "Delete a custom domain: it stops being served at once and its certificate is dropped",
         success: StatusCode::OK,
         request: None,
         response: ResponseBody::Json(shape::<DomainDeleted>),

@@ -100,22 +100,7 @@ pub async fn env(
     action: EnvAction,
     project: Option<&str>,
 ) -> Result<ExitCode, ClientError> {
-    let project = match project {
-        Some(project) => project.to_owned(),
-        None => {
-            let here = std::env::current_dir()
-                .map_err(|error| ClientError::Io(format!("no current directory: {error}")))?;
-            ProjectFile::load(&here)?
-                .and_then(|file| file.project)
-                .ok_or_else(|| {
-                    ClientError::Config(
-                        "which project? Pass --project SLUG, or run this where a slipway.toml \
-                         sets `project`"
-                            .into(),
-                    )
-                })?
-        }
-    };
+    let project = project_or_here(project)?;
     let base = format!("/api/projects/{}/env-vars", path_segment(&project));
     match action {
         EnvAction::Set { pairs } => {
@@ -141,6 +126,23 @@ pub async fn env(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--project`, else the `project` of ./slipway.toml.
+pub fn project_or_here(project: Option<&str>) -> Result<String, ClientError> {
+    if let Some(project) = project {
+        return Ok(project.to_owned());
+    }
+    let here = std::env::current_dir()
+        .map_err(|error| ClientError::Io(format!("no current directory: {error}")))?;
+    ProjectFile::load(&here)?
+        .and_then(|file| file.project)
+        .ok_or_else(|| {
+            ClientError::Config(
+                "which project? Pass --project SLUG, or run this where a slipway.toml sets `project`"
+                    .into(),
+            )
+        })
 }
 
 /// `KEY=value` arguments into the API's body; a value may contain `=`.

@@ -13,6 +13,7 @@ pub mod connect;
 pub mod credentials;
 pub mod deploy;
 pub mod display;
+pub mod domains;
 pub mod follow;
 pub mod gitignore;
 pub mod http;
@@ -98,6 +99,9 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             deployment,
         } => commands::rollback(&api()?, &project, &deployment).await,
         ClientCommand::Usage { project, json } => usage::usage(&api()?, &project, json).await,
+        ClientCommand::Domains { action, project } => {
+            domains::domains(&api()?, action, project.as_deref()).await
+        }
     }
 }
 

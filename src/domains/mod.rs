@@ -41,7 +41,9 @@ pub enum DomainError {
     AlreadyHere { domain: String },
     #[error("the project has {max} domains already, the most allowed; delete one first")]
     TooMany { max: usize },
-    #[error("redirectTo {target:?} must be another domain of this project or its slug host {slug_host}")]
+    #[error(
+        "redirectTo {target:?} must be another domain of this project or its slug host {slug_host}"
+    )]
     BadRedirect { target: String, slug_host: String },
     #[error("no domain {domain:?} in this project")]
     NotFound { domain: String },
@@ -150,15 +152,11 @@ impl Domains {
                     Some(lowered)
                 } else {
                     Some(
-                        name::normalize(
-                            target,
-                            &self.names.apps_domain,
-                            &self.names.control_host,
-                        )
-                        .map_err(|_| DomainError::BadRedirect {
-                            target: target.to_owned(),
-                            slug_host: slug_host.clone(),
-                        })?,
+                        name::normalize(target, &self.names.apps_domain, &self.names.control_host)
+                            .map_err(|_| DomainError::BadRedirect {
+                                target: target.to_owned(),
+                                slug_host: slug_host.clone(),
+                            })?,
                     )
                 }
             }
@@ -249,7 +247,10 @@ impl Domains {
     pub async fn list(&self, project: &ProjectRecord) -> Result<Vec<DomainView>, StoreError> {
         let id = project.id.clone();
         let records = self.store.call(move |store| store.domains_of(&id)).await?;
-        Ok(records.into_iter().map(|record| self.view(record)).collect())
+        Ok(records
+            .into_iter()
+            .map(|record| self.view(record))
+            .collect())
     }
 
     /// One domain of `project`.

@@ -66,7 +66,10 @@ pub fn normalize(input: &str, apps_domain: &str, control_host: &str) -> Result<S
     if labels.len() < 2 {
         return Err(NameError::SingleLabel(input.to_owned()));
     }
-    if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
+    if labels
+        .last()
+        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
+    {
         return Err(NameError::IpLiteral(input.to_owned()));
     }
     if name == control_host {

@@ -27,9 +27,13 @@ pub enum AddDomain {
     Added(DomainRecord),
     NoProject,
     /// Another project (or this one) holds the name already.
-    Taken { project_id: String },
+    Taken {
+        project_id: String,
+    },
     /// The project holds `max` domains already.
-    TooMany { max: usize },
+    TooMany {
+        max: usize,
+    },
     /// `redirect_to` is neither a domain of the project nor its slug host.
     BadRedirect,
 }
@@ -61,8 +65,7 @@ impl Store {
                 return Ok(AddDomain::NoProject);
             };
             let mut domains = txn.open_table(tables::DOMAINS)?;
-            let holder: Option<DomainRecord> =
-                get_record(&domains, "domains", &record.domain)?;
+            let holder: Option<DomainRecord> = get_record(&domains, "domains", &record.domain)?;
             if let Some(holder) = holder {
                 return Ok(AddDomain::Taken {
                     project_id: holder.project_id,
@@ -193,7 +196,10 @@ mod tests {
         let blog = project(&store, "blog");
         let add = |r: &DomainRecord| store.add_domain(r, slug_host, 3).unwrap();
 
-        assert!(matches!(add(&record("example.com", &web.id, None)), AddDomain::Added(_)));
+        assert!(matches!(
+            add(&record("example.com", &web.id, None)),
+            AddDomain::Added(_)
+        ));
         assert!(matches!(
             add(&record("example.com", &blog.id, None)),
             AddDomain::Taken { .. }

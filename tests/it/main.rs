@@ -6,6 +6,7 @@ mod architecture;
 mod client;
 mod connections;
 mod dev_mode;
+mod domains;
 mod flood;
 mod forwarding;
 mod git_secrets;

@@ -46,7 +46,10 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/domains", "deploy"),
         ("GET /api/projects/{projectId}/domains", "read"),
         ("GET /api/projects/{projectId}/domains/{domain}", "read"),
-        ("DELETE /api/projects/{projectId}/domains/{domain}", "deploy"),
+        (
+            "DELETE /api/projects/{projectId}/domains/{domain}",
+            "deploy",
+        ),
         ("GET /api/openapi.json", "read"),
         ("GET /api/system", "read"),
     ])
