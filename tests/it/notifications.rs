@@ -3,7 +3,7 @@
 //! format; a receiver that is down at first gets the delivery once it is back, across a
 //! daemon restart; bad subscriptions are refused and store nothing.
 
-mod receiver;
+pub mod receiver;
 
 use std::net::SocketAddr;
 use std::time::Duration;

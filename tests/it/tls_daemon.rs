@@ -4,6 +4,7 @@
 
 mod acme;
 mod cookies;
+mod domains;
 mod files;
 mod internal;
 mod relay;

@@ -17,6 +17,8 @@ pub struct Pebble {
     pub acme_ca_file: PathBuf,
     /// Pebble's issuing root only: what a client of the apps trusts.
     pub root_file: PathBuf,
+    /// pebble-challtestsrv's management API (its DNS answers).
+    dns_management_port: u16,
     _children: Vec<tokio::process::Child>,
     _dir: tempfile::TempDir,
 }
@@ -64,6 +66,34 @@ impl Pebble {
             email: email.to_owned(),
             ca_file: self.acme_ca_file.clone(),
         }
+    }
+
+    /// Makes Pebble's DNS answer `address` for `name` (instead of 127.0.0.1): a name that
+    /// does not point at the daemon.
+    pub async fn point(&self, name: &str, address: &str) {
+        let body = serde_json::json!({"host": format!("{name}."), "addresses": [address]});
+        let output = tokio::process::Command::new("curl")
+            .args([
+                "--silent",
+                "--show-error",
+                "--fail",
+                "--max-time",
+                "10",
+                "--data",
+            ])
+            .arg(body.to_string())
+            .arg(format!(
+                "http://127.0.0.1:{}/add-a",
+                self.dns_management_port
+            ))
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "challtestsrv add-a: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// Pebble's own log so far (e.g. its `Issued certificate serial …` lines).
@@ -180,6 +210,7 @@ impl Pebble {
             directory: format!("https://127.0.0.1:{acme_port}/dir"),
             acme_ca_file,
             root_file,
+            dns_management_port,
             _children: children,
             _dir: dir,
         })
