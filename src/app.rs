@@ -201,6 +201,11 @@ pub async fn run(
         observatory: observatory.clone(),
         notifier: notifier.clone(),
         domains: domains.clone(),
+        autodeploy: Arc::new(crate::autodeploy::AutoDeploy::new(
+            store.clone(),
+            pipeline.clone(),
+            secrets.clone(),
+        )),
         hub: hub.clone(),
         sources,
         public_scheme,

@@ -7,13 +7,15 @@
 //! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`] → [`domains`] (custom
 //! domains) → [`metrics`] (hot-path
 //! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
-//! [`notifications`] (outbound webhooks). Apart: [`client`], the
+//! [`notifications`] (outbound webhooks) → [`autodeploy`] (webhooks from git providers,
+//! deploy hooks, previews). Apart: [`client`], the
 //! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API.
 
 pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod autodeploy;
 pub mod backup;
 pub mod budget;
 pub mod cli;

@@ -138,6 +138,23 @@ impl Routes {
             table.apps.remove(slug);
             table.metrics.remove(slug);
             table.domains.retain(|_, host| host.slug != slug);
+            let previews = format!("--{slug}");
+            table.apps.retain(|label, _| !label.ends_with(&previews));
+        });
+    }
+
+    /// A preview (`<name>--<slug>`) is served from `target`; no counters of its own (its
+    /// traffic is not the project's production traffic).
+    pub fn set_preview(&self, label: &str, target: Option<Target>) {
+        self.update(|table| {
+            table.apps.insert(label.to_owned(), target.clone());
+        });
+    }
+
+    /// A torn-down preview: 404 from the next request on.
+    pub fn remove_preview(&self, label: &str) {
+        self.update(|table| {
+            table.apps.remove(label);
         });
     }
 

@@ -27,6 +27,8 @@ pub struct Context {
     pub notifier: crate::notifications::Notifier,
     /// Custom domains.
     pub domains: Arc<crate::domains::Domains>,
+    /// Webhooks from git providers, deploy hooks, previews.
+    pub autodeploy: Arc<crate::autodeploy::AutoDeploy>,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,
@@ -35,6 +37,14 @@ pub struct Context {
 }
 
 impl Context {
+    /// `https://<control host>[:port]`: where the API (and so webhooks) is reached.
+    pub fn control_url(&self) -> String {
+        format!(
+            "{}://{}{}",
+            self.public_scheme, self.config.control_host, self.public_port_suffix
+        )
+    }
+
     pub fn app_url(&self, slug: &str) -> String {
         format!(
             "{}://{slug}.{}{}",

@@ -6,6 +6,7 @@ mod audit;
 mod context;
 mod domains;
 mod error;
+mod git;
 mod idempotency;
 mod json;
 mod logs;
@@ -127,9 +128,12 @@ pub async fn handle(
         )
         .with_header("retry-after", decision.retry_after.to_string()))
     } else {
-        match caller {
-            None => Err(ApiError::unauthorized()),
-            Some(caller) => dispatch(&ctx, request, matched, caller, client).await,
+        match (caller, matched) {
+            (_, Matched::Route(spec, params)) if spec.route.is_public() => {
+                dispatch_public(&ctx, request, spec, params, client).await
+            }
+            (None, _) => Err(ApiError::unauthorized()),
+            (Some(caller), matched) => dispatch(&ctx, request, matched, caller, client).await,
         }
     };
     let mut response = result.unwrap_or_else(ApiError::into_response);
@@ -209,6 +213,59 @@ async fn dispatch(
 
 /// Authorizes, reads the body (bounded by the route), and runs the handler — or replays the
 /// answer an `Idempotency-Key` already got.
+/// The largest webhook body providers send (GitHub caps theirs at 25 MB; pushes of many
+/// commits stay far below this).
+const MAX_WEBHOOK_BYTES: usize = 5 * 1024 * 1024;
+
+/// A route no bearer token opens (`Route::is_public`): the handler authenticates the request
+/// itself (a provider's signature, a deploy hook's secret). Audited as `webhook` or
+/// `deploy hook`; a deploy hook's secret never reaches the audit log.
+async fn dispatch_public(
+    ctx: &Arc<Context>,
+    request: Request<Incoming>,
+    spec: &'static RouteSpec,
+    params: Params,
+    client: SocketAddr,
+) -> Result<Response<Body>, ApiError> {
+    let caller = Caller {
+        token_id: "-".into(),
+        token_name: match spec.route {
+            Route::Webhook => "webhook",
+            _ => "deploy hook",
+        }
+        .into(),
+        scope: crate::auth::Scope::Read,
+        projects: None,
+        expires_ms: None,
+    };
+    let mut entry = audit::draft(ctx, &caller, client, request.method(), spec, &params).await;
+    if spec.route == Route::TriggerDeployHook {
+        entry.target = None;
+    }
+    let scoped = Some(Arc::new(entry.clone()));
+    let result = crate::store::AUDIT
+        .scope(scoped, async {
+            let (parts, body) = request.into_parts();
+            let body = json::read_body(Request::from_parts(parts.clone(), body), MAX_WEBHOOK_BYTES)
+                .await?;
+            handle_route(
+                ctx,
+                Request::from_parts(parts, body),
+                spec.route,
+                params,
+                &caller,
+            )
+            .await
+        })
+        .await;
+    let status = match &result {
+        Ok(response) => response.status(),
+        Err(error) => error.code.status(),
+    };
+    audit::finish(ctx, spec, entry, status).await;
+    result
+}
+
 async fn serve(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
@@ -273,6 +330,15 @@ async fn handle_route(
         Route::ListDomains => domains::list(ctx, params.get(0), &request).await,
         Route::GetDomain => domains::get(ctx, params.get(0), params.get(1)).await,
         Route::DeleteDomain => domains::delete(ctx, params.get(0), params.get(1)).await,
+        Route::UpdateSettings => git::patch_settings(ctx, params.get(0), request).await,
+        Route::RotateWebhookSecret => git::rotate_webhook_secret(ctx, params.get(0)).await,
+        Route::Webhook => git::webhook(ctx, params.get(0), request).await,
+        Route::CreateDeployHook => git::create_hook(ctx, params.get(0), request).await,
+        Route::ListDeployHooks => git::list_hooks(ctx, params.get(0)).await,
+        Route::DeleteDeployHook => git::delete_hook(ctx, params.get(0), params.get(1)).await,
+        Route::TriggerDeployHook => git::trigger_hook(ctx, params.get(0)).await,
+        Route::ListPreviews => git::list_previews(ctx, params.get(0), &request).await,
+        Route::DeletePreview => git::delete_preview(ctx, params.get(0), params.get(1)).await,
     }
 }
 

@@ -26,6 +26,7 @@ pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
         live_deployment_id: record.live_deployment_id.clone(),
         state: record.state,
         domains: record.domains.clone(),
+        settings: record.settings.clone(),
     }
 }
 

@@ -90,6 +90,21 @@ pub async fn provision(
         parsed.git_url = Some(url);
         parsed.git_credentials = credentials;
     }
+    // The CLI says who it is; a commit named by gitRef is the deployment's commit.
+    let from_cli = request
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|agent| agent.starts_with("slipway-cli/"));
+    if from_cli {
+        parsed.target.trigger = crate::store::records::Trigger::Cli;
+    }
+    if let Some(git_ref) = &parsed.git_ref {
+        match git_ref.len() == 40 && git_ref.bytes().all(|b| b.is_ascii_hexdigit()) {
+            true => parsed.target.commit = Some(git_ref.to_ascii_lowercase()),
+            false => parsed.target.branch = Some(git_ref.clone()),
+        }
+    }
     if parsed.git_ref.is_some() && parsed.git_url.is_none() {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
@@ -120,7 +135,7 @@ pub async fn provision(
     Ok(accepted(&run))
 }
 
-fn provision_error(error: ProvisionError) -> ApiError {
+pub(super) fn provision_error(error: ProvisionError) -> ApiError {
     match error {
         ProvisionError::Invalid(code, message) => ApiError::new(code, message),
         ProvisionError::Store(error) => ApiError::internal(error),
@@ -191,7 +206,25 @@ fn deployment_shape(
     runs: &[crate::store::records::RunRecord],
     url: &str,
 ) -> types::Deployment {
-    let live = project.live_deployment_id.as_deref() == Some(d.id.as_str());
+    use crate::store::records::Environment;
+    let (live, url) = match d.target.environment {
+        Environment::Production => (
+            project.live_deployment_id.as_deref() == Some(d.id.as_str()),
+            url.to_owned(),
+        ),
+        // A preview's URL: `<name>--<slug>` in place of the slug.
+        Environment::Preview => (
+            d.state == DeploymentState::Live,
+            url.replacen(
+                &format!("://{}.", project.slug),
+                &format!(
+                    "://{}.",
+                    crate::pipeline::host_label(&project.slug, &d.target)
+                ),
+                1,
+            ),
+        ),
+    };
     let error = runs
         .iter()
         .find(|run| run.id == d.provisioning_id)
@@ -209,8 +242,12 @@ fn deployment_shape(
         live,
         created_at: rfc3339(d.created_ms),
         finished_at: d.finished_ms.map(rfc3339),
-        url: live.then(|| url.to_owned()),
+        url: live.then_some(url),
         error,
+        environment: d.target.environment,
+        branch: d.target.branch.clone(),
+        commit: d.target.commit.clone(),
+        trigger: d.target.trigger,
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`logs`], the error code as it travels in [`wire_code`].
 
 mod domains;
+mod git;
 mod logs;
 mod notifications;
 mod wire_code;
@@ -19,6 +20,7 @@ pub use crate::logs::{LogLine, LogStream};
 pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
 pub use domains::*;
+pub use git::*;
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 pub use notifications::*;
 pub use wire_code::{UnknownCode, WireCode};
@@ -64,6 +66,9 @@ pub struct Project {
     /// The project's custom domains.
     #[serde(default)]
     pub domains: Vec<String>,
+    /// What automatic deploys build with.
+    #[serde(default)]
+    pub settings: ProjectSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -378,6 +383,10 @@ pub struct Deployment {
     pub url: Option<String>,
     /// Why its run failed, if it did.
     pub error: Option<RunErrorBody>,
+    pub environment: Environment,
+    pub branch: Option<String>,
+    pub commit: Option<String>,
+    pub trigger: Trigger,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -503,6 +512,10 @@ mod tests {
         assert_eq!(fields::<ProvisionBody>(), properties::<ProvisionBody>());
         assert_eq!(fields::<RollbackBody>(), properties::<RollbackBody>());
         assert_eq!(fields::<CreateDomain>(), properties::<CreateDomain>());
+        assert_eq!(
+            fields::<CreateDeployHook>(),
+            properties::<CreateDeployHook>()
+        );
     }
 
     #[test]
@@ -515,10 +528,12 @@ mod tests {
             live_deployment_id: None,
             state: ProjectState::New,
             domains: Vec::new(),
+            settings: ProjectSettings::default(),
         };
         let value = serde_json::to_value(&project).unwrap();
         assert!(value["liveDeploymentId"].is_null());
-        assert_eq!(value.as_object().unwrap().len(), 7);
+        assert_eq!(value.as_object().unwrap().len(), 8);
+        assert_eq!(value["settings"]["productionBranch"], "main");
         let body = ProvisionBody {
             project_slug: "web".into(),
             ..ProvisionBody::default()

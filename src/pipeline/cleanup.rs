@@ -7,7 +7,7 @@ use crate::store::DeletedProject;
 
 impl Pipeline {
     pub async fn project_deleted(&self, deleted: &DeletedProject) {
-        self.cancel_project(&deleted.project.id);
+        self.cancel_project(&deleted.project.id, None);
         for deployment_id in &deleted.deployment_ids {
             self.supervisor.stop(deployment_id).await;
             self.hub.remove(deployment_id);
@@ -28,5 +28,44 @@ impl Pipeline {
                 let _ = self.sources.remove(sha);
             }
         }
+    }
+}
+
+impl Pipeline {
+    /// A preview was removed from the store (branch deleted, pull request closed, the 11th
+    /// preview, or `DELETE …/previews/{name}`): its run in flight is canceled, its host answers
+    /// 404 from the next request, its app stops, its build, data volume and certificate go.
+    pub async fn teardown_preview(
+        &self,
+        project: &crate::store::records::ProjectRecord,
+        preview: &crate::store::records::PreviewRecord,
+    ) {
+        self.cancel_project(&project.id, Some(&preview.name));
+        let target = crate::store::records::DeployTarget {
+            environment: crate::store::records::Environment::Preview,
+            preview: Some(preview.name.clone()),
+            ..Default::default()
+        };
+        let label = super::host_label(&project.slug, &target);
+        self.routes.remove_preview(&label);
+        if let Some(deployment_id) = &preview.deployment_id {
+            self.supervisor.stop(deployment_id).await;
+            self.hub.system(deployment_id, "preview torn down");
+            self.hub.end(deployment_id);
+            self.remove_deployment_files(deployment_id).await;
+        }
+        if let Some(tls) = &self.tls {
+            let name = format!("{label}.{}", self.config.apps_domain);
+            if let Err(error) = tls.forget(&name).await {
+                tracing::warn!(%error, %name, "could not drop a preview's certificate");
+            }
+        }
+        let data = crate::disk::Volume::app_data(
+            &self.app_data_dir(&format!("{}--{}", project.id, preview.name)),
+            0,
+        );
+        let volumes = self.volumes.clone();
+        let _ = tokio::task::spawn_blocking(move || volumes.remove(&data)).await;
+        tracing::info!(project = %project.slug, preview = %preview.name, "preview torn down");
     }
 }

@@ -33,9 +33,13 @@ pub(super) struct BuildCommand<'a> {
 impl Pipeline {
     /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
     /// the project's variables. Returns (env, number of project variables).
+    /// The environment of a build or app: a fixed base, `sandbox.pass_env`, the project's
+    /// variables, then `SLIPWAY_ENV` (`production` or `preview`) and for a preview
+    /// `SLIPWAY_BRANCH` and `SLIPWAY_COMMIT`. Also how many project variables there are.
     pub(crate) async fn environment(
         &self,
         project_id: &str,
+        target: &crate::store::records::DeployTarget,
     ) -> Result<(Vec<(String, String)>, usize), String> {
         let id = project_id.to_owned();
         let sealed = self
@@ -60,6 +64,18 @@ impl Pipeline {
         for (key, value) in project_vars {
             env.retain(|(k, _)| *k != key);
             env.push((key, value));
+        }
+        let mut set = |key: &str, value: &str| {
+            env.retain(|(k, _)| k != key);
+            env.push((key.to_owned(), value.to_owned()));
+        };
+        match target.environment {
+            crate::store::records::Environment::Production => set("SLIPWAY_ENV", "production"),
+            crate::store::records::Environment::Preview => {
+                set("SLIPWAY_ENV", "preview");
+                set("SLIPWAY_BRANCH", target.branch.as_deref().unwrap_or(""));
+                set("SLIPWAY_COMMIT", target.commit.as_deref().unwrap_or(""));
+            }
         }
         Ok((env, count))
     }

@@ -12,8 +12,9 @@ use super::failure::Failure;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::router::Target;
+use crate::store::git::PreviewSwitch;
 use crate::store::records::{
-    DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunRecord,
+    DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunRecord,
 };
 use crate::supervisor::AppSpec;
 
@@ -168,12 +169,23 @@ impl Pipeline {
         env: Vec<(String, String)>,
         port: u16,
     ) -> AppSpec {
+        // A preview's app has a data volume of its own: it never writes production's.
+        let label = super::host_label(&project.slug, &deployment.target);
+        let data_dir = match deployment.target.environment {
+            Environment::Production => self.app_data_dir(&project.id),
+            Environment::Preview => self.app_data_dir(&format!(
+                "{}--{}",
+                project.id,
+                deployment.target.preview.as_deref().unwrap_or("preview")
+            )),
+        };
         AppSpec {
             deployment_id: deployment.id.clone(),
-            slug: project.slug.clone(),
+            // The route key the supervisor repoints after a restart.
+            slug: label,
             uid: project.uid,
             root: self.workspace(&deployment.id),
-            data_dir: self.app_data_dir(&project.id),
+            data_dir,
             command: deployment.start_command.clone().unwrap_or_default(),
             env,
             port,
@@ -195,39 +207,73 @@ impl Pipeline {
         let lock = self.deploy_lock(&project.id);
         let _guard = lock.lock().await;
         let d = deployment.clone();
-        let previous = match how {
-            Switch::Run(run) => {
-                let r = run.clone();
+        let preview = match deployment.target.environment {
+            Environment::Production => None,
+            Environment::Preview => deployment.target.preview.clone(),
+        };
+        let recorded = match (&how, &preview) {
+            (Switch::Run(run), None) => {
+                let r = (*run).clone();
                 self.store.call(move |s| s.activate(&r, &d)).await
             }
-            Switch::Restore => self
+            (Switch::Run(run), Some(name)) => {
+                let (r, name) = ((*run).clone(), name.clone());
+                match self
+                    .store
+                    .call(move |s| s.activate_preview(&r, &d, &name))
+                    .await
+                {
+                    Ok(PreviewSwitch::Switched(previous)) => Ok(previous),
+                    Ok(PreviewSwitch::Gone) => {
+                        return Err(Failure::new(
+                            "deploy",
+                            ErrorCode::Canceled,
+                            "the preview was torn down while this run was in progress",
+                        ))
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+            (Switch::Restore, _) => self
                 .store
                 .call(move |s| s.put_deployment(&d))
                 .await
                 .map(|()| None),
-        }
-        .map_err(|e| {
+        };
+        let previous = recorded.map_err(|e| {
             Failure::new(
                 "deploy",
                 ErrorCode::InternalError,
                 format!("could not record the deployment: {e}"),
             )
         })?;
-        self.routes
-            .set_live(&project.slug, Some(prepared.into_target(&deployment.id)));
+        let target = Some(prepared.into_target(&deployment.id));
+        match &preview {
+            None => self.routes.set_live(&project.slug, target),
+            Some(_) => self.routes.set_preview(
+                &super::host_label(&project.slug, &deployment.target),
+                target,
+            ),
+        }
         if let Some(previous) = previous {
             self.hub
                 .system(&previous, &format!("replaced by {}", deployment.id));
             self.hub.end(&previous);
             let supervisor = self.supervisor.clone();
             let drain = Duration::from_secs(self.config.limits.app_drain_s);
+            let (dir, volumes) = (self.deployment_dir(&previous), self.volumes.clone());
+            let is_preview = preview.is_some();
             tokio::spawn(async move {
                 // In-flight requests to the old app finish during the drain period.
                 tokio::time::sleep(drain).await;
                 supervisor.stop(&previous).await;
+                // A preview keeps only the build it serves (no rollbacks of previews).
+                if is_preview {
+                    let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
+                }
             });
         }
-        if let Switch::Run(_) = how {
+        if let (Switch::Run(_), None) = (&how, &preview) {
             self.retain_recent(project).await;
         }
         Ok(())
@@ -250,6 +296,7 @@ impl Pipeline {
         for (index, deployment) in deployments.iter().enumerate() {
             if Some(&deployment.id) == live.as_ref()
                 || deployment.state == DeploymentState::Building
+                || deployment.target.environment == Environment::Preview
             {
                 continue;
             }

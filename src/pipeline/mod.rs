@@ -32,8 +32,8 @@ use crate::sandbox::Runner;
 use crate::secrets::SecretBox;
 use crate::source::SourceStore;
 use crate::store::records::{
-    DeploymentRecord, DeploymentState, ProjectRecord, ProvisionRequest, RunRecord, RunStatus,
-    StepRecord, StepState,
+    DeployTarget, DeploymentRecord, DeploymentState, Environment, ProjectRecord, ProvisionRequest,
+    RunRecord, RunStatus, StepRecord, StepState,
 };
 use crate::store::Store;
 use crate::supervisor::Supervisor;
@@ -41,6 +41,24 @@ use crate::supervisor::Supervisor;
 /// Archive limits from the config: the upload limit, 10x that unpacked, 100,000 files.
 pub fn source_limits(limits: &crate::config::Limits) -> crate::source::SourceLimits {
     crate::source::SourceLimits::from_archive_limit(limits.source_max_mb * 1024 * 1024)
+}
+
+/// The label under `apps_domain` a deployment is served at: the slug for production,
+/// `<preview>--<slug>` for a preview (slugs never hold `--`, so the two cannot meet).
+pub fn host_label(slug: &str, target: &DeployTarget) -> String {
+    match (&target.environment, &target.preview) {
+        (Environment::Preview, Some(name)) => format!("{name}--{slug}"),
+        _ => slug.to_owned(),
+    }
+}
+
+/// Runs of one project and environment supersede each other: production's key is the
+/// project id, a preview's `<project id>#<name>`.
+fn run_key(project_id: &str, target: &DeployTarget) -> String {
+    match (&target.environment, &target.preview) {
+        (Environment::Preview, Some(name)) => format!("{project_id}#{name}"),
+        _ => project_id.to_owned(),
+    }
 }
 
 /// What a run does.
@@ -90,7 +108,7 @@ pub struct Pipeline {
     /// `https://<slug>.<apps_domain>[:port]`
     pub(crate) url_prefix: (String, String),
     runs: Mutex<HashMap<String, Arc<ActiveRun>>>,
-    /// project id → its run in flight.
+    /// project id (production) or `<project id>#<preview>` → its run in flight.
     by_project: Mutex<HashMap<String, String>>,
     /// Serializes route switches per project.
     deploy_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -183,6 +201,11 @@ impl Pipeline {
         format!("{}{slug}{}", self.url_prefix.0, self.url_prefix.1)
     }
 
+    /// The URL a deployment with `target` is served at: the project's, or its preview's.
+    pub fn target_url(&self, slug: &str, target: &DeployTarget) -> String {
+        self.app_url(&host_label(slug, target))
+    }
+
     pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
         self.config.data_dir.join("deployments").join(deployment_id)
     }
@@ -245,9 +268,12 @@ impl Pipeline {
         let now = crate::ids::now_ms();
         let (request, mut deployment) = match &plan {
             RunPlan::Rollback(existing) => {
+                let mut target = existing.target.clone();
+                target.trigger = crate::store::records::Trigger::Rollback;
                 let request = ProvisionRequest {
                     project_slug: project.slug.clone(),
                     health_check_path: existing.health_check_path.clone(),
+                    target,
                     ..Default::default()
                 };
                 (request, existing.clone())
@@ -269,6 +295,7 @@ impl Pipeline {
                     source_sha256: None,
                     git_url: request.git_url.clone(),
                     port: None,
+                    target: request.target.clone(),
                 },
             ),
         };
@@ -317,7 +344,7 @@ impl Pipeline {
             .by_project
             .lock()
             .expect("runs poisoned")
-            .insert(project.id.clone(), run.id.clone());
+            .insert(run_key(&project.id, &run.request.target), run.id.clone());
         if let Some(older) =
             older.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned())
         {
@@ -397,7 +424,8 @@ impl Pipeline {
             return Ok(None);
         };
         let slug = self.slug_of(&record.project_id).await;
-        Ok(Some(run_status(&record, now, 0, &self.app_url(&slug)).0))
+        let url = self.target_url(&slug, &record.request.target);
+        Ok(Some(run_status(&record, now, 0, &url).0))
     }
 
     pub(crate) async fn status_of(
@@ -408,7 +436,8 @@ impl Pipeline {
     ) -> ProvisionStatus {
         let slug = self.slug_of(&record.project_id).await;
         let floor = active.shown_progress.load(Ordering::Relaxed);
-        let (value, shown) = run_status(record, now, floor, &self.app_url(&slug));
+        let url = self.target_url(&slug, &record.request.target);
+        let (value, shown) = run_status(record, now, floor, &url);
         active.shown_progress.fetch_max(shown, Ordering::Relaxed);
         value
     }
@@ -430,11 +459,12 @@ impl Pipeline {
             .clone()
     }
 
-    pub(crate) fn finish(&self, run_id: &str, project_id: &str) {
+    pub(crate) fn finish(&self, run_id: &str, project_id: &str, target: &DeployTarget) {
         self.runs.lock().expect("runs poisoned").remove(run_id);
+        let key = run_key(project_id, target);
         let mut by_project = self.by_project.lock().expect("runs poisoned");
-        if by_project.get(project_id).map(String::as_str) == Some(run_id) {
-            by_project.remove(project_id);
+        if by_project.get(&key).map(String::as_str) == Some(run_id) {
+            by_project.remove(&key);
         }
     }
 
@@ -478,19 +508,32 @@ impl Pipeline {
         }
     }
 
-    /// Cancels the project's run in flight (project deleted).
-    pub fn cancel_project(&self, project_id: &str) {
-        let run_id = self
+    /// Cancels the project's runs in flight, production's and its previews' (project
+    /// deleted); with `preview`, only that preview's (torn down).
+    pub fn cancel_project(&self, project_id: &str, preview: Option<&str>) {
+        let prefix = format!("{project_id}#");
+        let run_ids: Vec<String> = self
             .by_project
             .lock()
             .expect("runs poisoned")
-            .get(project_id)
-            .cloned();
-        if let Some(active) =
-            run_id.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned())
-        {
-            *active.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
-            active.cancel.cancel();
+            .iter()
+            .filter(|(key, _)| match preview {
+                None => *key == project_id || key.starts_with(&prefix),
+                Some(name) => **key == format!("{prefix}{name}"),
+            })
+            .map(|(_, run)| run.clone())
+            .collect();
+        for run_id in run_ids {
+            let active = self
+                .runs
+                .lock()
+                .expect("runs poisoned")
+                .get(&run_id)
+                .cloned();
+            if let Some(active) = active {
+                *active.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
+                active.cancel.cancel();
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use super::golive::Switch;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
-use crate::store::records::{DeploymentState, RunError, RunStatus, StepState};
+use crate::store::records::{DeploymentState, Environment, RunError, RunStatus, StepState};
 
 /// Live deployments brought back at once: apps start in parallel up to this many.
 const RESTORE_CONCURRENCY: usize = 8;
@@ -86,8 +86,21 @@ impl Pipeline {
         }
 
         let projects = self.store.call(|s| s.list_projects()).await?;
-        futures_util::stream::iter(projects)
-            .for_each_concurrent(RESTORE_CONCURRENCY, |project| self.restore_project(project))
+        let previews = self.store.call(|s| s.all_previews()).await?;
+        let mut live: Vec<(crate::store::records::ProjectRecord, String)> = projects
+            .iter()
+            .filter_map(|p| Some((p.clone(), p.live_deployment_id.clone()?)))
+            .collect();
+        for preview in previews {
+            let project = projects.iter().find(|p| p.id == preview.project_id);
+            if let (Some(project), Some(id)) = (project, preview.deployment_id) {
+                live.push((project.clone(), id));
+            }
+        }
+        futures_util::stream::iter(live)
+            .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id)| {
+                self.restore_deployment(project, id)
+            })
             .await;
         let left_over: Vec<_> = self
             .survivors
@@ -103,10 +116,12 @@ impl Pipeline {
         Ok(())
     }
 
-    async fn restore_project(self: &Arc<Self>, project: crate::store::records::ProjectRecord) {
-        let Some(live) = project.live_deployment_id.clone() else {
-            return;
-        };
+    /// Serves a live deployment (production's or a preview's) again.
+    async fn restore_deployment(
+        self: &Arc<Self>,
+        project: crate::store::records::ProjectRecord,
+        live: String,
+    ) {
         let id = live.clone();
         let mut deployment = match self.store.call(move |s| s.deployment(&id)).await {
             Ok(Some(deployment)) => deployment,
@@ -116,7 +131,7 @@ impl Pipeline {
                 return;
             }
         };
-        let env = match self.environment(&project.id).await {
+        let env = match self.environment(&project.id, &deployment.target).await {
             Ok((env, _)) => env,
             Err(error) => {
                 tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
@@ -148,7 +163,12 @@ impl Pipeline {
             }
             Err(failure) => {
                 tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "the live deployment did not come back; serving 503");
-                self.routes.set_live(&project.slug, None);
+                match deployment.target.environment {
+                    Environment::Production => self.routes.set_live(&project.slug, None),
+                    Environment::Preview => self
+                        .routes
+                        .set_preview(&super::host_label(&project.slug, &deployment.target), None),
+                }
             }
         }
     }

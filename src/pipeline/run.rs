@@ -18,8 +18,8 @@ use crate::logs::LogStream;
 use crate::metrics::RunResult;
 use crate::notifications::{Event, EventKind};
 use crate::store::records::{
-    DeploymentMode, DeploymentRecord, DeploymentState, ProjectRecord, RunError, RunStatus,
-    StepState,
+    DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunError,
+    RunStatus, StepState,
 };
 
 impl Pipeline {
@@ -70,7 +70,7 @@ impl Pipeline {
                             &dpl,
                             &format!(
                                 "live at {} after {} ms",
-                                self.app_url(&project.slug),
+                                self.target_url(&project.slug, &deployment.target),
                                 started.elapsed().as_millis()
                             ),
                         );
@@ -124,7 +124,7 @@ impl Pipeline {
                 }
                 // An app this run started (a canceled deploy step drops the wait, not the
                 // app) must not outlive the run, unless it is the live one (a rollback).
-                if !self.is_live(&project, &dpl) {
+                if !self.is_live(&project, &deployment, &dpl) {
                     self.supervisor.stop(&dpl).await;
                 }
                 if let RunPlan::Build(_) = plan {
@@ -141,7 +141,7 @@ impl Pipeline {
         }
         tracing::info!(run = %record.id, status = ?record.status, error = ?record.error.as_ref().map(|e| &e.code), "provisioning finished");
         self.report_end(&record, &project, &dpl, started.elapsed());
-        self.finish(&record.id, &project.id);
+        self.finish(&record.id, &project.id, &deployment.target);
     }
 
     /// The run's end in the metrics and as a `deployment.*` event.
@@ -163,7 +163,7 @@ impl Pipeline {
         let mut event = Event::new(kind)
             .project(&project.slug)
             .deployment(dpl)
-            .url(&self.app_url(&project.slug));
+            .url(&self.target_url(&project.slug, &record.request.target));
         if let Some(error) = &record.error {
             event = event.error(&format!("{} ({})", error.message, error.code));
         }
@@ -178,13 +178,16 @@ impl Pipeline {
         plan: &RunPlan,
     ) -> Result<Prepared, Failure> {
         let dpl = deployment.id.clone();
-        let hostname = format!("{}.{}", project.slug, self.config.apps_domain);
+        let label = super::host_label(&project.slug, &deployment.target);
+        let hostname = format!("{label}.{}", self.config.apps_domain);
 
         self.step(active, "project_creation", async { Ok(true) })
             .await?;
 
         self.step(active, "domain_binding", async {
-            self.routes.add_project(&project.slug);
+            if deployment.target.environment == Environment::Production {
+                self.routes.add_project(&project.slug);
+            }
             if let Some(tls) = &self.tls {
                 tls.ensure_certificate(&hostname).await.map_err(|e| {
                     Failure::new(
@@ -195,7 +198,7 @@ impl Pipeline {
                 })?;
             }
             self.hub
-                .system(&dpl, &format!("bound {}", self.app_url(&project.slug)));
+                .system(&dpl, &format!("bound {}", self.app_url(&label)));
             Ok(true)
         })
         .await?;
@@ -203,7 +206,7 @@ impl Pipeline {
         let env = self
             .step(active, "environment_setup", async {
                 let env = self
-                    .environment(&project.id)
+                    .environment(&project.id, &deployment.target)
                     .await
                     .map_err(|m| Failure::new("environment_setup", ErrorCode::InternalError, m))?;
                 self.hub
@@ -320,7 +323,7 @@ impl Pipeline {
             // The app this run started must not outlive it, unless it is the live one (a
             // rollback to the deployment being served).
             if let Prepared::Server { .. } = prepared {
-                if !self.is_live(project, &dpl) {
+                if !self.is_live(project, deployment, &dpl) {
                     self.supervisor.stop(&dpl).await;
                 }
             }
@@ -353,8 +356,9 @@ impl Pipeline {
         }
     }
 
-    fn is_live(&self, project: &ProjectRecord, dpl: &str) -> bool {
-        matches!(self.routes.snapshot().apps.get(&project.slug), Some(Some(target)) if target.deployment_id() == dpl)
+    fn is_live(&self, project: &ProjectRecord, deployment: &DeploymentRecord, dpl: &str) -> bool {
+        let label = super::host_label(&project.slug, &deployment.target);
+        matches!(self.routes.snapshot().apps.get(&label), Some(Some(target)) if target.deployment_id() == dpl)
     }
 
     /// Runs one step: marks it running, races it against cancellation, records the result.

@@ -7,6 +7,7 @@
 mod audit;
 mod deployments;
 pub mod domains;
+pub mod git;
 mod logs;
 pub mod notifications;
 mod projects;
@@ -150,6 +151,9 @@ impl Store {
             txn.open_table(tables::NOTIFICATION_QUEUE)?;
             txn.open_table(tables::NOTIFICATION_ATTEMPTS)?;
             txn.open_table(tables::DOMAINS)?;
+            txn.open_table(tables::PREVIEWS)?;
+            txn.open_table(tables::DEPLOY_HOOKS)?;
+            txn.open_table(tables::WEBHOOK_DELIVERIES)?;
         }
         txn.commit()?;
         Ok(())

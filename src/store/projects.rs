@@ -61,6 +61,8 @@ impl Store {
                         state: ProjectState::New,
                         uid,
                         domains: Vec::new(),
+                        settings: Default::default(),
+                        webhook_secret_sealed: None,
                     };
                     put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, &record)?;
                     txn.open_table(tables::PROJECT_SLUGS)?
@@ -123,6 +125,7 @@ impl Store {
             for domain in &record.domains {
                 domains.remove(domain.as_str())?;
             }
+            super::git::remove_project_git(&txn, project_id)?;
             DeletedProject {
                 project: record,
                 deployment_ids,

@@ -26,6 +26,120 @@ pub struct ProjectRecord {
     /// `domains` table, written in the same transaction).
     #[serde(default)]
     pub domains: Vec<String>,
+    /// What automatic deploys (webhooks, deploy hooks) build with.
+    #[serde(default)]
+    pub settings: ProjectSettings,
+    /// The webhook secret, sealed with the daemon's key (hex); `None` until one is made.
+    #[serde(default)]
+    pub webhook_secret_sealed: Option<String>,
+}
+
+/// A project's build settings (`PATCH /api/projects/{projectId}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectSettings {
+    pub git_url: Option<String>,
+    pub production_branch: String,
+    pub install_command: Option<String>,
+    pub build_command: Option<String>,
+    pub start_command: Option<String>,
+    pub output_directory: Option<String>,
+    pub health_check_path: Option<String>,
+    /// `"auto"` or null.
+    pub framework: Option<String>,
+    /// Deploy other branches and pull requests as previews.
+    pub previews: bool,
+    /// Also pull requests from forks.
+    pub preview_forks: bool,
+}
+
+impl Default for ProjectSettings {
+    fn default() -> Self {
+        ProjectSettings {
+            git_url: None,
+            production_branch: "main".into(),
+            install_command: None,
+            build_command: None,
+            start_command: None,
+            output_directory: None,
+            health_check_path: None,
+            framework: None,
+            previews: false,
+            preview_forks: false,
+        }
+    }
+}
+
+/// Where a deployment is served.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    #[default]
+    Production,
+    Preview,
+}
+
+/// What started a deployment.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    #[default]
+    Api,
+    Webhook,
+    Hook,
+    Rollback,
+    Cli,
+}
+
+/// The environment, branch, commit and trigger of a run (and of the deployment it makes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeployTarget {
+    #[serde(default)]
+    pub environment: Environment,
+    /// The preview's name (`feature-x`, `pr-12`): its host is `<name>--<slug>.<apps_domain>`.
+    #[serde(default)]
+    pub preview: Option<String>,
+    #[serde(default)]
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default)]
+    pub trigger: Trigger,
+    /// The pull request a preview is for.
+    #[serde(default)]
+    pub pull_request: Option<u64>,
+}
+
+/// A preview deployment of a branch or pull request (`previews` table).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreviewRecord {
+    pub v: u32,
+    pub project_id: String,
+    pub name: String,
+    pub branch: Option<String>,
+    pub pull_request: Option<u64>,
+    /// The deployment it serves (`None` until its first run succeeds).
+    pub deployment_id: Option<String>,
+    /// The last deployment started for it (may still be building, or have failed).
+    pub latest_deployment_id: String,
+    pub updated_ms: u64,
+}
+
+/// A deploy hook: `POST /api/hooks/<secret>` deploys `branch` with the project's settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeployHookRecord {
+    pub v: u32,
+    pub id: String,
+    pub project_id: String,
+    pub name: String,
+    pub branch: String,
+    /// SHA-256 (hex) of the secret in the URL; the secret itself is not stored.
+    pub secret_sha256: String,
+    pub created_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,6 +202,9 @@ pub struct DeploymentRecord {
     /// The sealed environment is not copied here; env vars are read at provision time and
     /// again when a live app is restarted.
     pub port: Option<u16>,
+    /// Production or a preview, branch, commit and what started it.
+    #[serde(default)]
+    pub target: DeployTarget,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -139,6 +256,9 @@ pub struct ProvisionRequest {
     /// its environment for this run only, never stored (`git_url` keeps the URL without it).
     #[serde(skip)]
     pub git_credentials: Option<String>,
+    /// Production or a preview, and where the run came from.
+    #[serde(default)]
+    pub target: DeployTarget,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -40,6 +40,14 @@ pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::n
 pub const TLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tls");
 /// A custom domain (lowercase, punycode) → `DomainRecord`; one project per name.
 pub const DOMAINS: TableDefinition<&str, &[u8]> = TableDefinition::new("domains");
+/// (project id, preview name) → `PreviewRecord`.
+pub const PREVIEWS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("previews");
+/// SHA-256 (hex) of a deploy hook's secret → `DeployHookRecord`.
+pub const DEPLOY_HOOKS: TableDefinition<&str, &[u8]> = TableDefinition::new("deploy_hooks");
+/// (project id, the provider's delivery id) → when it was received (Unix ms): redeliveries
+/// of a webhook start nothing new. Kept 7 days.
+pub const WEBHOOK_DELIVERIES: TableDefinition<(&str, &str), u64> =
+    TableDefinition::new("webhook_deliveries");
 /// `ntf_…` → `NotificationRecord` (webhook subscriptions; the secret sealed).
 pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
 /// (due time in Unix ms, `dlv_…`) → `QueuedDelivery`: webhook deliveries still to be made,

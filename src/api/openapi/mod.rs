@@ -47,6 +47,9 @@ struct Operation {
     /// Status → the error codes this operation can answer with it.
     #[serde(rename = "x-error-codes")]
     error_codes: BTreeMap<String, Vec<ErrorCode>>,
+    /// `[]` for the routes no bearer token opens (webhooks, deploy hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security: Option<Vec<BTreeMap<&'static str, Vec<String>>>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -288,6 +291,7 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
         request_body,
         responses,
         error_codes: by_status,
+        security: spec.route.is_public().then(Vec::new),
     }
 }
 

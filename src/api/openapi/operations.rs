@@ -57,6 +57,16 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
         Route::DeleteDomain => &[Conflict],
         Route::ListDomains | Route::GetDomain => &[],
+        Route::UpdateSettings => &[InvalidGitUrl],
+        Route::Webhook | Route::TriggerDeployHook => {
+            &[InvalidGitUrl, InvalidSourceMissing, InsufficientStorage]
+        }
+        Route::RotateWebhookSecret
+        | Route::CreateDeployHook
+        | Route::ListDeployHooks
+        | Route::DeleteDeployHook
+        | Route::ListPreviews
+        | Route::DeletePreview => &[],
         Route::Metrics
         | Route::ProjectUsage
         | Route::ListNotifications
@@ -217,6 +227,13 @@ pub(super) fn path_parameter_schema(name: &str) -> serde_json::Value {
         "provisioningId" => id("pvn"),
         "tokenId" => id("tok"),
         "notificationId" => id("ntf"),
+        "hookId" => id("hook"),
+        "secret" => serde_json::json!({"type": "string", "pattern": "^dh_[a-z2-7]{52}$"}),
+        "name" => serde_json::json!({
+            "type": "string",
+            "description": "A preview's name (its host is <name>--<slug>.<apps_domain>)",
+            "pattern": "^[a-z0-9]([a-z0-9-]{0,59}[a-z0-9])?$",
+        }),
         "domain" => serde_json::json!({
             "type": "string",
             "description": "A custom domain of the project, as stored (lowercase, punycode)",

@@ -1,0 +1,384 @@
+//! Git-driven deploys over the API: `PATCH /api/projects/{projectId}` (settings),
+//! `POST …/webhook-secret`, `POST /api/webhooks/{projectId}` (no token: the provider's
+//! signature), deploy hooks (`…/deploy-hooks`, `POST /api/hooks/{secret}`, no token) and
+//! previews (`GET …/previews`, `DELETE …/previews/{name}`). The work is `crate::autodeploy`'s.
+
+use std::sync::Arc;
+
+use http::{Response, StatusCode};
+use serde_json::Value;
+
+use super::json::{read_json_object, read_string_fields};
+use super::projects::{find, project_of};
+use super::{json_response, types, ApiError, ApiRequest, Context, ErrorCode};
+use crate::autodeploy::AutoDeployError;
+use crate::http_util::Body;
+use crate::ids::rfc3339;
+use crate::store::records::{DeployHookRecord, ProjectSettings, Trigger};
+
+/// Longest accepted command or setting.
+const MAX_SETTING_BYTES: usize = 16 * 1024;
+/// Deploy hooks per project.
+const MAX_HOOKS: usize = 20;
+
+pub async fn patch_settings(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: ApiRequest,
+) -> Result<Response<Body>, ApiError> {
+    let body = read_json_object(&request)?;
+    let project = find(ctx, id_or_slug).await?;
+    let mut settings = project.settings.clone();
+    for (field, value) in &body {
+        apply(&mut settings, field, value)?;
+    }
+    let id = project.id.clone();
+    let updated = ctx
+        .store
+        .call(move |s| s.update_project(&id, |p| p.settings = settings))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no project with id or slug {id_or_slug:?}")))?;
+    Ok(json_response(StatusCode::OK, &project_of(ctx, &updated)))
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::new(ErrorCode::InvalidBody, message)
+}
+
+/// Sets one field of `settings` from the PATCH body, checked.
+fn apply(settings: &mut ProjectSettings, field: &str, value: &Value) -> Result<(), ApiError> {
+    let boolean = || {
+        value
+            .as_bool()
+            .ok_or_else(|| invalid(format!("field `{field}` must be true or false")))
+    };
+    let text = || -> Result<Option<String>, ApiError> {
+        match value {
+            Value::Null => Ok(None),
+            Value::String(text) if text.is_empty() => Ok(None),
+            Value::String(text) if text.len() > MAX_SETTING_BYTES || text.contains('\0') => {
+                Err(invalid(format!(
+                    "field `{field}` is longer than {MAX_SETTING_BYTES} bytes or contains NUL"
+                )))
+            }
+            Value::String(text) => Ok(Some(text.clone())),
+            _ => Err(invalid(format!("field `{field}` must be a string or null"))),
+        }
+    };
+    match field {
+        "gitUrl" => {
+            let url = text()?;
+            if let Some(url) = &url {
+                if crate::source::split_credentials(url).1.is_some() {
+                    return Err(invalid("field `gitUrl` must not hold credentials (user:token@): settings are not secret; use a public URL or a deploy key".into()));
+                }
+                crate::source::git_clone_command(url, None)
+                    .map_err(|e| ApiError::new(ErrorCode::InvalidGitUrl, e.to_string()))?;
+            }
+            settings.git_url = url;
+        }
+        "productionBranch" => {
+            let branch = text()?.ok_or_else(|| invalid("field `productionBranch` must be a branch name".into()))?;
+            crate::source::git_clone_command("https://example.invalid/r.git", Some(&branch))
+                .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;
+            settings.production_branch = branch;
+        }
+        "installCommand" => settings.install_command = text()?,
+        "buildCommand" => settings.build_command = text()?,
+        "startCommand" => settings.start_command = text()?,
+        "outputDirectory" => {
+            let dir = text()?;
+            if dir.as_deref().is_some_and(|d| crate::pipeline::output_directory(d).is_none()) {
+                return Err(invalid("field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")".into()));
+            }
+            settings.output_directory = dir;
+        }
+        "healthCheckPath" => {
+            let path = text()?;
+            if path.as_deref().is_some_and(|p| !p.starts_with('/') || p.chars().any(|c| c.is_whitespace() || c.is_control())) {
+                return Err(invalid("field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")".into()));
+            }
+            settings.health_check_path = path;
+        }
+        "framework" => {
+            let framework = text()?;
+            if framework.as_deref().is_some_and(|f| f != "auto") {
+                return Err(invalid("field `framework` must be \"auto\" or null".into()));
+            }
+            settings.framework = framework;
+        }
+        "previews" => settings.previews = boolean()?,
+        "previewForks" => settings.preview_forks = boolean()?,
+        other => {
+            return Err(invalid(format!(
+                "unknown field `{other}`; settings are gitUrl, productionBranch, installCommand, buildCommand, startCommand, outputDirectory, healthCheckPath, framework, previews, previewForks"
+            )))
+        }
+    }
+    Ok(())
+}
+
+pub async fn rotate_webhook_secret(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let secret = ctx.autodeploy.rotate_secret(&project).await?;
+    tracing::info!(project = %project.slug, "webhook secret made (or rotated)");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &types::WebhookSecret {
+            secret,
+            webhook_url: format!("{}/api/webhooks/{}", ctx.control_url(), project.id),
+        },
+    ))
+}
+
+pub async fn webhook(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: ApiRequest,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let outcome = ctx
+        .autodeploy
+        .webhook(&project, request.headers(), request.body())
+        .await
+        .map_err(autodeploy_error)?;
+    let (provisioning_id, deployment_id) = outcome
+        .run
+        .map_or((None, None), |(p, d)| (Some(p), Some(d)));
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &types::WebhookAnswer {
+            action: outcome.action.to_owned(),
+            reason: outcome.reason,
+            provisioning_id,
+            deployment_id,
+        },
+    ))
+}
+
+fn autodeploy_error(error: AutoDeployError) -> ApiError {
+    match error {
+        AutoDeployError::Unauthorized(message) => ApiError::new(ErrorCode::Unauthorized, message),
+        AutoDeployError::Settings(message) => ApiError::new(ErrorCode::InvalidBody, message),
+        AutoDeployError::Provision(error) => super::provision::provision_error(error),
+        AutoDeployError::Store(error) => error.into(),
+    }
+}
+
+pub async fn create_hook(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: ApiRequest,
+) -> Result<Response<Body>, ApiError> {
+    let body: types::CreateDeployHook = read_string_fields(&request)?;
+    if body.name.trim().is_empty() || body.name.len() > 100 {
+        return Err(invalid("field `name` must be 1 to 100 characters".into()));
+    }
+    crate::source::git_clone_command("https://example.invalid/r.git", Some(&body.branch))
+        .map_err(|e| invalid(format!("field `branch`: {e}")))?;
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let count = ctx.store.call(move |s| s.deploy_hooks_of(&id)).await?.len();
+    if count >= MAX_HOOKS {
+        return Err(invalid(format!(
+            "the project has {MAX_HOOKS} deploy hooks, the most allowed; delete one first"
+        )));
+    }
+    let secret = format!(
+        "dh_{}",
+        crate::ids::base32(&crate::ids::random_bytes::<32>())
+    );
+    let record = DeployHookRecord {
+        v: 1,
+        id: crate::ids::new_id("hook_"),
+        project_id: project.id.clone(),
+        name: body.name.trim().to_owned(),
+        branch: body.branch,
+        secret_sha256: crate::ids::sha256_hex(secret.as_bytes()),
+        created_ms: crate::ids::now_ms(),
+    };
+    let stored = record.clone();
+    ctx.store
+        .call(move |s| s.insert_deploy_hook(&stored))
+        .await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &types::CreatedDeployHook {
+            id: record.id,
+            name: record.name,
+            branch: record.branch,
+            url: format!("{}/api/hooks/{secret}", ctx.control_url()),
+            created_at: rfc3339(record.created_ms),
+        },
+    ))
+}
+
+pub async fn list_hooks(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let hooks = ctx.store.call(move |s| s.deploy_hooks_of(&id)).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &types::DeployHookList {
+            project_id: project.id,
+            deploy_hooks: hooks
+                .into_iter()
+                .map(|h| types::DeployHook {
+                    id: h.id,
+                    name: h.name,
+                    branch: h.branch,
+                    created_at: rfc3339(h.created_ms),
+                })
+                .collect(),
+        },
+    ))
+}
+
+pub async fn delete_hook(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    hook_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let (id, hook) = (project.id.clone(), hook_id.to_owned());
+    if !ctx
+        .store
+        .call(move |s| s.delete_deploy_hook(&id, &hook))
+        .await?
+    {
+        return Err(ApiError::not_found(format!(
+            "no deploy hook {hook_id:?} in project {}",
+            project.slug
+        )));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &types::DeployHookDeleted {
+            id: hook_id.to_owned(),
+            deleted: true,
+        },
+    ))
+}
+
+/// `POST /api/hooks/{secret}`: deploys the hook's branch with the saved settings.
+pub async fn trigger_hook(ctx: &Arc<Context>, secret: &str) -> Result<Response<Body>, ApiError> {
+    let hash = crate::ids::sha256_hex(secret.as_bytes());
+    let hook = ctx
+        .store
+        .call(move |s| s.deploy_hook_by_secret(&hash))
+        .await?;
+    let Some(hook) = hook else {
+        return Err(ApiError::not_found(
+            "no deploy hook with this URL (it may have been deleted)".to_owned(),
+        ));
+    };
+    let project = find(ctx, &hook.project_id).await?;
+    let run = if hook.branch == project.settings.production_branch {
+        ctx.autodeploy
+            .deploy(&project, &hook.branch, None, Trigger::Hook)
+            .await
+    } else {
+        let name = crate::autodeploy::providers::preview_name(&hook.branch, &project.slug)
+            .unwrap_or_else(|| hook.branch.clone());
+        ctx.autodeploy
+            .preview(
+                &project,
+                &name,
+                Some(&hook.branch),
+                None,
+                &hook.branch,
+                Trigger::Hook,
+            )
+            .await
+    }
+    .map_err(autodeploy_error)?;
+    tracing::info!(project = %project.slug, hook = %hook.id, run = %run.id, "deploy hook");
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &types::HookTriggered {
+            provisioning_id: run.id,
+            deployment_id: run.deployment_id,
+        },
+    ))
+}
+
+pub async fn list_previews(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: &ApiRequest,
+) -> Result<Response<Body>, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let previews = ctx.store.call(move |s| s.previews_of(&id)).await?;
+    let mut shaped = Vec::with_capacity(previews.len());
+    for preview in previews {
+        let latest = preview.latest_deployment_id.clone();
+        let state = match latest.is_empty() {
+            true => None,
+            false => ctx
+                .store
+                .call(move |s| s.deployment(&latest))
+                .await?
+                .map(|d| d.state),
+        };
+        let label = format!("{}--{}", preview.name, project.slug);
+        shaped.push((
+            preview.updated_ms,
+            types::Preview {
+                url: ctx.app_url(&label),
+                state: state
+                    .map(|s| {
+                        serde_json::to_value(s)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_else(|| "building".into()),
+                name: preview.name,
+                branch: preview.branch,
+                pull_request: preview.pull_request,
+                deployment_id: preview.deployment_id,
+                updated_at: rfc3339(preview.updated_ms),
+            },
+        ));
+    }
+    let (page, next_cursor) = super::paging::paginate(
+        shaped,
+        |(ms, p)| (*ms, crate::ids::sha256_hex(p.name.as_bytes())),
+        super::paging::Order::NewestFirst,
+        &page,
+    );
+    Ok(json_response(
+        StatusCode::OK,
+        &types::PreviewList {
+            project_id: project.id,
+            previews: page.into_iter().map(|(_, p)| p).collect(),
+            next_cursor,
+        },
+    ))
+}
+
+pub async fn delete_preview(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    name: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    if !ctx.autodeploy.teardown(&project, name).await? {
+        return Err(ApiError::not_found(format!(
+            "project {} has no preview {name:?}",
+            project.slug
+        )));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &types::PreviewDeleted {
+            name: name.to_owned(),
+            deleted: true,
+        },
+    ))
+}

@@ -1,0 +1,146 @@
+//! The shapes of git-driven deploys: project settings, the webhook secret and a webhook's
+//! answer, deploy hooks, and previews.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::store::records::{Environment, ProjectSettings, Trigger};
+
+/// `PATCH /api/projects/{projectId}`: any of the settings; absent fields keep their value,
+/// `null` clears an optional one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProjectSettingsPatch {
+    /// The repository automatic deploys clone (`https://…`, `git://…`, `ssh://…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_url: Option<Option<String>>,
+    /// Pushes to it deploy production (default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub production_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_command: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_command: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_command: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_directory: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_path: Option<Option<String>>,
+    /// `"auto"` or null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<Option<String>>,
+    /// Deploy other branches and pull requests as previews (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previews: Option<bool>,
+    /// Also pull requests from forks (default false: their code is not built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_forks: Option<bool>,
+}
+
+/// `POST /api/projects/{projectId}/webhook-secret`: shown once; calling again rotates it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookSecret {
+    pub secret: String,
+    /// Where the provider posts (`/api/webhooks/{projectId}` on the control host).
+    pub webhook_url: String,
+}
+
+/// What a webhook delivery did: `deploy`, `preview`, `teardown` or `ignored`, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookAnswer {
+    pub action: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_id: Option<String>,
+}
+
+/// `POST /api/projects/{projectId}/deploy-hooks`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDeployHook {
+    pub name: String,
+    /// The branch it deploys (production when it is the production branch, else a preview).
+    pub branch: String,
+}
+
+impl super::RequestFields for CreateDeployHook {
+    const FIELDS: &'static [&'static str] = &["name", "branch"];
+}
+
+/// A new deploy hook: `url` holds its secret and is shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedDeployHook {
+    pub id: String,
+    pub name: String,
+    pub branch: String,
+    /// `POST` to it (no token) to deploy: `/api/hooks/<secret>`.
+    pub url: String,
+    pub created_at: String,
+}
+
+/// A deploy hook as listed (never its secret).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployHook {
+    pub id: String,
+    pub name: String,
+    pub branch: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployHookList {
+    pub project_id: String,
+    pub deploy_hooks: Vec<DeployHook>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeployHookDeleted {
+    pub id: String,
+    pub deleted: bool,
+}
+
+/// `POST /api/hooks/{secret}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookTriggered {
+    pub provisioning_id: String,
+    pub deployment_id: String,
+}
+
+/// A preview: its host, and the deployment it serves.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Preview {
+    pub name: String,
+    pub branch: Option<String>,
+    pub pull_request: Option<u64>,
+    pub url: String,
+    /// The deployment it serves (null until its first run succeeds).
+    pub deployment_id: Option<String>,
+    /// The state of its latest deployment (`building`, `live`, `failed`, …).
+    pub state: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewList {
+    pub project_id: String,
+    pub previews: Vec<Preview>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PreviewDeleted {
+    pub name: String,
+    pub deleted: bool,
+}

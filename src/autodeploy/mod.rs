@@ -1,0 +1,410 @@
+//! Deploys that git drives (the contract's "Git-driven deploys, deploy hooks and previews"):
+//! a provider's webhook (signature checked on the raw body first, redeliveries recognised)
+//! becomes a production run, a preview run, a preview's teardown, or nothing; a deploy hook
+//! deploys its branch; previews are runs of their own with their own host, never touching
+//! production's route. Runs use the project's saved settings. [`providers`] reads what each
+//! provider sends; the pipeline runs and tears down; the store keeps previews and hooks.
+
+pub mod providers;
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use crate::pipeline::{Pipeline, ProvisionError, RunPlan};
+use crate::secrets::SecretBox;
+use crate::store::records::{
+    DeployTarget, Environment, PreviewRecord, ProjectRecord, ProvisionRequest, RunRecord, Trigger,
+};
+use crate::store::{Store, StoreError};
+use providers::{GitEvent, PullAction, SignatureError};
+
+/// At most this many previews per project; an 11th tears down the least recently updated.
+pub const MAX_PREVIEWS: usize = 10;
+
+/// What a webhook delivery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookOutcome {
+    /// `deploy`, `preview`, `teardown` or `ignored`.
+    pub action: &'static str,
+    pub reason: String,
+    pub run: Option<(String, String)>,
+}
+
+impl WebhookOutcome {
+    fn ignored(reason: impl Into<String>) -> WebhookOutcome {
+        WebhookOutcome {
+            action: "ignored",
+            reason: reason.into(),
+            run: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AutoDeployError {
+    /// 401: nothing happened.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 400: the project's settings cannot make a run (the message says what to set).
+    #[error("{0}")]
+    Settings(String),
+    #[error("{0:?}")]
+    Provision(ProvisionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<ProvisionError> for AutoDeployError {
+    fn from(error: ProvisionError) -> Self {
+        AutoDeployError::Provision(error)
+    }
+}
+
+pub struct AutoDeploy {
+    store: Store,
+    pipeline: Arc<Pipeline>,
+    secrets: Arc<SecretBox>,
+}
+
+/// The sealing context of a project's webhook secret.
+fn secret_context(project_id: &str) -> String {
+    format!("webhook-secret:{project_id}")
+}
+
+impl AutoDeploy {
+    pub fn new(store: Store, pipeline: Arc<Pipeline>, secrets: Arc<SecretBox>) -> AutoDeploy {
+        AutoDeploy {
+            store,
+            pipeline,
+            secrets,
+        }
+    }
+
+    /// Makes (or replaces) the project's webhook secret and returns it, shown this once.
+    pub async fn rotate_secret(&self, project: &ProjectRecord) -> Result<String, StoreError> {
+        let secret = format!(
+            "whsec_{}",
+            crate::ids::base32(&crate::ids::random_bytes::<32>())
+        );
+        let sealed = crate::ids::hex(
+            &self
+                .secrets
+                .seal(&secret_context(&project.id), secret.as_bytes()),
+        );
+        let id = project.id.clone();
+        self.store
+            .call(move |s| s.update_project(&id, |p| p.webhook_secret_sealed = Some(sealed)))
+            .await?;
+        Ok(secret)
+    }
+
+    fn secret_of(&self, project: &ProjectRecord) -> Option<String> {
+        let sealed = crate::ids::hex_decode(project.webhook_secret_sealed.as_deref()?)?;
+        let plain = self
+            .secrets
+            .open(&secret_context(&project.id), &sealed)
+            .ok()?;
+        String::from_utf8(plain).ok()
+    }
+
+    /// `POST /api/webhooks/{projectId}`: checks the signature on the raw body, then acts.
+    pub async fn webhook(
+        &self,
+        project: &ProjectRecord,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookOutcome, AutoDeployError> {
+        let unauthorized = |e: SignatureError| AutoDeployError::Unauthorized(e.to_string());
+        let provider =
+            providers::provider(headers).ok_or(unauthorized(SignatureError::UnknownProvider))?;
+        let secret = self.secret_of(project).ok_or_else(|| {
+            AutoDeployError::Unauthorized(format!(
+                "project {} has no webhook secret: make one with POST /api/projects/{}/webhook-secret",
+                project.slug, project.slug
+            ))
+        })?;
+        providers::verify(provider, headers, body, &secret).map_err(unauthorized)?;
+        if let Some(delivery) = providers::delivery_id(provider, headers) {
+            let (id, key) = (project.id.clone(), delivery.clone());
+            let first = self
+                .store
+                .call(move |s| s.first_delivery(&id, &key, crate::ids::now_ms()))
+                .await?;
+            if !first {
+                return Ok(WebhookOutcome::ignored(format!(
+                    "redelivery of {} delivery {delivery}: it was handled already",
+                    provider.name()
+                )));
+            }
+        }
+        let Some(event) = providers::parse(provider, headers, body) else {
+            return Ok(WebhookOutcome::ignored(format!(
+                "the body is not a {} event this endpoint understands",
+                provider.name()
+            )));
+        };
+        tracing::info!(project = %project.slug, provider = provider.name(), ?event, "webhook");
+        self.act(project, event).await
+    }
+
+    async fn act(
+        &self,
+        project: &ProjectRecord,
+        event: GitEvent,
+    ) -> Result<WebhookOutcome, AutoDeployError> {
+        let settings = &project.settings;
+        match event {
+            GitEvent::Ping => Ok(WebhookOutcome::ignored("ping: the webhook works")),
+            GitEvent::Other(name) => Ok(WebhookOutcome::ignored(format!(
+                "{name} events are not acted on"
+            ))),
+            GitEvent::Push { branch, commit } if branch == settings.production_branch => {
+                let run = self
+                    .deploy(project, &branch, Some(commit), Trigger::Webhook)
+                    .await?;
+                Ok(started(
+                    "deploy",
+                    format!("push to {branch}, the production branch"),
+                    &run,
+                ))
+            }
+            GitEvent::Push { branch, commit } => {
+                if !settings.previews {
+                    return Ok(WebhookOutcome::ignored(format!(
+                        "push to {branch}: previews are off (set \"previews\": true in the project's settings)"
+                    )));
+                }
+                let name = self.preview_name(project, &branch)?;
+                let run = self
+                    .preview(
+                        project,
+                        &name,
+                        Some(&branch),
+                        None,
+                        &commit,
+                        Trigger::Webhook,
+                    )
+                    .await?;
+                Ok(started("preview", format!("push to {branch}"), &run))
+            }
+            GitEvent::BranchDeleted { branch } => {
+                let name = self.preview_name(project, &branch)?;
+                Ok(match self.teardown(project, &name).await? {
+                    true => WebhookOutcome {
+                        action: "teardown",
+                        reason: format!("branch {branch} was deleted"),
+                        run: None,
+                    },
+                    false => WebhookOutcome::ignored(format!(
+                        "branch {branch} was deleted; it had no preview"
+                    )),
+                })
+            }
+            GitEvent::PullRequest {
+                number,
+                action: PullAction::Close,
+                ..
+            } => Ok(
+                match self.teardown(project, &format!("pr-{number}")).await? {
+                    true => WebhookOutcome {
+                        action: "teardown",
+                        reason: format!("pull request #{number} was closed"),
+                        run: None,
+                    },
+                    false => WebhookOutcome::ignored(format!(
+                        "pull request #{number} was closed; it had no preview"
+                    )),
+                },
+            ),
+            GitEvent::PullRequest {
+                number,
+                action: PullAction::Update,
+                branch,
+                commit,
+                fork,
+            } => {
+                if !settings.previews {
+                    return Ok(WebhookOutcome::ignored(format!(
+                        "pull request #{number}: previews are off (set \"previews\": true in the project's settings)"
+                    )));
+                }
+                if fork && !settings.preview_forks {
+                    return Ok(WebhookOutcome::ignored(format!(
+                        "pull request #{number} comes from a fork: set \"previewForks\": true to build forks' code"
+                    )));
+                }
+                let run = self
+                    .preview(
+                        project,
+                        &format!("pr-{number}"),
+                        Some(&branch),
+                        Some(number),
+                        &commit,
+                        Trigger::Webhook,
+                    )
+                    .await?;
+                Ok(started(
+                    "preview",
+                    format!("pull request #{number} ({branch})"),
+                    &run,
+                ))
+            }
+            GitEvent::PullRequest { number, .. } => Ok(WebhookOutcome::ignored(format!(
+                "pull request #{number}: this action changes no code"
+            ))),
+        }
+    }
+
+    fn preview_name(
+        &self,
+        project: &ProjectRecord,
+        branch: &str,
+    ) -> Result<String, AutoDeployError> {
+        providers::preview_name(branch, &project.slug).ok_or_else(|| {
+            AutoDeployError::Settings(format!(
+                "the slug {} is too long for preview hosts (<branch>--<slug> must fit in 63 characters)",
+                project.slug
+            ))
+        })
+    }
+
+    fn request(
+        &self,
+        project: &ProjectRecord,
+        git_ref: String,
+        target: DeployTarget,
+    ) -> Result<ProvisionRequest, AutoDeployError> {
+        let settings = &project.settings;
+        let git_url = settings.git_url.clone().ok_or_else(|| {
+            AutoDeployError::Settings(format!(
+                "project {} has no gitUrl: set it with PATCH /api/projects/{} {{\"gitUrl\": \"https://…\"}}",
+                project.slug, project.slug
+            ))
+        })?;
+        Ok(ProvisionRequest {
+            project_slug: project.slug.clone(),
+            install_command: settings.install_command.clone(),
+            build_command: settings.build_command.clone(),
+            start_command: settings.start_command.clone(),
+            output_directory: settings.output_directory.clone(),
+            health_check_path: settings.health_check_path.clone(),
+            git_url: Some(git_url),
+            git_ref: Some(git_ref),
+            target,
+            ..Default::default()
+        })
+    }
+
+    /// A production run of `branch` (at `commit` when given) with the saved settings.
+    pub async fn deploy(
+        &self,
+        project: &ProjectRecord,
+        branch: &str,
+        commit: Option<String>,
+        trigger: Trigger,
+    ) -> Result<RunRecord, AutoDeployError> {
+        let target = DeployTarget {
+            environment: Environment::Production,
+            branch: Some(branch.to_owned()),
+            commit: commit.clone(),
+            trigger,
+            ..Default::default()
+        };
+        let request = self.request(project, commit.unwrap_or_else(|| branch.to_owned()), target)?;
+        Ok(self
+            .pipeline
+            .provision(project, RunPlan::Build(request))
+            .await?)
+    }
+
+    /// A preview run of `commit`; the 11th preview tears down the least recently updated.
+    pub async fn preview(
+        &self,
+        project: &ProjectRecord,
+        name: &str,
+        branch: Option<&str>,
+        pull_request: Option<u64>,
+        commit: &str,
+        trigger: Trigger,
+    ) -> Result<RunRecord, AutoDeployError> {
+        let target = DeployTarget {
+            environment: Environment::Preview,
+            preview: Some(name.to_owned()),
+            branch: branch.map(str::to_owned),
+            commit: Some(commit.to_owned()),
+            trigger,
+            pull_request,
+        };
+        let request = self.request(project, commit.to_owned(), target)?;
+        let (project_id, key) = (project.id.clone(), name.to_owned());
+        let existed = self
+            .store
+            .call(move |s| {
+                s.previews_of(&project_id)
+                    .map(|all| all.into_iter().any(|p| p.name == key))
+            })
+            .await?;
+        // Recorded before the run starts, so its switch finds the preview however fast it is.
+        let mut record = PreviewRecord {
+            v: 1,
+            project_id: project.id.clone(),
+            name: name.to_owned(),
+            branch: branch.map(str::to_owned),
+            pull_request,
+            deployment_id: None,
+            latest_deployment_id: String::new(),
+            updated_ms: crate::ids::now_ms(),
+        };
+        let stored = record.clone();
+        let evicted = self
+            .store
+            .call(move |s| s.start_preview(&stored, MAX_PREVIEWS))
+            .await?;
+        for old in &evicted {
+            tracing::info!(project = %project.slug, preview = %old.name, "an 11th preview tears down the least recently updated");
+            self.pipeline.teardown_preview(project, old).await;
+        }
+        let run = match self
+            .pipeline
+            .provision(project, RunPlan::Build(request))
+            .await
+        {
+            Ok(run) => run,
+            Err(error) => {
+                if !existed {
+                    let (id, key) = (project.id.clone(), name.to_owned());
+                    let _ = self.store.call(move |s| s.remove_preview(&id, &key)).await;
+                }
+                return Err(error.into());
+            }
+        };
+        record.latest_deployment_id = run.deployment_id.clone();
+        self.store
+            .call(move |s| s.start_preview(&record, MAX_PREVIEWS))
+            .await?;
+        Ok(run)
+    }
+
+    /// Tears preview `name` down; false when there was none.
+    pub async fn teardown(&self, project: &ProjectRecord, name: &str) -> Result<bool, StoreError> {
+        let (id, key) = (project.id.clone(), name.to_owned());
+        let Some(removed) = self
+            .store
+            .call(move |s| s.remove_preview(&id, &key))
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.pipeline.teardown_preview(project, &removed).await;
+        Ok(true)
+    }
+}
+
+fn started(action: &'static str, reason: String, run: &RunRecord) -> WebhookOutcome {
+    WebhookOutcome {
+        action,
+        reason,
+        run: Some((run.id.clone(), run.deployment_id.clone())),
+    }
+}
