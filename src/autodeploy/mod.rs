@@ -318,7 +318,7 @@ impl AutoDeploy {
             .await?)
     }
 
-    /// A preview run of `commit`; the 11th preview tears down the least recently updated.
+    /// A preview run of `commit` (a commit id, or a branch to build its head); the 11th preview tears down the least recently updated.
     pub async fn preview(
         &self,
         project: &ProjectRecord,
@@ -332,7 +332,7 @@ impl AutoDeploy {
             environment: Environment::Preview,
             preview: Some(name.to_owned()),
             branch: branch.map(str::to_owned),
-            commit: Some(commit.to_owned()),
+            commit: is_commit(commit).then(|| commit.to_owned()),
             trigger,
             pull_request,
         };
@@ -399,6 +399,11 @@ impl AutoDeploy {
         self.pipeline.teardown_preview(project, &removed).await;
         Ok(true)
     }
+}
+
+/// A full commit id (what providers send), not a branch name.
+fn is_commit(git_ref: &str) -> bool {
+    git_ref.len() == 40 && git_ref.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn started(action: &'static str, reason: String, run: &RunRecord) -> WebhookOutcome {

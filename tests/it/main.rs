@@ -9,6 +9,7 @@ mod dev_mode;
 mod domains;
 mod flood;
 mod forwarding;
+mod git_deploys;
 mod git_secrets;
 mod logs;
 mod notifications;

@@ -50,6 +50,19 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "DELETE /api/projects/{projectId}/domains/{domain}",
             "deploy",
         ),
+        ("PATCH /api/projects/{projectId}", "deploy"),
+        ("POST /api/projects/{projectId}/webhook-secret", "deploy"),
+        ("POST /api/projects/{projectId}/deploy-hooks", "deploy"),
+        ("GET /api/projects/{projectId}/deploy-hooks", "read"),
+        (
+            "DELETE /api/projects/{projectId}/deploy-hooks/{hookId}",
+            "deploy",
+        ),
+        ("GET /api/projects/{projectId}/previews", "read"),
+        ("DELETE /api/projects/{projectId}/previews/{name}", "deploy"),
+        // No token opens these: the provider's signature or the hook's secret does.
+        ("POST /api/webhooks/{projectId}", "public"),
+        ("POST /api/hooks/{secret}", "public"),
         ("GET /api/openapi.json", "read"),
         ("GET /api/system", "read"),
     ])
@@ -123,7 +136,10 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")
             .replace("{notificationId}", "ntf_missing")
-            .replace("{domain}", "www.example.test");
+            .replace("{domain}", "www.example.test")
+            .replace("{hookId}", "hook_missing")
+            .replace("{secret}", "dh_missing")
+            .replace("{name}", "nope");
         let targets_project = template.contains('{')
             && !template.contains("{tokenId}")
             && !template.contains("{notificationId}");
@@ -145,6 +161,13 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .await;
             // A stream that stays open was let in.
             let status = response.map(|r| r.status).unwrap_or(200);
+            if *need == "public" {
+                assert!(
+                    status == 401 || status == 404,
+                    "{label} token on {key} ({path}): a bearer token must not open it, got {status}"
+                );
+                continue;
+            }
             let limited_out = *label == "deploy-elsewhere" && targets_project;
             let allowed = covers(scope, need) && !limited_out;
             if allowed {
