@@ -138,6 +138,16 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A project's deployments, newest first: environment, branch, commit, trigger, state.
+    Deployments {
+        /// The project's slug or id.
+        project: String,
+    },
+    /// A project's previews (branches and pull requests) and their hosts.
+    Previews {
+        /// The project's slug or id.
+        project: String,
+    },
     /// A project's custom domains: `slipway domains add|ls|rm`.
     Domains {
         #[command(subcommand)]

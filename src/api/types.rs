@@ -383,9 +383,13 @@ pub struct Deployment {
     pub url: Option<String>,
     /// Why its run failed, if it did.
     pub error: Option<RunErrorBody>,
+    #[serde(default)]
     pub environment: Environment,
+    #[serde(default)]
     pub branch: Option<String>,
+    #[serde(default)]
     pub commit: Option<String>,
+    #[serde(default)]
     pub trigger: Trigger,
 }
 

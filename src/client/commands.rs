@@ -173,7 +173,7 @@ pub async fn projects(api: &ApiClient) -> Result<ExitCode, ClientError> {
 
 /// The `projects` table, columns padded to their widest cell.
 pub fn projects_table(projects: &[Project]) -> String {
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "SLUG".to_owned(),
         "STATE".to_owned(),
         "URL".to_owned(),
@@ -184,7 +184,7 @@ pub fn projects_table(projects: &[Project]) -> String {
             .ok()
             .and_then(|value| value.as_str().map(str::to_owned))
             .unwrap_or_default();
-        rows.push([
+        rows.push(vec![
             project.slug.clone(),
             state,
             project.url.clone(),
@@ -194,28 +194,7 @@ pub fn projects_table(projects: &[Project]) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    let widths: Vec<usize> = (0..4)
-        .map(|column| {
-            rows.iter()
-                .map(|row| row[column].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut table = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (column, cell) in row.iter().enumerate() {
-            if column == 3 {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  ", width = widths[column]));
-            }
-        }
-        table.push_str(line.trim_end());
-        table.push('\n');
-    }
-    table
+    super::display::table(&rows)
 }
 
 /// `slipway rollback PROJECT DEPLOYMENT`: re-activates the build and waits for the run.

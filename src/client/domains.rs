@@ -62,7 +62,7 @@ pub async fn domains(
 
 /// DOMAIN, STATUS, what it serves, and the certificate (or the error), padded to columns.
 pub fn domains_table(domains: &[Domain]) -> String {
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "DOMAIN".to_owned(),
         "STATUS".to_owned(),
         "SERVES".to_owned(),
@@ -83,31 +83,14 @@ pub fn domains_table(domains: &[Domain]) -> String {
             (None, Some(error)) => error.clone(),
             (None, None) => "-".to_owned(),
         };
-        rows.push([
+        rows.push(vec![
             domain.domain.clone(),
             status.to_owned(),
             serves,
             certificate,
         ]);
     }
-    let widths: Vec<usize> = (0..3)
-        .map(|column| {
-            rows.iter()
-                .map(|row| row[column].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        for (column, width) in widths.iter().enumerate() {
-            out.push_str(&row[column]);
-            out.push_str(&" ".repeat(width - row[column].chars().count() + 2));
-        }
-        out.push_str(&row[3]);
-        out.push('\n');
-    }
-    out
+    super::display::table(&rows)
 }
 
 #[cfg(test)]

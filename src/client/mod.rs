@@ -16,6 +16,7 @@ pub mod display;
 pub mod domains;
 pub mod follow;
 pub mod gitignore;
+pub mod history;
 pub mod http;
 pub mod pack;
 pub mod project_file;
@@ -99,6 +100,8 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             deployment,
         } => commands::rollback(&api()?, &project, &deployment).await,
         ClientCommand::Usage { project, json } => usage::usage(&api()?, &project, json).await,
+        ClientCommand::Deployments { project } => history::deployments(&api()?, &project).await,
+        ClientCommand::Previews { project } => history::previews(&api()?, &project).await,
         ClientCommand::Domains { action, project } => {
             domains::domains(&api()?, action, project.as_deref()).await
         }

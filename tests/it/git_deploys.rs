@@ -249,6 +249,28 @@ async fn set_up<'a>(
     }
 }
 
+/// `slipway ARGS` against the daemon (credentials in the environment); its stdout.
+pub fn cli(daemon: &TestDaemon, args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(crate::support::BIN)
+        .args(args)
+        .env(
+            "SLIPWAY_URL",
+            format!("http://slipway.localhost:{}", daemon.http.port()),
+        )
+        .env("SLIPWAY_TOKEN", &daemon.token)
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("run slipway");
+    assert!(
+        output.status.success(),
+        "slipway {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 fn options() -> DaemonOptions {
     DaemonOptions::default().extra_toml(
         "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
@@ -394,6 +416,21 @@ async fn pushes_deploy_production_and_previews_and_teardowns_follow_the_branches
     assert_eq!(listed["state"], "live");
     assert_eq!(listed["deploymentId"], preview["deploymentId"]);
     assert!(listed["url"].as_str().unwrap().contains(preview_host));
+    let deployments = cli(&daemon, &["deployments", "web"]);
+    assert!(
+        deployments.contains("production") && deployments.contains("preview"),
+        "{deployments}"
+    );
+    assert!(
+        deployments.contains("feature/Login") && deployments.contains(&feature[..7]),
+        "{deployments}"
+    );
+    assert!(deployments.contains("webhook"), "{deployments}");
+    let previews = cli(&daemon, &["previews", "web"]);
+    assert!(
+        previews.contains("feature-login") && previews.contains(preview_host),
+        "{previews}"
+    );
 
     // The branch's deletion tears it down (GitHub sends both a push with deleted and a
     // delete event; the first tears down, the second finds nothing).
