@@ -16,6 +16,7 @@ pub struct ProjectSettingsPatch {
     pub git_url: Option<Option<String>>,
     /// Pushes to it deploy production (default `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub production_branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_command: Option<Option<String>>,
@@ -26,15 +27,19 @@ pub struct ProjectSettingsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_directory: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(/[^\s]*)?$"))]
     pub health_check_path: Option<Option<String>>,
     /// `"auto"` or null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(auto)?$"))]
     pub framework: Option<Option<String>>,
     /// Deploy other branches and pull requests as previews (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
     pub previews: Option<bool>,
     /// Also pull requests from forks (default false: their code is not built).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
     pub preview_forks: Option<bool>,
 }
 
