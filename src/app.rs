@@ -147,6 +147,12 @@ pub async fn run(
         }
     };
     let runs_shutdown = CancellationToken::new();
+    let volumes = {
+        let (reserve, data_dir) = (config.limits.disk_reserve_mb, config.data_dir.clone());
+        let want = config.sandbox.mode == crate::config::SandboxMode::Namespaces;
+        tokio::task::spawn_blocking(move || crate::disk::Volumes::detect(reserve, want, &data_dir))
+            .await?
+    };
     let pipeline = crate::pipeline::Pipeline::new(crate::pipeline::PipelineParts {
         config: config.clone(),
         store: store.clone(),
@@ -160,10 +166,7 @@ pub async fn run(
         https_addr: bound.https,
         scheme: public_scheme,
         port_suffix: public_port.clone(),
-        volumes: crate::disk::Volumes::detect(
-            config.limits.disk_reserve_mb,
-            config.sandbox.mode == crate::config::SandboxMode::Namespaces,
-        ),
+        volumes,
         shutdown: runs_shutdown.clone(),
         notifier: notifier.clone(),
         metrics: daemon_metrics.clone(),

@@ -59,22 +59,49 @@ impl Volume {
 }
 
 impl Volumes {
-    pub fn detect(reserve_mb: u64, want_images: bool) -> Volumes {
-        let images = want_images
-            && nix::unistd::geteuid().is_root()
-            && Path::new("/dev/loop-control").exists()
-            && which("mkfs.ext4")
-            && which("mount");
-        if want_images && !images {
+    /// Disk limits are on only when a loop-mounted image is proven to work here: a 16 MB
+    /// probe image under `probe_dir` is made, mounted and checked (`statvfs` must show the
+    /// image's size, not the host disk's). A machine where `mount -o loop` quietly does
+    /// something else (a container without loop devices) runs without limits, and says so,
+    /// rather than claiming limits it does not enforce.
+    pub fn detect(reserve_mb: u64, want_images: bool, probe_dir: &Path) -> Volumes {
+        let reserve_bytes = reserve_mb.saturating_mul(1 << 20);
+        let mut volumes = Volumes {
+            images: false,
+            reserve_bytes,
+        };
+        if !want_images {
+            return volumes;
+        }
+        let missing = if !nix::unistd::geteuid().is_root() {
+            Some("root".to_owned())
+        } else if !Path::new("/dev/loop-control").exists() {
+            Some("/dev/loop-control (loop devices)".to_owned())
+        } else if !which("mkfs.ext4") || !which("mount") {
+            Some("mkfs.ext4 (e2fsprogs) and mount".to_owned())
+        } else {
+            volumes.images = true;
+            volumes.probe(probe_dir).err().map(|error| {
+                volumes.images = false;
+                format!("a working loop mount (the probe failed: {error})")
+            })
+        };
+        if let Some(missing) = missing {
             tracing::warn!(
-                "disk limits (limits.build_disk_mb, limits.app_disk_mb) need root, /dev/loop-control, \
-                 mkfs.ext4 (e2fsprogs) and mount; builds and apps share the data dir's disk instead"
+                "disk limits (limits.build_disk_mb, limits.app_disk_mb) need {missing}; builds \
+                 and apps share the data dir's disk instead"
             );
         }
-        Volumes {
-            images,
-            reserve_bytes: reserve_mb.saturating_mul(1 << 20),
-        }
+        volumes
+    }
+
+    /// Makes, mounts, checks and removes a small volume.
+    fn probe(&self, dir: &Path) -> io::Result<()> {
+        let volume = Volume::workspace(&dir.join(".disk-limit-probe"), 16);
+        let result = self.create(&volume, 0);
+        self.remove(&volume);
+        remove_dir_all_quiet(&dir.join(".disk-limit-probe"));
+        result
     }
 
     pub fn limited(&self) -> bool {
@@ -129,11 +156,27 @@ impl Volumes {
         self.ensure_mounted(volume)
     }
 
+    /// Loop-mounts the image on the directory, then checks the limit really holds there.
     fn mount(&self, volume: &Volume) -> io::Result<()> {
         run(Command::new("mount")
             .args(["-t", "ext4", "-o", "loop,nodev,nosuid,noatime"])
             .arg(&volume.image)
-            .arg(&volume.dir))
+            .arg(&volume.dir))?;
+        let size = nix::sys::statvfs::statvfs(&volume.dir)
+            .map(|s| (s.blocks() as u64).saturating_mul(s.fragment_size() as u64))
+            .map_err(io::Error::from)?;
+        let limit = volume.size_mb.saturating_mul(1 << 20);
+        if is_mount_point(&volume.dir) && size > 0 && size <= limit {
+            return Ok(());
+        }
+        let _ = nix::mount::umount2(&volume.dir, nix::mount::MntFlags::MNT_DETACH);
+        Err(io::Error::other(format!(
+            "mounting {} on {} did not take effect ({} MB filesystem seen for a {} MB image)",
+            volume.image.display(),
+            volume.dir.display(),
+            size >> 20,
+            volume.size_mb
+        )))
     }
 
     /// Unmounts (lazily: a sandbox may still hold it) and removes the directory and the image.
@@ -286,6 +329,34 @@ mod tests {
             "{}",
             error.message
         );
+    }
+
+    /// Where loop mounts work (root, loop devices, e2fsprogs), the probe turns limits on and a
+    /// volume's filesystem is the image's size; elsewhere limits are off, never claimed.
+    #[test]
+    fn limits_are_on_only_where_a_probe_mount_proves_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = Volumes::detect(0, true, dir.path());
+        let possible = nix::unistd::geteuid().is_root()
+            && Path::new("/dev/loop-control").exists()
+            && which("mkfs.ext4");
+        if !possible {
+            assert!(!volumes.limited());
+            eprintln!("SKIP the mounted half: needs root, loop devices and mkfs.ext4");
+            return;
+        }
+        assert!(volumes.limited(), "loop mounts work here");
+        assert!(
+            !dir.path().join(".disk-limit-probe").exists(),
+            "the probe cleans up"
+        );
+        let volume = Volume::workspace(&dir.path().join("dpl"), 32);
+        volumes.create(&volume, 0).unwrap();
+        let stat = nix::sys::statvfs::statvfs(&volume.dir).unwrap();
+        let size = stat.blocks() as u64 * stat.fragment_size() as u64;
+        assert!(size <= 32 << 20 && size > 16 << 20, "{size}");
+        volumes.remove(&volume);
+        assert!(!Volumes::detect(0, false, dir.path()).limited());
     }
 
     #[test]

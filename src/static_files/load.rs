@@ -57,17 +57,44 @@ pub(super) fn load(root: &Path, limits: &StaticLimits) -> io::Result<StaticSite>
     }
 
     let bytes_in_memory = limits.memory_budget - budget;
+    // The site's rules are read, not served.
+    let redirects = loaded
+        .remove("/_redirects")
+        .map(|_| super::rules::parse_redirects(&read_rules(&root.join("_redirects"))))
+        .unwrap_or_default();
+    let header_rules = loaded
+        .remove("/_headers")
+        .map(|_| super::rules::parse_headers(&read_rules(&root.join("_headers"))))
+        .unwrap_or_default();
     let routes = build_routes(&loaded);
     let not_found = match routes.get("/404.html") {
         Some(Route::File(file)) => Some(file.clone()),
         _ => None,
     };
-    tracing::debug!(root = %root.display(), routes = routes.len(), bytes_in_memory, "static site loaded");
+    let spa_index = match (&not_found, routes.get("/index.html")) {
+        (None, Some(Route::File(file))) => Some(file.clone()),
+        _ => None,
+    };
+    tracing::debug!(root = %root.display(), routes = routes.len(), bytes_in_memory, redirects = redirects.len(), "static site loaded");
     Ok(StaticSite {
         routes,
         not_found,
         bytes_in_memory,
+        redirects,
+        header_rules,
+        spa_index,
     })
+}
+
+/// A rules file (`_redirects`, `_headers`), at most 1 MiB of it; the walk accepted it, so
+/// it is a regular file inside the root.
+fn read_rules(path: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(file) = fs::File::open(path) {
+        let _ = file.take(1 << 20).read_to_string(&mut text);
+    }
+    text
 }
 
 /// A servable file found by the walk.

@@ -22,6 +22,7 @@
 
 mod load;
 mod respond;
+mod rules;
 #[cfg(test)]
 mod tests;
 
@@ -66,6 +67,13 @@ pub struct StaticSite {
     routes: HashMap<Box<str>, Route>,
     not_found: Option<Arc<StaticFile>>,
     bytes_in_memory: u64,
+    /// The site's `_redirects`, in file order.
+    redirects: Vec<rules::Redirect>,
+    /// The site's `_headers`.
+    header_rules: Vec<rules::HeaderRule>,
+    /// `/index.html` when the site has no `404.html`: single-page apps route on the client,
+    /// so an extension-less path no file answers gets it with 200.
+    spa_index: Option<Arc<StaticFile>>,
 }
 
 impl StaticSite {
@@ -97,11 +105,84 @@ impl StaticSite {
             }
             Err(PathRefused::NotUtf8) => return self.not_found(request, head),
         };
-        match self.routes.get(path.as_ref()) {
-            Some(Route::File(file)) => respond::file(file, request.headers(), head, StatusCode::OK),
-            Some(Route::AddSlash) => add_slash(raw_path, request.uri().query(), head),
-            None => self.not_found(request, head),
+        if let Some(response) = self.redirect(&path, request, head, true) {
+            return self.with_headers(&path, response);
         }
+        let response = match self.routes.get(path.as_ref()) {
+            Some(Route::File(file)) => respond::file(file, request.headers(), head, StatusCode::OK),
+            Some(Route::AddSlash) => return add_slash(raw_path, request.uri().query(), head),
+            None => match self.redirect(&path, request, head, false) {
+                Some(response) => response,
+                None => match &self.spa_index {
+                    Some(index) if !path.rsplit('/').next().unwrap_or("").contains('.') => {
+                        respond::file(index, request.headers(), head, StatusCode::OK)
+                    }
+                    _ => return self.not_found(request, head),
+                },
+            },
+        };
+        self.with_headers(&path, response)
+    }
+
+    /// The first `_redirects` rule (forced ones, or the others) that answers `path`.
+    fn redirect<B>(
+        &self,
+        path: &str,
+        request: &Request<B>,
+        head: bool,
+        forced: bool,
+    ) -> Option<Response<Body>> {
+        for rule in self.redirects.iter().filter(|rule| rule.force == forced) {
+            let Some(target) = rule.target(path) else {
+                continue;
+            };
+            if rule.is_rewrite() {
+                let file_path = target.split('?').next().unwrap_or("");
+                if let Some(Route::File(file)) = self.routes.get(file_path) {
+                    return Some(respond::file(file, request.headers(), head, rule.status));
+                }
+                continue;
+            }
+            let location = match request.uri().query() {
+                Some(query) if !target.contains('?') => format!("{target}?{query}"),
+                _ => target,
+            };
+            let mut response = plain(rule.status, "Redirect", head);
+            if let Ok(value) = HeaderValue::from_str(&location) {
+                response.headers_mut().insert(LOCATION, value);
+            }
+            return Some(response);
+        }
+        None
+    }
+
+    /// Adds the `_headers` of every block whose pattern matches `path`. A header the site
+    /// sets replaces the server's own (`Cache-Control`, say); several blocks setting the same
+    /// one add up.
+    fn with_headers(&self, path: &str, mut response: Response<Body>) -> Response<Body> {
+        let matching = || {
+            self.header_rules
+                .iter()
+                .filter(|rule| rule.applies_to(path))
+        };
+        for (index, rule) in matching().enumerate() {
+            for (position, (name, value)) in rule.headers.iter().enumerate() {
+                let set_before = matching().take(index + 1).enumerate().any(|(i, earlier)| {
+                    let upto = if i == index {
+                        position
+                    } else {
+                        earlier.headers.len()
+                    };
+                    earlier.headers[..upto].iter().any(|(n, _)| n == name)
+                });
+                let headers = response.headers_mut();
+                match set_before {
+                    true => headers.append(name.clone(), value.clone()),
+                    false => headers.insert(name.clone(), value.clone()).is_some(),
+                };
+            }
+        }
+        response
     }
 
     /// How many distinct paths answer (files, directory indexes and redirects).

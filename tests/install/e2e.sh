@@ -85,9 +85,12 @@ if [ -n "${SLIPWAY_E2E_IT_BINARY:-}" ]; then
   # daemon unpacks sources for the project's uid itself), the store test checks that
   # /root/.bashrc exists (ProtectHome hides /root from the test), and the /etc test plants
   # keys in /etc (read-only under ProtectSystem=strict). The disk-limit test is skipped
-  # here too: in this container, under the unit's properties, the daemon reports disk limits
-  # on but a build writes past its workspace limit; not yet understood (issue 10 stays open
-  # for it; on the host, as root, the test passes and the limit holds).
+  # here too. Measured (issue 10): in this container, under the unit's properties, the
+  # daemon's probe loop mount shows the image's size to the daemon (so it reports
+  # diskLimits: true), yet a build's sandbox writes 200 MB past a 48 MB workspace limit: the
+  # loop mount the daemon sees is not the tree the sandbox's open_tree clones there. Not
+  # understood yet; the installed unit itself finds no /dev/loop-control in this container
+  # and reports diskLimits: false. On the host, as root, the test passes and the limit holds.
   echo "${SLIPWAY_E2E_IT_SKIP:-a_sandbox_cannot_hold_more_than_its_connection_cap a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_dirs a_build_sees_only_an_allow_list_of_etc a_build_that_fills_its_disk_fails_and_an_app_gets_enospc}" >"$work/it_skip"
   # The unit's [Service] settings as systemd-run properties (not how it is started).
   sed -n '/^\[Service\]/,/^\[Install\]/p' "$here/../../systemd/slipway.service" \

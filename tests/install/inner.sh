@@ -53,6 +53,13 @@ echo "sandbox mode: $(journalctl -u slipway --no-pager | grep -o 'sandbox=[a-z"]
 echo "-- exposure of the installed unit:"
 systemd-analyze security slipway.service --no-pager | tail -1 || true
 token="$(cat /var/lib/slipway/initial-admin-token)"
+# Disk limits under the installed unit: on when loop devices work in this machine (the
+# daemon's probe mount decides), and the unit's device policy must not be what turns them off.
+disk_limits="$(api http://127.0.0.1:7070/api/system | sed -n 's/.*"diskLimits":\([a-z]*\).*/\1/p')"
+echo "disk limits under the unit: $disk_limits ($(journalctl -u slipway --no-pager | grep -o 'disk limits.*instead' | tail -1))"
+if [ "$disk_limits" != true ] && [ -e /dev/loop-control ] && losetup -f >/dev/null 2>&1; then
+  fail "loop devices work in this machine but the daemon under the unit runs without disk limits"
+fi
 slipway ca export --config "$conf" >/tmp/ca.pem
 
 deploy() { # slug dir provision-json
