@@ -163,7 +163,7 @@ impl Volumes {
             .arg(&volume.image)
             .arg(&volume.dir))?;
         let size = nix::sys::statvfs::statvfs(&volume.dir)
-            .map(|s| (s.blocks() as u64).saturating_mul(s.fragment_size() as u64))
+            .map(|s| s.blocks().saturating_mul(s.fragment_size()))
             .map_err(io::Error::from)?;
         let limit = volume.size_mb.saturating_mul(1 << 20);
         if is_mount_point(&volume.dir) && size > 0 && size <= limit {
@@ -353,7 +353,7 @@ mod tests {
         let volume = Volume::workspace(&dir.path().join("dpl"), 32);
         volumes.create(&volume, 0).unwrap();
         let stat = nix::sys::statvfs::statvfs(&volume.dir).unwrap();
-        let size = stat.blocks() as u64 * stat.fragment_size() as u64;
+        let size = stat.blocks() * stat.fragment_size();
         assert!(size <= 32 << 20 && size > 16 << 20, "{size}");
         volumes.remove(&volume);
         assert!(!Volumes::detect(0, false, dir.path()).limited());
