@@ -382,3 +382,20 @@ pub async fn delete_preview(
         },
     ))
 }
+
+pub async fn clear_build_cache(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+) -> Result<Response<Body>, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let freed_bytes = ctx.pipeline.clear_build_cache(&project.id).await;
+    tracing::info!(project = %project.slug, freed_bytes, "build cache cleared");
+    Ok(json_response(
+        StatusCode::OK,
+        &types::BuildCacheCleared {
+            project_id: project.id,
+            deleted: true,
+            freed_bytes,
+        },
+    ))
+}

@@ -339,6 +339,7 @@ async fn handle_route(
         Route::TriggerDeployHook => git::trigger_hook(ctx, params.get(0)).await,
         Route::ListPreviews => git::list_previews(ctx, params.get(0), &request).await,
         Route::DeletePreview => git::delete_preview(ctx, params.get(0), params.get(1)).await,
+        Route::ClearBuildCache => git::clear_build_cache(ctx, params.get(0)).await,
     }
 }
 

@@ -113,6 +113,7 @@ pub enum Route {
     TriggerDeployHook,
     ListPreviews,
     DeletePreview,
+    ClearBuildCache,
 }
 
 impl Route {
@@ -630,6 +631,18 @@ pub const ROUTES: &[RouteSpec] = &[
         success: StatusCode::OK,
         request: None,
         response: ResponseBody::Json(shape::<PreviewDeleted>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::DELETE,
+        template: "/api/projects/{projectId}/build-cache",
+        route: Route::ClearBuildCache,
+        needs: Scope::Deploy,
+        target: Target::Project,
+        summary: "Clear the project's build cache (the next build downloads everything again)",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<BuildCacheCleared>),
         query: None,
     },
 ];

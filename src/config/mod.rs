@@ -111,6 +111,8 @@ pub struct Limits {
     pub health_interval_s: u64,
     /// Disk space of a build's workspace (its own filesystem) and of an app's `/data`.
     pub build_disk_mb: u64,
+    /// Each project's build cache (package managers' caches kept between builds).
+    pub build_cache_mb: u64,
     pub app_disk_mb: u64,
     /// Free space the data dir's filesystem keeps for the store: uploads and runs that would
     /// eat into it are refused (`INSUFFICIENT_STORAGE`).
@@ -262,6 +264,7 @@ struct RawLimits {
     health_timeout_s: Option<u64>,
     health_interval_s: Option<u64>,
     build_disk_mb: Option<u64>,
+    build_cache_mb: Option<u64>,
     app_disk_mb: Option<u64>,
     disk_reserve_mb: Option<u64>,
     source_max_mb: Option<u64>,
@@ -472,6 +475,7 @@ impl Config {
                 10,
             )?,
             build_disk_mb: positive("limits.build_disk_mb", raw.limits.build_disk_mb, 4096)?,
+            build_cache_mb: positive("limits.build_cache_mb", raw.limits.build_cache_mb, 2048)?,
             app_disk_mb: positive("limits.app_disk_mb", raw.limits.app_disk_mb, 1024)?,
             disk_reserve_mb: raw.limits.disk_reserve_mb.unwrap_or(1024),
             source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,

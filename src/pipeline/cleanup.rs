@@ -19,6 +19,7 @@ impl Pipeline {
                 tracing::warn!(%error, %name, "could not drop the certificate of a deleted project");
             }
         }
+        self.clear_build_cache(&deleted.project.id).await;
         let app_data = crate::disk::Volume::app_data(&self.app_data_dir(&deleted.project.id), 0);
         let volumes = self.volumes.clone();
         let _ = tokio::task::spawn_blocking(move || volumes.remove(&app_data)).await;

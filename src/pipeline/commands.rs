@@ -25,6 +25,8 @@ pub(super) struct BuildCommand<'a> {
     pub stream: LogStream,
     pub command: &'a str,
     pub workspace: &'a Path,
+    /// The project's build cache, mounted at `/cache` (install and build steps).
+    pub cache: Option<&'a Path>,
     pub env: &'a [(String, String)],
     /// The run's build deadline (`limits.build_timeout_s` from its start).
     pub deadline: Instant,
@@ -145,6 +147,7 @@ impl Pipeline {
             stream: LogStream::System,
             command: &command,
             workspace,
+            cache: None,
             env: &clone_env,
             deadline,
         };
@@ -177,6 +180,7 @@ impl Pipeline {
             stream,
             command,
             workspace,
+            cache,
             env,
             deadline,
         } = command;
@@ -184,6 +188,7 @@ impl Pipeline {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
                 workspace: workspace.to_owned(),
+                cache: cache.map(Path::to_owned),
             },
             command: command.to_owned(),
             env: env.to_vec(),

@@ -238,6 +238,21 @@ impl Pipeline {
                     .map(|_| true)
             })
             .await?;
+            let has_commands = [&request.install_command, &request.build_command]
+                .iter()
+                .any(|c| c.as_deref().is_some_and(|c| !c.trim().is_empty()));
+            let cache = match has_commands {
+                true => self.prepare_build_cache(project).await,
+                false => None,
+            };
+            let mut build_env = env.clone();
+            if let Some(cache) = &cache {
+                for (key, value) in self.build_cache_env(cache) {
+                    if !build_env.iter().any(|(k, _)| *k == key) {
+                        build_env.push((key, value));
+                    }
+                }
+            }
             for (name, command, stream, code) in [
                 (
                     "install",
@@ -264,12 +279,16 @@ impl Pipeline {
                         stream,
                         command,
                         workspace: &workspace,
-                        env: &env,
+                        cache: cache.as_deref(),
+                        env: &build_env,
                         deadline,
                     };
                     self.run_command(project, &dpl, command).await.map(|_| true)
                 })
                 .await?;
+            }
+            if cache.is_some() {
+                self.trim_build_cache(project, &dpl).await;
             }
         }
 

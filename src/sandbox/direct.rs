@@ -18,7 +18,7 @@ pub struct DirectRunner;
 impl Runner for DirectRunner {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running> {
         let cwd = match &spec.kind {
-            StepKind::Build { workspace } => workspace.clone(),
+            StepKind::Build { workspace, .. } => workspace.clone(),
             StepKind::App { output, data_dir } => {
                 std::fs::create_dir_all(data_dir)?;
                 output.clone()
@@ -39,7 +39,7 @@ impl Runner for DirectRunner {
         if !spec.env.iter().any(|(k, _)| k == "HOME") {
             // A home of the step's own next to its workspace (npm and friends write caches there).
             let home = match &spec.kind {
-                StepKind::Build { workspace } => workspace.with_file_name("home"),
+                StepKind::Build { workspace, .. } => workspace.with_file_name("home"),
                 StepKind::App { output, .. } => output.with_file_name("home"),
             };
             std::fs::create_dir_all(&home)?;

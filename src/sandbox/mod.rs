@@ -49,8 +49,12 @@ pub type LogPipe = tokio::net::unix::pipe::Receiver;
 /// What a step is: which filesystem view it gets.
 #[derive(Debug, Clone)]
 pub enum StepKind {
-    /// install/build: the workspace read-write at `/app` (cwd).
-    Build { workspace: PathBuf },
+    /// install/build: the workspace read-write at `/app` (cwd), and the project's build
+    /// cache read-write at `/cache` when there is one.
+    Build {
+        workspace: PathBuf,
+        cache: Option<PathBuf>,
+    },
     /// start: the build output read-only at `/app` (cwd) plus a writable data dir at `/data`.
     App { output: PathBuf, data_dir: PathBuf },
 }

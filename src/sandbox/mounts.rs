@@ -145,12 +145,19 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
         }
     }
     match &spec.view {
-        FilesystemView::Build { workspace } => {
+        FilesystemView::Build { workspace, cache } => {
             trees.push(Tree {
                 target: "app".into(),
                 fd: clone_tree(workspace, writable, true)?,
                 is_dir: true,
             });
+            if let Some(cache) = cache {
+                trees.push(Tree {
+                    target: "cache".into(),
+                    fd: clone_tree(cache, writable, true)?,
+                    is_dir: true,
+                });
+            }
         }
         FilesystemView::App { output, data_dir } => {
             trees.push(Tree {

@@ -323,9 +323,10 @@ struct Launched {
 /// [`super::adopt`]) and an exit file.
 fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Result<Launched> {
     let (view, exit_file) = match &spec.kind {
-        StepKind::Build { workspace } => (
+        StepKind::Build { workspace, cache } => (
             FilesystemView::Build {
                 workspace: workspace.clone(),
+                cache: cache.clone(),
             },
             None,
         ),

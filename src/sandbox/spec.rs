@@ -44,8 +44,11 @@ pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
 /// Which host directories appear at `/app` and `/data`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum FilesystemView {
-    /// The workspace read-write at `/app`.
-    Build { workspace: PathBuf },
+    /// The workspace read-write at `/app`, the project's build cache (if any) at `/cache`.
+    Build {
+        workspace: PathBuf,
+        cache: Option<PathBuf>,
+    },
     /// The build output read-only at `/app`, the data dir read-write at `/data`.
     App { output: PathBuf, data_dir: PathBuf },
 }
@@ -107,6 +110,7 @@ mod tests {
             host_id: 200_001,
             view: FilesystemView::Build {
                 workspace: "/w".into(),
+                cache: Some("/c".into()),
             },
             cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
             network: NetworkSpec {

@@ -3,6 +3,7 @@
 
 mod api;
 mod architecture;
+mod build_cache;
 mod client;
 mod connections;
 mod dev_mode;

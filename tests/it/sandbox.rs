@@ -23,6 +23,7 @@ async fn inside_the_sandbox_the_build_is_uid_1000_without_privileges() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         command,
     );
@@ -92,6 +93,7 @@ async fn a_build_cannot_see_the_store_other_projects_or_root_nor_write_system_di
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         &command,
     );
@@ -133,6 +135,7 @@ async fn a_fork_bomb_ends_as_pids_exhausted_and_leaves_nothing() {
     let mut spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         "f() { f | f; }; f",
     );
@@ -160,6 +163,7 @@ async fn a_memory_bomb_ends_as_out_of_memory() {
     let mut spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         command,
     );
@@ -186,6 +190,7 @@ async fn a_setsid_background_process_is_gone_after_the_step() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         command,
     );
@@ -206,6 +211,7 @@ async fn dropping_a_running_step_kills_its_whole_tree() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         command,
     );
@@ -327,6 +333,7 @@ async fn the_helpers_death_kills_the_sandbox() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         "setsid sleep 300 & sleep 300",
     );
@@ -354,7 +361,13 @@ async fn a_sandbox_that_cannot_be_built_says_why() {
         return;
     };
     let missing = std::path::PathBuf::from("/nonexistent/slipway-workspace");
-    let spec = runner.spec(StepKind::Build { workspace: missing }, "echo never");
+    let spec = runner.spec(
+        StepKind::Build {
+            workspace: missing,
+            cache: None,
+        },
+        "echo never",
+    );
     let finished = run(&runner, spec, Duration::from_secs(20)).await;
     assert_eq!(finished.exit, Exit::Code(125));
     assert!(
@@ -389,6 +402,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         name: "none-step".into(),
         kind: StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         command: "echo plain; pwd".into(),
         env: Vec::new(),
@@ -419,6 +433,7 @@ async fn a_step_can_neither_swap_nor_dump_core() {
         .spawn(runner.spec(
             StepKind::Build {
                 workspace: workspace.path().to_owned(),
+                cache: None,
             },
             "grep -i 'core file size' /proc/self/limits; sleep 30",
         ))

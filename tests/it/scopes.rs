@@ -60,6 +60,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ),
         ("GET /api/projects/{projectId}/previews", "read"),
         ("DELETE /api/projects/{projectId}/previews/{name}", "deploy"),
+        ("DELETE /api/projects/{projectId}/build-cache", "deploy"),
         // No token opens these: the provider's signature or the hook's secret does.
         ("POST /api/webhooks/{projectId}", "public"),
         ("POST /api/hooks/{secret}", "public"),

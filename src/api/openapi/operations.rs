@@ -66,7 +66,8 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         | Route::ListDeployHooks
         | Route::DeleteDeployHook
         | Route::ListPreviews
-        | Route::DeletePreview => &[],
+        | Route::DeletePreview
+        | Route::ClearBuildCache => &[],
         Route::Metrics
         | Route::ProjectUsage
         | Route::ListNotifications

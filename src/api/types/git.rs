@@ -149,3 +149,13 @@ pub struct PreviewDeleted {
     pub name: String,
     pub deleted: bool,
 }
+
+/// `DELETE /api/projects/{projectId}/build-cache`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BuildCacheCleared {
+    pub project_id: String,
+    pub deleted: bool,
+    /// What the cache held.
+    pub freed_bytes: u64,
+}

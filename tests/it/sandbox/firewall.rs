@@ -79,6 +79,7 @@ async fn isolation_holds_after_the_host_ruleset_is_flushed() {
         .spawn(runner.spec(
             StepKind::Build {
                 workspace: workspace.path().to_owned(),
+                cache: None,
             },
             &wait_for("/app/go", &build_probes),
         ))
@@ -129,6 +130,7 @@ async fn isolation_holds_after_the_host_ruleset_is_flushed() {
         runner.spec(
             StepKind::Build {
                 workspace: workspace.path().to_owned(),
+                cache: None,
             },
             "true",
         ),
@@ -217,6 +219,7 @@ async fn tcp_goes_out_but_not_smtp_other_udp_or_ipv6() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         &command,
     );
@@ -250,6 +253,7 @@ async fn tcp_goes_out_but_not_smtp_other_udp_or_ipv6() {
     let spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         &probe_command(&[format!("probe smtp {} 25", outside.address)]),
     );
@@ -293,6 +297,7 @@ async fn a_sandbox_cannot_hold_more_than_its_connection_cap() {
     let mut spec = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         "python3 cap.py",
     );

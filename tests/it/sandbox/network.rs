@@ -73,6 +73,7 @@ async fn a_build_reaches_neither_the_host_nor_another_app_but_the_router_reaches
     let build = runner.spec(
         StepKind::Build {
             workspace: workspace.path().to_owned(),
+            cache: None,
         },
         &command,
     );
@@ -151,7 +152,7 @@ async fn npm_ci_of_a_project_with_one_dependency_works_inside() {
     slipway::sandbox::hand_over(workspace.path(), runner.project_uid).unwrap();
 
     let mut spec = runner.spec(
-        StepKind::Build { workspace: workspace.path().to_owned() },
+        StepKind::Build { workspace: workspace.path().to_owned(), cache: None },
         "npm ci --no-audit --no-fund && node -e \"console.log('is-number:', require('is-number')(5))\"",
     );
     spec.memory_mb = 1024;
@@ -202,6 +203,7 @@ async fn the_cost_of_a_sandbox_is_measured() {
         let spec = runner.spec(
             StepKind::Build {
                 workspace: workspace.path().to_owned(),
+                cache: None,
             },
             "true",
         );

@@ -170,3 +170,30 @@ async fn a_full_data_dir_refuses_uploads_and_runs_and_keeps_what_it_has() {
     assert_eq!(upload.status, 201, "{}", upload.text());
     drop(daemon);
 }
+
+/// In a sandbox the project's build cache is at `/cache`, kept between its builds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_build_cache_is_mounted_in_the_sandbox_and_kept() {
+    let Some(sandboxed) =
+        Sandboxed::start("the_build_cache_is_mounted_in_the_sandbox_and_kept", "")
+    else {
+        return;
+    };
+    let files = [("index.html", "<h1>x</h1>", 0o644)];
+    let body = json!({"buildCommand": format!("echo cache at $npm_config_cache; {}", crate::build_cache::PROBE)});
+    let (status, logs) = sandboxed
+        .run("cached", &files, body.clone(), Duration::from_secs(60))
+        .await;
+    assert_eq!(
+        status["status"], "provisioning_complete",
+        "{status}\n{logs}"
+    );
+    assert!(
+        logs.contains("cache at /cache/npm") && logs.contains("CACHE-MISS"),
+        "{logs}"
+    );
+    let (_, logs) = sandboxed
+        .run("cached", &files, body, Duration::from_secs(60))
+        .await;
+    assert!(logs.contains("CACHE-HIT"), "{logs}");
+}

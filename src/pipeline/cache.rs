@@ -1,0 +1,167 @@
+//! Per-project build caches: the package managers' caches (npm, pnpm, yarn, bun, pip and
+//! whatever honours `XDG_CACHE_HOME`) survive between one project's builds, so a redeploy
+//! with an unchanged lockfile downloads nothing. Each project's cache is a volume of its own
+//! (`<data_dir>/build-cache/<project id>`, a loop-mounted image of `limits.build_cache_mb`
+//! where disk limits are on), mounted read-write at `/cache` in its install and build steps
+//! only: never shared between projects, never visible to apps. After a build, a cache over
+//! 80 % of its limit loses its least recently used tool directories.
+
+use std::path::{Path, PathBuf};
+
+use super::Pipeline;
+use crate::disk::Volume;
+use crate::store::records::ProjectRecord;
+
+/// Where the cache is mounted inside a sandbox.
+const MOUNT_POINT: &str = "/cache";
+
+impl Pipeline {
+    fn build_cache_volume(&self, project_id: &str) -> Volume {
+        let mut volume = Volume::app_data(
+            &self.config.data_dir.join("build-cache").join(project_id),
+            self.config.limits.build_cache_mb,
+        );
+        volume.journal = false;
+        volume
+    }
+
+    /// Makes (or mounts) the project's cache; `None` (the build runs without one) on error.
+    pub(super) async fn prepare_build_cache(&self, project: &ProjectRecord) -> Option<PathBuf> {
+        let volume = self.build_cache_volume(&project.id);
+        let (volumes, uid, dir) = (self.volumes.clone(), project.uid, volume.dir.clone());
+        let made = tokio::task::spawn_blocking(move || volumes.ensure_app_data(&volume, uid))
+            .await
+            .expect("blocking task");
+        match made {
+            Ok(()) => Some(dir),
+            Err(error) => {
+                tracing::warn!(project = %project.slug, %error, "no build cache for this build");
+                None
+            }
+        }
+    }
+
+    /// The variables that point the package managers at the cache.
+    pub(super) fn build_cache_env(&self, cache: &Path) -> Vec<(String, String)> {
+        let base = match self.config.sandbox.mode {
+            crate::config::SandboxMode::Namespaces => PathBuf::from(MOUNT_POINT),
+            _ => cache.to_owned(),
+        };
+        let at = |tool: &str| base.join(tool).to_string_lossy().into_owned();
+        vec![
+            ("npm_config_cache".into(), at("npm")),
+            ("npm_config_store_dir".into(), at("pnpm")),
+            ("YARN_CACHE_FOLDER".into(), at("yarn")),
+            ("BUN_INSTALL_CACHE_DIR".into(), at("bun")),
+            ("PIP_CACHE_DIR".into(), at("pip")),
+            ("XDG_CACHE_HOME".into(), at("xdg")),
+        ]
+    }
+
+    /// Keeps the cache under 80 % of `limits.build_cache_mb`: the least recently used tool
+    /// directories go first.
+    pub(super) async fn trim_build_cache(&self, project: &ProjectRecord, dpl: &str) {
+        let dir = self.build_cache_volume(&project.id).dir;
+        let limit = self.config.limits.build_cache_mb << 20;
+        let evicted = tokio::task::spawn_blocking(move || trim(&dir, limit * 8 / 10))
+            .await
+            .unwrap_or_default();
+        if !evicted.is_empty() {
+            self.hub.system(
+                dpl,
+                &format!(
+                    "build cache over 80 % of limits.build_cache_mb: removed {}",
+                    evicted.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// `DELETE /api/projects/{projectId}/build-cache`: the bytes it held.
+    pub async fn clear_build_cache(&self, project_id: &str) -> u64 {
+        let volume = self.build_cache_volume(project_id);
+        let bytes = crate::usage::build_cache_bytes(&self.config.data_dir, project_id);
+        let volumes = self.volumes.clone();
+        let _ = tokio::task::spawn_blocking(move || volumes.remove(&volume)).await;
+        bytes
+    }
+}
+
+/// Removes the oldest top-level entries of `dir` until it holds at most `target` bytes.
+fn trim(dir: &Path, target: u64) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut sized: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            let used = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH);
+            (used, size_of(&path), path)
+        })
+        .collect();
+    let mut total: u64 = sized.iter().map(|(_, size, _)| size).sum();
+    sized.sort();
+    let mut evicted = Vec::new();
+    for (_, size, path) in sized {
+        if total <= target {
+            break;
+        }
+        let removed = match path.is_dir() {
+            true => std::fs::remove_dir_all(&path),
+            false => std::fs::remove_file(&path),
+        };
+        if removed.is_ok() {
+            total = total.saturating_sub(size);
+            evicted.push(
+                path.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    evicted
+}
+
+fn size_of(path: &Path) -> u64 {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !metadata.is_dir() {
+        return metadata.len();
+    }
+    std::fs::read_dir(path)
+        .map(|entries| entries.flatten().map(|e| size_of(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_removes_the_least_recently_used_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, size, age) in [("npm", 600, 30), ("pip", 300, 10), ("yarn", 200, 20)] {
+            let tool = dir.path().join(name);
+            std::fs::create_dir(&tool).unwrap();
+            std::fs::write(tool.join("blob"), vec![0u8; size]).unwrap();
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::open(&tool)
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        assert!(
+            trim(dir.path(), 2000).is_empty(),
+            "under the target: nothing goes"
+        );
+        assert_eq!(trim(dir.path(), 600), ["npm"], "the oldest goes first");
+        assert_eq!(trim(dir.path(), 250), ["yarn"]);
+        assert!(dir.path().join("pip").exists());
+    }
+}
