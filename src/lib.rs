@@ -23,6 +23,7 @@ pub mod client;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod detect;
 pub mod disk;
 pub mod dispatch;
 pub mod doctor;

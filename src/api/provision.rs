@@ -72,6 +72,16 @@ pub async fn provision(
         }
         *slot = value;
     }
+    match body.framework.as_deref() {
+        None | Some("") => {}
+        Some("auto") => parsed.framework = Some("auto".into()),
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("field `framework` must be \"auto\" or absent, not {other:?}"),
+            ))
+        }
+    }
     if let Some(path) = &parsed.health_check_path {
         if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(ApiError::new(

@@ -311,6 +311,11 @@ pub struct ProvisionBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^/[!-~]*$"), length(max = 2048))]
     pub health_check_path: Option<String>,
+    /// `"auto"`: the commands left out are detected from the source (framework, package
+    /// manager, Procfile); the run's first lines say what was chosen and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^auto$"))]
+    pub framework: Option<String>,
 }
 
 /// A project slug, in schemas.
@@ -336,6 +341,7 @@ impl RequestFields for ProvisionBody {
         "gitUrl",
         "gitRef",
         "healthCheckPath",
+        "framework",
     ];
 }
 

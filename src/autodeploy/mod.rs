@@ -292,6 +292,7 @@ impl AutoDeploy {
             git_url: Some(git_url),
             git_ref: Some(git_ref),
             target,
+            framework: settings.framework.clone(),
             ..Default::default()
         })
     }

@@ -77,6 +77,51 @@ impl Pipeline {
         }
     }
 
+    /// `"framework": "auto"`: fills the commands the request left out from the source tree,
+    /// and says in the run's log what it chose and why. Explicit fields win.
+    pub(super) async fn apply_detection(
+        &self,
+        request: &mut crate::store::records::ProvisionRequest,
+        workspace: &Path,
+        dpl: &str,
+    ) {
+        let dir = workspace.to_owned();
+        let plan = tokio::task::spawn_blocking(move || crate::detect::detect_dir(&dir))
+            .await
+            .ok()
+            .flatten();
+        let Some(plan) = plan else {
+            self.hub.system(
+                dpl,
+                "detect: nothing recognised (no package.json, requirements.txt, pyproject.toml, Procfile or index.html); set the commands",
+            );
+            return;
+        };
+        self.hub.system(dpl, &format!("detect: {}", plan.framework));
+        for reason in &plan.reasons {
+            self.hub.system(dpl, &format!("detect: {reason}"));
+        }
+        let fill = |slot: &mut Option<String>, value: Option<String>| {
+            if slot.is_none() {
+                *slot = value;
+            }
+        };
+        fill(&mut request.install_command, plan.install_command);
+        fill(&mut request.build_command, plan.build_command);
+        fill(&mut request.start_command, plan.start_command);
+        fill(&mut request.output_directory, plan.output_directory);
+        for (name, value) in [
+            ("install", &request.install_command),
+            ("build", &request.build_command),
+            ("start", &request.start_command),
+        ] {
+            if let Some(value) = value {
+                self.hub
+                    .system(dpl, &format!("detect: {name} command `{value}`"));
+            }
+        }
+    }
+
     /// `DELETE /api/projects/{projectId}/build-cache`: the bytes it held.
     pub async fn clear_build_cache(&self, project_id: &str) -> u64 {
         let volume = self.build_cache_volume(project_id);
@@ -161,7 +206,7 @@ mod tests {
             "under the target: nothing goes"
         );
         assert_eq!(trim(dir.path(), 600), ["npm"], "the oldest goes first");
-        assert_eq!(trim(dir.path(), 250), ["yarn"]);
+        assert_eq!(trim(dir.path(), 300), ["yarn"]);
         assert!(dir.path().join("pip").exists());
     }
 }

@@ -222,22 +222,26 @@ impl Pipeline {
         };
         let workspace = self.workspace(&dpl);
         let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
-        let request = match plan {
+        let mut request = match plan {
             RunPlan::Rollback(_) => {
                 for name in ["source", "install", "build"] {
                     self.skip(active, name).await;
                 }
                 None
             }
-            RunPlan::Build(request) => Some(request),
+            RunPlan::Build(request) => Some(request.clone()),
         };
-        if let Some(request) = request {
+        if let Some(request) = request.as_mut() {
             self.step(active, "source", async {
                 self.fetch_source(project, request, &workspace, &env, deadline, deployment)
                     .await
                     .map(|_| true)
             })
             .await?;
+            if request.framework.as_deref() == Some("auto") {
+                self.apply_detection(request, &workspace, &dpl).await;
+            }
+            let request = &*request;
             let has_commands = [&request.install_command, &request.build_command]
                 .iter()
                 .any(|c| c.as_deref().is_some_and(|c| !c.trim().is_empty()));
@@ -296,7 +300,7 @@ impl Pipeline {
         drop(build_slot);
         let prepared = self
             .step(active, "deploy", async {
-                if let RunPlan::Build(request) = plan {
+                if let Some(request) = &request {
                     let start = request
                         .start_command
                         .clone()

@@ -259,6 +259,9 @@ pub struct ProvisionRequest {
     /// Production or a preview, and where the run came from.
     #[serde(default)]
     pub target: DeployTarget,
+    /// `"auto"`: the commands left out are detected from the source (`crate::detect`).
+    #[serde(default)]
+    pub framework: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

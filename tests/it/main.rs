@@ -26,3 +26,4 @@ mod support;
 mod tls;
 mod tls_daemon;
 mod vite;
+mod zero_config;
