@@ -202,6 +202,10 @@ pub struct DeployArgs {
     /// A path the app must answer with 2xx/3xx before it goes live, e.g. /healthz.
     #[arg(long, value_name = "PATH")]
     pub health: Option<String>,
+    /// Print what would be deployed (with no command given: the detected plan and why) and
+    /// stop before uploading anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]

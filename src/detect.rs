@@ -36,7 +36,9 @@ pub fn detect(files: Files<'_>) -> Option<Plan> {
     } else if files("index.html").is_some() {
         Plan {
             framework: "static".into(),
-            reasons: vec!["index.html at the root: a static site, no build, served from the root".into()],
+            reasons: vec![
+                "index.html at the root: a static site, no build, served from the root".into(),
+            ],
             ..Plan::default()
         }
     } else if procfile_web.is_some() {
@@ -448,7 +450,7 @@ mod tests {
                 p.install_command,
                 p.output_directory.as_deref()
             ),
-            ("static", None, Some("."))
+            ("static", None, None)
         );
         let p = plan(&[("Procfile", "worker: x\nweb: ./serve --port $PORT\n")]).unwrap();
         assert_eq!(p.start_command.as_deref(), Some("./serve --port $PORT"));

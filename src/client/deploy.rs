@@ -28,6 +28,9 @@ pub struct DeployPlan {
     pub start: Option<String>,
     pub output: Option<String>,
     pub health: Option<String>,
+    /// No command was given anywhere: the daemon detects them (`"framework": "auto"`).
+    pub auto: bool,
+    pub dry_run: bool,
 }
 
 impl DeployPlan {
@@ -48,14 +51,19 @@ impl DeployPlan {
                 ))
             })?,
         };
+        let install = args.install.or(file.install);
+        let build = args.build.or(file.build);
+        let start = args.start.or(file.start);
         Ok(DeployPlan {
             dir: args.dir,
             project,
-            install: args.install.or(file.install),
-            build: args.build.or(file.build),
-            start: args.start.or(file.start),
+            auto: install.is_none() && build.is_none() && start.is_none(),
+            install,
+            build,
+            start,
             output: args.output.or(file.output),
             health: args.health.or(file.health),
+            dry_run: args.dry_run,
         })
     }
 
@@ -69,6 +77,7 @@ impl DeployPlan {
             start_command: self.start.clone(),
             output_directory: self.output.clone(),
             health_check_path: self.health.clone(),
+            framework: self.auto.then(|| "auto".to_owned()),
             ..ProvisionBody::default()
         }
     }
@@ -89,6 +98,12 @@ pub async fn deploy(api: &ApiClient, args: DeployArgs) -> Result<ExitCode, Clien
         .map(|name| name.to_string_lossy().into_owned());
     let plan = DeployPlan::new(args, file, dir_name.as_deref())?;
     let mut display = Display::for_terminal();
+    if plan.auto || plan.dry_run {
+        print_plan(&plan);
+    }
+    if plan.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
 
     let packed = {
         let dir = plan.dir.clone();
@@ -127,6 +142,53 @@ pub async fn deploy(api: &ApiClient, args: DeployArgs) -> Result<ExitCode, Clien
     );
     let status = follow_run(api, &provisioning_id, &deployment_id, true, &mut display).await?;
     Ok(report_run(&status, "deploy", &mut display))
+}
+
+/// What will run: the commands given, or what the daemon's detection will choose (the same
+/// function, run here on the directory) with its reasons. Goes to stdout for `--dry-run` (it is the answer), else to stderr (stdout is the URL).
+fn print_plan(plan: &DeployPlan) {
+    let say = |line: String| match plan.dry_run {
+        true => println!("{line}"),
+        false => eprintln!("{line}"),
+    };
+    say(format!("project: {}", plan.project));
+    let (install, build, start, output) = match plan.auto {
+        false => (
+            plan.install.clone(),
+            plan.build.clone(),
+            plan.start.clone(),
+            plan.output.clone(),
+        ),
+        true => match crate::detect::detect_dir(&plan.dir) {
+            Some(detected) => {
+                say(format!("detected: {}", detected.framework));
+                for reason in &detected.reasons {
+                    say(format!("  because {reason}"));
+                }
+                (
+                    detected.install_command,
+                    detected.build_command,
+                    detected.start_command,
+                    plan.output.clone().or(detected.output_directory),
+                )
+            }
+            None => {
+                say("detected: nothing (no package.json, requirements.txt, pyproject.toml, Procfile or index.html): pass --install/--build/--start".to_owned());
+                (None, None, None, plan.output.clone())
+            }
+        },
+    };
+    let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
+    say(format!("install: {}", show(&install)));
+    say(format!("build:   {}", show(&build)));
+    match start {
+        Some(start) => say(format!("start:   {start}")),
+        None => say(format!(
+            "serve:   static files from {}",
+            output
+                .unwrap_or_else(|| "the build's dist, build, out or public, else the root".into())
+        )),
+    }
 }
 
 /// Prints a final status: the URL on stdout (exit 0), or what failed on stderr (exit 1).

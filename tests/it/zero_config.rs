@@ -71,6 +71,37 @@ async fn auto_detects_a_plain_site_an_express_app_and_a_flask_app_with_a_procfil
         .await;
     assert!(about.text().contains("about"), "clean URLs");
 
+    // `slipway deploy --dry-run` prints the plan the daemon would choose, uploading nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let vite =
+        r#"{"name":"vite-react","scripts":{"build":"vite build"},"devDependencies":{"vite":"^6"}}"#;
+    std::fs::write(dir.path().join("package.json"), vite).unwrap();
+    std::fs::write(dir.path().join("package-lock.json"), "{}").unwrap();
+    let printed = crate::git_deploys::cli(
+        &daemon,
+        &[
+            "deploy",
+            "--dry-run",
+            "--project",
+            "viteapp",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(printed.contains("detected: vite"), "{printed}");
+    assert!(
+        printed.contains("install: npm ci") && printed.contains("build:   npm run build"),
+        "{printed}"
+    );
+    assert!(printed.contains("static files from dist"), "{printed}");
+    assert_eq!(
+        daemon
+            .api("GET", "/api/projects/viteapp", None)
+            .await
+            .status,
+        404,
+        "nothing uploaded"
+    );
+
     let bad = daemon
         .api(
             "POST",
