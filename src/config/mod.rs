@@ -113,6 +113,8 @@ pub struct Limits {
     pub build_disk_mb: u64,
     /// Each project's build cache (package managers' caches kept between builds).
     pub build_cache_mb: u64,
+    /// Memory for static sites' file contents, all sites together; the rest is read from disk.
+    pub static_cache_mb: u64,
     pub app_disk_mb: u64,
     /// Free space the data dir's filesystem keeps for the store: uploads and runs that would
     /// eat into it are refused (`INSUFFICIENT_STORAGE`).
@@ -265,6 +267,7 @@ struct RawLimits {
     health_interval_s: Option<u64>,
     build_disk_mb: Option<u64>,
     build_cache_mb: Option<u64>,
+    static_cache_mb: Option<u64>,
     app_disk_mb: Option<u64>,
     disk_reserve_mb: Option<u64>,
     source_max_mb: Option<u64>,
@@ -476,6 +479,7 @@ impl Config {
             )?,
             build_disk_mb: positive("limits.build_disk_mb", raw.limits.build_disk_mb, 4096)?,
             build_cache_mb: positive("limits.build_cache_mb", raw.limits.build_cache_mb, 2048)?,
+            static_cache_mb: positive("limits.static_cache_mb", raw.limits.static_cache_mb, 256)?,
             app_disk_mb: positive("limits.app_disk_mb", raw.limits.app_disk_mb, 1024)?,
             disk_reserve_mb: raw.limits.disk_reserve_mb.unwrap_or(1024),
             source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,

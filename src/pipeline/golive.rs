@@ -85,8 +85,9 @@ impl Pipeline {
                         if output.is_empty() { "." } else { &output }
                     ),
                 );
+                let budget = self.static_budget.clone();
                 let site = tokio::task::spawn_blocking(move || {
-                    crate::static_files::StaticSite::load(&root)
+                    crate::static_files::StaticSite::load_shared(&root, &budget)
                 })
                 .await
                 .expect("blocking task")

@@ -128,6 +128,8 @@ pub struct Pipeline {
     pub(crate) notifier: crate::notifications::Notifier,
     /// Runs by result and their durations.
     pub(crate) metrics: Arc<crate::metrics::DaemonMetrics>,
+    /// Memory all static sites' files share (`limits.static_cache_mb`).
+    pub(crate) static_budget: crate::static_files::MemoryBudget,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -174,7 +176,10 @@ impl Pipeline {
             format!("{}://", parts.scheme),
             format!(".{}{}", parts.config.apps_domain, parts.port_suffix),
         );
+        let static_budget =
+            crate::static_files::MemoryBudget::new(parts.config.limits.static_cache_mb << 20);
         Arc::new(Pipeline {
+            static_budget,
             survivors: Mutex::new(HashMap::new()),
             volumes: parts.volumes,
             config: parts.config,

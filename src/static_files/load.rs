@@ -15,7 +15,11 @@ use http::HeaderValue;
 
 use super::{Content, Representation, Route, StaticFile, StaticLimits, StaticSite};
 
-pub(super) fn load(root: &Path, limits: &StaticLimits) -> io::Result<StaticSite> {
+pub(super) fn load(
+    root: &Path,
+    limits: &StaticLimits,
+    shared: Option<&super::MemoryBudget>,
+) -> io::Result<StaticSite> {
     let root = fs::canonicalize(root)?;
     if !fs::metadata(&root)?.is_dir() {
         return Err(io::Error::new(
@@ -31,10 +35,20 @@ pub(super) fn load(root: &Path, limits: &StaticLimits) -> io::Result<StaticSite>
     let mut budget = limits.memory_budget;
     let mut loaded: HashMap<String, Loaded> = HashMap::with_capacity(found.len());
     for file in found {
-        let in_memory = file.len <= limits.max_file_in_memory && file.len <= budget;
+        let in_memory = file.len <= limits.max_file_in_memory
+            && file.len <= budget
+            && shared.is_none_or(|shared| shared.try_take(file.len));
         let representation = if in_memory {
-            let bytes = read_whole(&file.path, file.len)?;
-            budget -= bytes.len() as u64;
+            budget -= file.len;
+            let bytes = match read_whole(&file.path, file.len) {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    if let Some(shared) = shared {
+                        shared.give_back(limits.memory_budget - budget);
+                    }
+                    return Err(error);
+                }
+            };
             Representation {
                 len: bytes.len() as u64,
                 etag: content_etag(&bytes),
@@ -83,6 +97,7 @@ pub(super) fn load(root: &Path, limits: &StaticLimits) -> io::Result<StaticSite>
         redirects,
         header_rules,
         spa_index,
+        shared: shared.cloned(),
     })
 }
 

@@ -20,6 +20,7 @@
 //!   directory; directory symlinks are never followed (no loops).
 //! - Dot-files and dot-directories (`.env`, `.git`) are never served, except `.well-known`.
 
+mod budget;
 mod load;
 mod respond;
 mod rules;
@@ -34,6 +35,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
+
+pub use budget::MemoryBudget;
 
 use crate::http_util::{empty, Body};
 use crate::pages::VisitorPage;
@@ -74,6 +77,16 @@ pub struct StaticSite {
     /// `/index.html` when the site has no `404.html`: single-page apps route on the client,
     /// so an extension-less path no file answers gets it with 200.
     spa_index: Option<Arc<StaticFile>>,
+    /// The daemon-wide budget `bytes_in_memory` was taken from, given back on drop.
+    shared: Option<MemoryBudget>,
+}
+
+impl Drop for StaticSite {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.give_back(self.bytes_in_memory);
+        }
+    }
 }
 
 impl StaticSite {
@@ -85,7 +98,13 @@ impl StaticSite {
 
     /// Loads every servable file under `root` within `limits`. Blocking.
     pub fn load_with_limits(root: &Path, limits: &StaticLimits) -> std::io::Result<StaticSite> {
-        load::load(root, limits)
+        load::load(root, limits, None)
+    }
+
+    /// Loads a site whose in-memory files come out of the daemon-wide `budget` (what does not
+    /// fit is served from disk). Blocking.
+    pub fn load_shared(root: &Path, budget: &MemoryBudget) -> std::io::Result<StaticSite> {
+        load::load(root, &StaticLimits::STANDARD, Some(budget))
     }
 
     /// Answers one request: GET and HEAD, conditional (`If-None-Match`, `If-Modified-Since`)

@@ -367,6 +367,33 @@ fn loading_is_bounded() {
     assert!(StaticSite::load(&directory.path().join("index.html")).is_err());
 }
 
+/// Sites share one budget: the second gets what the first left, serves the rest from disk
+/// with the same bodies, and a dropped site gives its share back.
+#[test]
+fn sites_share_one_memory_budget() {
+    use super::MemoryBudget;
+    use http::Request;
+    let directory = tempfile::tempdir().unwrap();
+    let root = directory.path();
+    std::fs::write(root.join("index.html"), "x".repeat(600)).unwrap();
+    std::fs::write(root.join("small.css"), "y".repeat(300)).unwrap();
+    let budget = MemoryBudget::new(1000);
+    let first = StaticSite::load_shared(root, &budget).unwrap();
+    assert_eq!(first.bytes_in_memory(), 900);
+    let second = StaticSite::load_shared(root, &budget).unwrap();
+    assert_eq!(second.bytes_in_memory(), 0, "only 100 bytes were left");
+    assert_eq!(budget.used(), 900);
+    let response = second.serve(&Request::builder().uri("/").body(()).unwrap());
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-length"], "600");
+    drop(first);
+    assert_eq!(budget.used(), 0);
+    let third = StaticSite::load_shared(root, &budget).unwrap();
+    assert_eq!(third.bytes_in_memory(), 900);
+    drop((second, third));
+    assert_eq!(budget.used(), 0);
+}
+
 /// `_redirects` (redirects with the query kept, placeholders, splats, 200 rewrites that never
 /// shadow a file unless forced) and `_headers` through `serve`; the rules files are not served.
 #[test]

@@ -1,0 +1,59 @@
+//! One memory budget for the file contents of every static site the daemon serves
+//! (`limits.static_cache_mb`): a site takes from it file by file as it loads (smallest files
+//! first, so HTML, CSS and scripts stay in memory and big media is streamed from disk), and
+//! gives back what it held when it is dropped (replaced, rolled back, deleted).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Shared by every loaded site; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct MemoryBudget {
+    remaining: Arc<AtomicU64>,
+    total: u64,
+}
+
+impl MemoryBudget {
+    pub fn new(total_bytes: u64) -> MemoryBudget {
+        MemoryBudget {
+            remaining: Arc::new(AtomicU64::new(total_bytes)),
+            total: total_bytes,
+        }
+    }
+
+    /// Takes `bytes` if that many are left.
+    pub fn try_take(&self, bytes: u64) -> bool {
+        self.remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(bytes))
+            .is_ok()
+    }
+
+    pub fn give_back(&self, bytes: u64) {
+        self.remaining.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes held by loaded sites now.
+    pub fn used(&self) -> u64 {
+        self.total - self.remaining.load(Ordering::Acquire)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_only_what_is_left_and_gets_it_back() {
+        let budget = MemoryBudget::new(100);
+        assert!(budget.try_take(60));
+        assert!(!budget.try_take(50));
+        assert!(budget.clone().try_take(40));
+        assert_eq!(budget.used(), 100);
+        budget.give_back(60);
+        assert_eq!(budget.used(), 40);
+    }
+}
