@@ -280,6 +280,43 @@ mod tests {
         detect(&|name: &str| map.get(name).cloned())
     }
 
+    /// The real projects under `tests/fixtures/projects/`, made by each framework's create
+    /// tool, read from disk as the pipeline reads a workspace.
+    #[test]
+    fn fixture_projects_on_disk() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/projects");
+        let row = |dir: &str| {
+            let p = detect_dir(&root.join(dir)).unwrap_or_else(|| panic!("{dir}: no plan"));
+            (
+                p.framework,
+                p.install_command,
+                p.build_command,
+                p.start_command,
+                p.output_directory,
+            )
+        };
+        let s = |v: &str| Some(v.to_owned());
+        let npm_build = (s("npm ci"), s("npm run build"));
+        assert_eq!(
+            row("vite-react"),
+            ("vite".into(), npm_build.0.clone(), npm_build.1.clone(), None, s("dist"))
+        );
+        assert_eq!(
+            row("astro-site"),
+            ("astro".into(), npm_build.0.clone(), npm_build.1.clone(), None, s("dist"))
+        );
+        assert_eq!(
+            row("next-app"),
+            (
+                "next".into(),
+                npm_build.0,
+                npm_build.1,
+                s("exec npx next start -p \"$PORT\""),
+                None
+            )
+        );
+    }
+
     /// Each row: a project as its framework's own create tool makes it (the files detection
     /// reads, trimmed), and what must be chosen.
     #[test]

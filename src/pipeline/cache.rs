@@ -41,16 +41,21 @@ impl Pipeline {
         }
     }
 
-    /// The variables that point the package managers at the cache.
-    pub(super) fn build_cache_env(&self, cache: &Path) -> Vec<(String, String)> {
-        let base = match self.config.sandbox.mode {
+    /// Where the build sees the cache: `/cache` in a sandbox, the host path without one.
+    pub(super) fn build_cache_base(&self, cache: &Path) -> PathBuf {
+        match self.config.sandbox.mode {
             crate::config::SandboxMode::Namespaces => PathBuf::from(MOUNT_POINT),
             _ => cache.to_owned(),
-        };
+        }
+    }
+
+    /// The variables that point the package managers at the cache.
+    pub(super) fn build_cache_env(&self, cache: &Path) -> Vec<(String, String)> {
+        let base = self.build_cache_base(cache);
         let at = |tool: &str| base.join(tool).to_string_lossy().into_owned();
         vec![
             ("npm_config_cache".into(), at("npm")),
-            ("npm_config_store_dir".into(), at("pnpm")),
+            ("pnpm_config_store_dir".into(), at("pnpm")),
             ("YARN_CACHE_FOLDER".into(), at("yarn")),
             ("BUN_INSTALL_CACHE_DIR".into(), at("bun")),
             ("PIP_CACHE_DIR".into(), at("pip")),
@@ -132,6 +137,39 @@ impl Pipeline {
     }
 }
 
+/// Framework caches that live in the project tree: (directory in the workspace, its name
+/// under `frameworks/` in the build cache).
+const FRAMEWORK_CACHES: [(&str, &str); 4] = [
+    (".next/cache", "next"),
+    ("node_modules/.cache", "node_modules"),
+    (".parcel-cache", "parcel"),
+    (".turbo", "turbo"),
+];
+
+/// The build command wrapped so that the framework caches the last successful build left
+/// come back into the tree before it runs, and go back to the build cache after it succeeds.
+/// The copying runs in the build's own sandbox, as the project's user, so a symlink the
+/// build planted can point it nowhere the build itself could not write. The command itself
+/// runs as `sh -c` would run it alone; its exit status is the step's.
+pub(super) fn with_framework_caches(command: &str, cache: &Path) -> String {
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
+    let mut script = format!(
+        "c={}/frameworks\n\
+         restore() {{ if [ -d \"$c/$2\" ] && [ ! -e \"$1\" ]; then mkdir -p \"$(dirname \"$1\")\" && cp -a \"$c/$2\" \"$1\"; fi; }}\n\
+         save() {{ if [ -d \"$1\" ] && [ ! -L \"$1\" ]; then mkdir -p \"$c\" && rm -rf \"$c/$2.new\" && cp -a \"$1\" \"$c/$2.new\" && rm -rf \"$c/$2\" && mv \"$c/$2.new\" \"$c/$2\"; fi; }}\n",
+        quote(&cache.to_string_lossy())
+    );
+    for (dir, name) in FRAMEWORK_CACHES {
+        script.push_str(&format!("restore {dir} {name}\n"));
+    }
+    script.push_str(&format!("sh -c {}\nstatus=$?\nif [ $status -eq 0 ]; then\n", quote(command)));
+    for (dir, name) in FRAMEWORK_CACHES {
+        script.push_str(&format!("  save {dir} {name}\n"));
+    }
+    script.push_str("fi\nexit $status\n");
+    script
+}
+
 /// Removes the oldest top-level entries of `dir` until it holds at most `target` bytes.
 fn trim(dir: &Path, target: u64) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -187,6 +225,47 @@ fn size_of(path: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs the wrapped command with /bin/sh in `workspace`; its exit code.
+    fn run_wrapped(command: &str, workspace: &Path, cache: &Path) -> i32 {
+        std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(with_framework_caches(command, cache))
+            .current_dir(workspace)
+            .status()
+            .unwrap()
+            .code()
+            .unwrap()
+    }
+
+    #[test]
+    fn framework_caches_come_back_after_a_successful_build_only() {
+        let cache = tempfile::tempdir().unwrap();
+        let first = tempfile::tempdir().unwrap();
+        let build = "mkdir -p .next/cache && echo \"it's $(cat .next/cache/n 2>/dev/null || echo 0)\" > out && echo 1 > .next/cache/n";
+        assert_eq!(run_wrapped(build, first.path(), cache.path()), 0);
+        assert_eq!(std::fs::read_to_string(first.path().join("out")).unwrap(), "it's 0\n");
+        assert!(cache.path().join("frameworks/next/n").is_file());
+
+        // A fresh tree gets the cache before the build runs.
+        let second = tempfile::tempdir().unwrap();
+        assert_eq!(run_wrapped(build, second.path(), cache.path()), 0);
+        assert_eq!(std::fs::read_to_string(second.path().join("out")).unwrap(), "it's 1\n");
+
+        // A failed build keeps its exit status and leaves the cache as it was.
+        let third = tempfile::tempdir().unwrap();
+        let failing = "rm -rf .next/cache/n; echo 2 > .next/cache/m; exit 7";
+        assert_eq!(run_wrapped(failing, third.path(), cache.path()), 7);
+        assert!(cache.path().join("frameworks/next/n").is_file());
+        assert!(!cache.path().join("frameworks/next/m").exists());
+
+        // A tree that plants a symlink in place of a cache directory saves nothing through it.
+        let fourth = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let planted = format!("mkdir -p node_modules && ln -s {} node_modules/.cache", elsewhere.path().display());
+        assert_eq!(run_wrapped(&planted, fourth.path(), cache.path()), 0);
+        assert!(!cache.path().join("frameworks/node_modules").exists());
+    }
 
     #[test]
     fn trimming_removes_the_least_recently_used_first() {

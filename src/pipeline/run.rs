@@ -277,11 +277,18 @@ impl Pipeline {
                 };
                 self.step(active, name, async {
                     self.hub.system(&dpl, &format!("{name}: $ {command}"));
+                    let wrapped = match (&cache, name) {
+                        (Some(cache), "build") => Some(super::cache::with_framework_caches(
+                            command,
+                            &self.build_cache_base(cache),
+                        )),
+                        _ => None,
+                    };
                     let command = BuildCommand {
                         step: name,
                         failure_code: code,
                         stream,
-                        command,
+                        command: wrapped.as_deref().unwrap_or(command),
                         workspace: &workspace,
                         cache: cache.as_deref(),
                         env: &build_env,
