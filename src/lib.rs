@@ -29,6 +29,8 @@ pub mod dispatch;
 pub mod doctor;
 pub mod domains;
 pub mod error_code;
+#[allow(unsafe_code)] // one mallopt call
+pub mod heap;
 pub mod http_util;
 pub mod ids;
 pub mod logs;

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
                 Err(error) => return config_error(error),
             };
             init_tracing();
+            slipway::heap::bound_heap_growth();
             let runtime = tokio::runtime::Runtime::new().expect("cannot start the tokio runtime");
             match runtime.block_on(serve(config)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -281,3 +282,4 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .init();
 }
+

@@ -1,7 +1,9 @@
 //! One memory budget for the file contents of every static site the daemon serves
 //! (`limits.static_cache_mb`): a site takes from it file by file as it loads (smallest files
 //! first, so HTML, CSS and scripts stay in memory and big media is streamed from disk), and
-//! gives back what it held when it is dropped (replaced, rolled back, deleted).
+//! gives back what it held when it is dropped (replaced, rolled back, deleted). Loading takes
+//! at most half of it; the other half holds files served from disk that turned hot
+//! (`promote.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +13,8 @@ use std::sync::Arc;
 pub struct MemoryBudget {
     remaining: Arc<AtomicU64>,
     total: u64,
+    /// Files promoted into the budget after loading, for eviction.
+    clock: super::promote::SharedClock,
 }
 
 impl MemoryBudget {
@@ -18,6 +22,7 @@ impl MemoryBudget {
         MemoryBudget {
             remaining: Arc::new(AtomicU64::new(total_bytes)),
             total: total_bytes,
+            clock: Default::default(),
         }
     }
 
@@ -28,6 +33,17 @@ impl MemoryBudget {
             .is_ok()
     }
 
+    /// Takes `bytes` if afterwards no more than `ceiling` bytes are in use: sites take only
+    /// up to half the budget as they load, the other half is for files that turn hot.
+    pub fn try_take_below(&self, bytes: u64, ceiling: u64) -> bool {
+        let floor = self.total.saturating_sub(ceiling);
+        self.remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes).filter(|after| *after >= floor)
+            })
+            .is_ok()
+    }
+
     pub fn give_back(&self, bytes: u64) {
         self.remaining.fetch_add(bytes, Ordering::AcqRel);
     }
@@ -35,6 +51,10 @@ impl MemoryBudget {
     /// Bytes held by loaded sites now.
     pub fn used(&self) -> u64 {
         self.total - self.remaining.load(Ordering::Acquire)
+    }
+
+    pub(super) fn clock(&self) -> std::sync::MutexGuard<'_, super::promote::Clock> {
+        self.clock.lock().expect("not poisoned")
     }
 
     pub fn total(&self) -> u64 {

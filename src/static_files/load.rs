@@ -13,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::HeaderValue;
 
+use super::promote::DiskFile;
 use super::{Content, Representation, Route, StaticFile, StaticLimits, StaticSite};
 
 pub(super) fn load(
@@ -37,7 +38,7 @@ pub(super) fn load(
     for file in found {
         let in_memory = file.len <= limits.max_file_in_memory
             && file.len <= budget
-            && shared.is_none_or(|shared| shared.try_take(file.len));
+            && shared.is_none_or(|shared| shared.try_take_below(file.len, shared.total() / 2));
         let representation = if in_memory {
             budget -= file.len;
             let bytes = match read_whole(&file.path, file.len) {
@@ -58,7 +59,11 @@ pub(super) fn load(
             Representation {
                 len: file.len,
                 etag: metadata_etag(file.len, file.modified),
-                content: Content::Disk(Arc::new(file.path)),
+                content: Content::Disk(Arc::new(DiskFile::new(
+                    file.path,
+                    file.len,
+                    shared.cloned(),
+                ))),
             }
         };
         loaded.insert(

@@ -22,6 +22,7 @@
 
 mod budget;
 mod load;
+mod promote;
 mod respond;
 mod rules;
 #[cfg(test)]
@@ -29,7 +30,7 @@ mod tests;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -209,6 +210,18 @@ impl StaticSite {
         self.routes.len()
     }
 
+    /// Whether `path`'s plain content is served from memory now (loaded or promoted).
+    #[cfg(test)]
+    fn serves_from_memory(&self, path: &str) -> bool {
+        match self.routes.get(path) {
+            Some(Route::File(file)) => match &file.identity.content {
+                Content::Memory(_) => true,
+                Content::Disk(disk) => disk.is_promoted(),
+            },
+            _ => false,
+        }
+    }
+
     /// Bytes of file content held in memory.
     pub fn bytes_in_memory(&self) -> u64 {
         self.bytes_in_memory
@@ -252,8 +265,8 @@ struct Representation {
 #[derive(Clone)]
 enum Content {
     Memory(Bytes),
-    /// A canonical path inside the output directory, opened on each request.
-    Disk(Arc<PathBuf>),
+    /// Read from disk on each request until it turns hot (see [`promote`]).
+    Disk(Arc<promote::DiskFile>),
 }
 
 #[derive(Debug, PartialEq)]

@@ -246,7 +246,10 @@ fn parse_range(value: &[u8], total: u64) -> RangeRequest {
 fn body(content: &Content, start: u64, len: u64) -> Body {
     match content {
         Content::Memory(bytes) => full(bytes.slice(start as usize..(start + len) as usize)),
-        Content::Disk(path) => disk_body(path, start, len),
+        Content::Disk(file) => match file.in_memory() {
+            Some(bytes) => full(bytes.slice(start as usize..(start + len) as usize)),
+            None => disk_body(&file.path, start, len),
+        },
     }
 }
 

@@ -83,6 +83,9 @@ pub struct Store {
     audit: Option<Arc<records::AuditRecord>>,
 }
 
+/// Memory redb may keep for pages of the store.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 impl Store {
     /// Opens (or creates) the store in `data_dir`, which must exist.
     pub fn open(data_dir: &Path) -> Result<Store> {
@@ -96,7 +99,12 @@ impl Store {
         let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
             .map_err(|_| StoreError::Locked(data_dir.display().to_string()))?;
         let path = data_dir.join("slipway.redb");
-        let db = Database::create(&path).map_err(|error| match error {
+        // redb caches up to 1 GiB of pages by default; the store is metadata and logs, read
+        // mostly by key, and the daemon has to fit a small VPS beside its apps.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|error| match error {
             redb::DatabaseError::DatabaseAlreadyOpen => {
                 StoreError::Locked(data_dir.display().to_string())
             }

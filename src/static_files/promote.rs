@@ -1,0 +1,159 @@
+//! Files of a site that did not fit in memory when it loaded are read from disk per request;
+//! the ones that turn out hot move into memory. Every [`PROMOTE_AFTER`] requests a file of at
+//! most [`PROMOTE_MAX`] bytes is offered a place in the daemon-wide budget; when the budget is
+//! full, promoted files nobody asked for since the clock hand last passed them are evicted
+//! (the CLOCK approximation of least-recently-used) until the new one fits. A promoted file's
+//! bytes go back to the budget when it is evicted or its site is dropped.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use bytes::Bytes;
+
+use super::MemoryBudget;
+
+/// Requests to a file served from disk between two offers of a place in memory.
+const PROMOTE_AFTER: u32 = 8;
+/// Larger files stay on disk: reading them whole would hold up the request that promotes.
+const PROMOTE_MAX: u64 = 1024 * 1024;
+
+pub(super) struct DiskFile {
+    /// A canonical path inside the output directory.
+    pub path: PathBuf,
+    pub len: u64,
+    hits: AtomicU32,
+    promoted: RwLock<Option<Bytes>>,
+    /// Asked for since the clock hand last passed.
+    referenced: AtomicBool,
+    /// The budget promotions take from; `None` for sites loaded with limits of their own.
+    budget: Option<MemoryBudget>,
+}
+
+/// The promoted files of every site, in the order the clock hand visits them.
+#[derive(Default)]
+pub(super) struct Clock {
+    files: Vec<Weak<DiskFile>>,
+    hand: usize,
+}
+
+impl DiskFile {
+    pub fn new(path: PathBuf, len: u64, budget: Option<MemoryBudget>) -> DiskFile {
+        DiskFile {
+            path,
+            len,
+            hits: AtomicU32::new(0),
+            promoted: RwLock::new(None),
+            referenced: AtomicBool::new(false),
+            budget,
+        }
+    }
+
+    /// The file's bytes if it is in memory, or just moved there; counts this request.
+    pub fn in_memory(self: &Arc<Self>) -> Option<Bytes> {
+        if let Some(bytes) = self.promoted.read().expect("not poisoned").as_ref() {
+            if !self.referenced.load(Ordering::Relaxed) {
+                self.referenced.store(true, Ordering::Relaxed);
+            }
+            return Some(bytes.clone());
+        }
+        let budget = self.budget.as_ref()?;
+        if self.len > PROMOTE_MAX
+            || (self.hits.fetch_add(1, Ordering::Relaxed) + 1) % PROMOTE_AFTER != 0
+        {
+            return None;
+        }
+        if !budget.try_take(self.len) && !evict_for(budget, self.len) {
+            return None;
+        }
+        let Some(bytes) = self.read_whole() else {
+            budget.give_back(self.len);
+            return None;
+        };
+        let stored = {
+            let mut slot = self.promoted.write().expect("not poisoned");
+            slot.is_none() && slot.replace(bytes.clone()).is_none()
+        };
+        // Never the clock's lock while holding a file's (eviction takes them the other way).
+        match stored {
+            true => {
+                // A new arrival survives the hand's next pass.
+                self.referenced.store(true, Ordering::Relaxed);
+                budget.clock().files.push(Arc::downgrade(self));
+            }
+            false => budget.give_back(self.len),
+        }
+        Some(bytes)
+    }
+
+    #[cfg(test)]
+    pub fn is_promoted(&self) -> bool {
+        self.promoted.read().expect("not poisoned").is_some()
+    }
+
+    /// Gives the promoted bytes back; whether there were any.
+    fn evict(&self) -> bool {
+        let taken = self.promoted.write().expect("not poisoned").take();
+        if let (Some(_), Some(budget)) = (&taken, &self.budget) {
+            budget.give_back(self.len);
+        }
+        taken.is_some()
+    }
+
+    /// The whole file, if it still has the length it had when the site loaded.
+    fn read_whole(&self) -> Option<Bytes> {
+        use std::io::Read;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+            .ok()?;
+        let mut bytes = Vec::with_capacity(self.len as usize);
+        file.by_ref()
+            .take(self.len + 1)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        (bytes.len() as u64 == self.len).then(|| Bytes::from(bytes))
+    }
+}
+
+impl Drop for DiskFile {
+    fn drop(&mut self) {
+        self.evict();
+    }
+}
+
+/// Moves the clock hand, evicting promoted files not asked for since its last pass, until
+/// `len` bytes could be taken (then they are). At most two turns.
+fn evict_for(budget: &MemoryBudget, len: u64) -> bool {
+    let mut clock = budget.clock();
+    let mut steps = clock.files.len() * 2;
+    while steps > 0 && !clock.files.is_empty() {
+        steps -= 1;
+        let at = clock.hand % clock.files.len();
+        let Some(file) = clock.files[at].upgrade() else {
+            clock.files.swap_remove(at);
+            continue;
+        };
+        if file.referenced.swap(false, Ordering::Relaxed) {
+            clock.hand = at + 1;
+            continue;
+        }
+        file.evict();
+        clock.files.swap_remove(at);
+        if budget.try_take(len) {
+            return true;
+        }
+    }
+    budget.try_take(len)
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Clock({} files)", self.files.len())
+    }
+}
+
+/// Shared by every clone of a [`MemoryBudget`].
+pub(super) type SharedClock = Arc<Mutex<Clock>>;
