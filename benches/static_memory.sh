@@ -40,7 +40,7 @@ static_cache_mb = $BUDGET_MB
 requests_per_minute = 10000000
 posts_per_minute_per_endpoint = 10000000
 TOML
-  "$BIN" serve --config "$WORK/$1/slipway.toml" > "$WORK/$1/out" 2> "$WORK/$1/log" &
+  ${WRAP:-} "$BIN" serve --config "$WORK/$1/slipway.toml" > "$WORK/$1/out" 2> "$WORK/$1/log" &
   PIDS+=($!)
   echo $! > "$WORK/$1/pid"
   for _ in $(seq 200); do grep -q '^ready' "$WORK/$1/out" 2>/dev/null && break; sleep 0.1; done

@@ -4,12 +4,15 @@
 /// after which multi-megabyte buffers (uploads, files read into static sites) come from the
 /// heap and their pages stay with the process when freed: 100 static deploys left ~60 MiB
 /// that no site held. A fixed threshold keeps large blocks in mmap (returned on free) and a
-/// fixed trim threshold gives freed heap tops back. Measured by `benches/static_memory.sh`.
+/// fixed trim threshold gives freed heap tops back. Four arenas instead of 8 per core: the
+/// blocking pool's threads (file reads, the store) each held pages of an arena of their own.
+/// Measured by `benches/static_memory.sh`.
 pub fn bound_heap_growth() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called before any other thread starts.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1024 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
     }
 }
