@@ -37,7 +37,6 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-2}
-BASE=${BASE:-$((20000 + RANDOM % 20000))}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "${MODES:-}" ]; then
     if [ "$(id -u)" = 0 ]; then MODES="none namespaces"; else MODES="none"; fi
@@ -150,12 +149,24 @@ start() { # variable for the pid, log file, command...
     printf -v "$var" '%s' "$!"
 }
 
-wait_http() { # url [host header]: up to 10 s for any HTTP answer
-    for _ in $(seq 1 100); do
-        curl -s -o /dev/null --max-time 2 ${2:+-H "Host: $2"} "$1" && return 0
+free_ports() { # count: loopback ports free now, chosen by the kernel (bound together, then closed)
+    python3 -c 'import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); held.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
+}
+
+wait_http() { # url [pid [log]]: up to 30 s for any HTTP answer; fails at once if pid exits
+    for _ in $(seq 1 300); do
+        curl -s -o /dev/null --max-time 2 "$1" && return 0
+        if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+            echo "the server for $1 exited:" >&2; [ -n "${3:-}" ] && tail -20 "$3" >&2
+            return 1
+        fi
         sleep 0.1
     done
-    echo "no answer from $1" >&2
+    echo "no answer from $1 within 30 s" >&2; [ -n "${3:-}" ] && tail -20 "$3" >&2
     return 1
 }
 
@@ -320,8 +331,7 @@ for MODE in $MODES; do
     echo "pass $pass: sandbox $MODE, daemon pid $DAEMON_PID at $ADDR, backend $BACKEND (nginx pid $BACKEND_PID)" >&2
 
     # The front proxies and nginx static, on loopback ports of their own.
-    O=$((BASE + pass * 10))
-    NGINX_PROXY=$((O + 1)) HAPROXY=$((O + 2)) CADDY=$((O + 3)) NGINX_STATIC=$((O + 4))
+    read -r NGINX_PROXY HAPROXY CADDY NGINX_STATIC EDGE_PROXY EDGE_STATIC <<<"$(free_ports 6)"
     nginx_conf "$P/nginx_proxy" "upstream app { server $BACKEND; keepalive 64; }
     server { listen 127.0.0.1:$NGINX_PROXY; location / { proxy_pass http://app; proxy_http_version 1.1;
         proxy_set_header Connection \"\"; proxy_set_header Host \$host;
@@ -362,13 +372,18 @@ EOF
         caddy run --adapter caddyfile --config "$P/Caddyfile"
     PROXY_PORTS="$NGINX_PROXY $HAPROXY $CADDY"
     if [ -n "${EDGE_BIN:-}" ]; then
-        EDGE_PROXY=$((O + 5)) EDGE_STATIC=$((O + 6))
         start PID_edge_proxy "$P/edge_proxy.out" "$EDGE_BIN" proxy "127.0.0.1:$EDGE_PROXY" "$BACKEND"
         start PID_edge_static "$P/edge_static.out" "$EDGE_BIN" static "127.0.0.1:$EDGE_STATIC" "$WORK/site"
         PROXY_PORTS="$PROXY_PORTS $EDGE_PROXY"
-        wait_http "http://127.0.0.1:$EDGE_STATIC/1k.txt"
+        wait_http "http://127.0.0.1:$EDGE_STATIC/1k.txt" "$PID_edge_static" "$P/edge_static.out"
     fi
-    for port in $PROXY_PORTS $NGINX_STATIC; do wait_http "http://127.0.0.1:$port/"; done
+    wait_http "http://127.0.0.1:$NGINX_PROXY/" "$PID_nginx_proxy" "$P/nginx_proxy.out"
+    wait_http "http://127.0.0.1:$NGINX_STATIC/" "$PID_nginx_static" "$P/nginx_static.out"
+    wait_http "http://127.0.0.1:$HAPROXY/" "$PID_haproxy" "$P/haproxy.out"
+    wait_http "http://127.0.0.1:$CADDY/" "$PID_caddy" "$P/caddy.out"
+    if [ -n "${EDGE_BIN:-}" ]; then
+        wait_http "http://127.0.0.1:$EDGE_PROXY/" "$PID_edge_proxy" "$P/edge_proxy.out"
+    fi
     for port in $PROXY_PORTS; do check_body proxy 23 "http://127.0.0.1:$port/"; done
     check_body daemon 23 "http://$ADDR/" bench-app.localhost
     check_body "nginx static" 1024 "http://127.0.0.1:$NGINX_STATIC/1k.txt"
