@@ -113,11 +113,6 @@ impl Volumes {
         self.remove(volume);
         std::fs::create_dir_all(&volume.dir)?;
         if !self.images {
-            // The owner's uid runs in it (a sandbox's). lchown: a planted symlink is not
-            // followed. Without root (development) everything runs as the daemon's own user.
-            if nix::unistd::geteuid().is_root() {
-                std::os::unix::fs::lchown(&volume.dir, Some(owner), Some(owner))?;
-            }
             return Ok(());
         }
         let image = std::fs::File::create(&volume.image)?;

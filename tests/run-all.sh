@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # prometheus: its promtool checks the /metrics page (tests/it/observability.rs).
+  # chromium: the dashboard's browser test (tests/it/dashboard.rs), over the DevTools protocol.
   wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus
-          systemd lintian debootstrap systemd-container)
+          systemd lintian debootstrap systemd-container chromium chromium-driver)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()

@@ -29,9 +29,18 @@ impl Pipeline {
     pub(super) async fn prepare_build_cache(&self, project: &ProjectRecord) -> Option<PathBuf> {
         let volume = self.build_cache_volume(&project.id);
         let (volumes, uid, dir) = (self.volumes.clone(), project.uid, volume.dir.clone());
-        let made = tokio::task::spawn_blocking(move || volumes.ensure_app_data(&volume, uid))
-            .await
-            .expect("blocking task");
+        let sandboxed = self.config.sandbox.mode == crate::config::SandboxMode::Namespaces;
+        let made = tokio::task::spawn_blocking(move || {
+            volumes.ensure_app_data(&volume, uid)?;
+            // Without disk limits the cache is a plain directory: in a sandbox the project's
+            // uid writes it. lchown: a planted symlink is not followed.
+            match sandboxed && !volumes.limited() {
+                true => std::os::unix::fs::lchown(&volume.dir, Some(uid), Some(uid)),
+                false => Ok(()),
+            }
+        })
+        .await
+        .expect("blocking task");
         match made {
             Ok(()) => Some(dir),
             Err(error) => {

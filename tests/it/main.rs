@@ -6,6 +6,7 @@ mod architecture;
 mod build_cache;
 mod client;
 mod connections;
+mod dashboard;
 mod dev_mode;
 mod domains;
 mod flood;

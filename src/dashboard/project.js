@@ -1,0 +1,177 @@
+// One project: deployments with live logs (redeploy, rollback, cancel), env vars, domains,
+// git settings with webhook and deploy hooks, previews.
+import { api, enc, followLogs } from "./api.js";
+import { h, flash, act, ago, duration, badge, table } from "./ui.js";
+
+let stopFollowing = null;
+window.addEventListener("hashchange", () => { if (stopFollowing) { stopFollowing(); stopFollowing = null; } });
+
+const TABS = [["deployments", "Deployments"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
+
+export async function projectPage(show, slug, tab, deploymentId) {
+  const project = await api("GET", `/api/projects/${enc(slug)}`);
+  const base = `#/projects/${enc(slug)}`;
+  const header = h("div", {},
+    h("div", { class: "row" }, h("h1", { class: "grow" }, project.slug, " ", badge(project.state)),
+      h("a", { href: project.url, target: "_blank", rel: "noopener noreferrer" }, project.url)),
+    h("nav", { class: "tabs", "aria-label": "Project" }, TABS.map(([id, label]) =>
+      h("a", { href: `${base}/${id}`, "aria-current": tab === id ? "page" : null }, label))));
+  const body = h("div");
+  show(header, body);
+  const pages = { deployments, env, domains, git, previews };
+  await (pages[tab] || deployments)(body, project, base, deploymentId, () => projectPage(show, slug, tab, deploymentId));
+}
+
+function redeployBody(project) {
+  const s = project.settings || {};
+  const body = { projectSlug: project.slug };
+  for (const key of ["installCommand", "buildCommand", "startCommand", "outputDirectory", "healthCheckPath", "gitUrl"]) if (s[key]) body[key] = s[key];
+  if (s.gitUrl) body.gitRef = s.productionBranch || "main";
+  if (!s.installCommand && !s.buildCommand && !s.startCommand) body.framework = "auto";
+  return body;
+}
+
+async function deployments(body, project, base, selected, reload) {
+  const { deployments } = await api("GET", `/api/projects/${enc(project.slug)}/deployments?limit=50`);
+  const chosen = selected || (deployments[0] && deployments[0].id);
+  const redeploy = h("button", { class: "primary", id: "redeploy" }, "Redeploy");
+  redeploy.addEventListener("click", () => act(redeploy, async () => {
+    const started = await api("POST", `/api/projects/${enc(project.slug)}/provision`, redeployBody(project));
+    location.hash = `${base}/deployments/${enc(started.deploymentId)}`;
+  }));
+  const rows = deployments.map((d) => {
+    const actions = [];
+    if (d.state === "inactive" && d.mode) actions.push(h("button", { class: "rollback", "data-id": d.id, onclick: (e) => act(e.target, async () => {
+      await api("POST", `/api/projects/${enc(project.slug)}/rollback`, { deploymentId: d.id });
+      flash(`Rolled back to ${d.id}.`, "info"); await reload();
+    }) }, "Roll back"));
+    if (d.state === "building") actions.push(h("button", { class: "danger", onclick: (e) => act(e.target, async () => {
+      await api("POST", `/api/provisioning/${enc(d.provisioningId)}/cancel`); await reload();
+    }) }, "Cancel"));
+    return [h("a", { href: `${base}/deployments/${enc(d.id)}`, class: "mono", "aria-current": d.id === chosen ? "true" : null }, d.id.slice(0, 12)),
+      h("span", {}, badge(d.live ? "live" : d.state), d.error ? h("div", { class: "muted" }, d.error.code) : null),
+      `${d.environment}${d.branch ? " · " + d.branch : ""}`, d.commit ? h("code", {}, d.commit.slice(0, 8)) : "—",
+      d.trigger, duration(d.createdAt, d.finishedAt), ago(d.createdAt), h("div", { class: "row" }, actions)];
+  });
+  const logs = h("div", { class: "logs", id: "logs", role: "log", "aria-live": "polite", tabindex: 0 });
+  const state = h("span", { class: "muted", id: "log-state" });
+  const steps = h("div", { class: "steps", id: "steps" });
+  body.append(h("div", { class: "row" }, h("div", { class: "grow muted" }, `${deployments.length} deployment(s)`), redeploy),
+    h("div", { class: "card" }, table(["Deployment", "State", "Environment", "Commit", "Trigger", "Duration", "Created", ""], rows, [2, 3, 4])),
+    chosen ? h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), steps, logs) : null);
+  if (!chosen) return;
+  if (stopFollowing) stopFollowing();
+  stopFollowing = followLogs(chosen, (type, data) => {
+    if (type === "log") {
+      const stick = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 8;
+      logs.append(h("div", { class: data.stream }, `[${data.stream}] ${data.message}`));
+      if (stick) logs.scrollTop = logs.scrollHeight;
+    } else if (type === "status" && data && data.steps) {
+      steps.replaceChildren(...data.steps.map((s) => h("span", {}, badge(s.state), " ", s.name)));
+      if (data.progress !== undefined) state.textContent = `${data.status} · ${Math.round(data.progress * 100)} %`;
+    } else if (type === "end") {
+      setTimeout(reload, 300);
+    }
+  }, (phase, error) => {
+    state.textContent = phase === "live" ? "following live" : phase === "ended" ? "finished" : phase === "error" ? error.message : "reconnecting…";
+  });
+}
+
+async function env(body, project, _base, _id, reload) {
+  const { envVars } = await api("GET", `/api/projects/${enc(project.slug)}/env-vars`);
+  const rows = Object.entries(envVars).map(([key, value]) => {
+    const shown = h("code", { class: "env-value" }, "••••••••");
+    let visible = false;
+    const reveal = h("button", { class: "link" }, "Reveal");
+    reveal.addEventListener("click", () => { visible = !visible; shown.textContent = visible ? value : "••••••••"; reveal.textContent = visible ? "Hide" : "Reveal"; });
+    return [h("code", {}, key), h("span", {}, shown, " ", reveal),
+      h("button", { class: "danger", onclick: (e) => confirm(`Delete ${key}?`) && act(e.target, async () => {
+        await api("DELETE", `/api/projects/${enc(project.slug)}/env-vars/${enc(key)}`); await reload(); flash(`${key} deleted; redeploy to apply.`, "info");
+      }) }, "Delete")];
+  });
+  const text = h("textarea", { id: "env-input", rows: 4, class: "grow mono", placeholder: "KEY=value, one per line", "aria-label": "Variables, KEY=value per line" });
+  const save = h("button", { class: "primary", id: "env-save" }, "Save");
+  save.addEventListener("click", () => act(save, async () => {
+    const vars = {};
+    for (const line of text.value.split("\n")) {
+      if (!line.trim()) continue;
+      const at = line.indexOf("=");
+      if (at < 1) throw new Error(`"${line}" is not KEY=value`);
+      vars[line.slice(0, at).trim()] = line.slice(at + 1);
+    }
+    await api("POST", `/api/projects/${enc(project.slug)}/env-vars`, vars);
+    await reload(); flash("Saved (all or nothing). Redeploy to apply.", "info");
+  }));
+  body.append(h("div", { class: "card" }, table(["Key", "Value", ""], rows)),
+    h("div", { class: "card" }, h("h2", {}, "Add or change"), h("div", { class: "row" }, text, save),
+      h("p", { class: "muted" }, "Values are encrypted at rest. A new deployment gets them.")));
+}
+
+async function domains(body, project, _base, _id, reload) {
+  const { domains } = await api("GET", `/api/projects/${enc(project.slug)}/domains`);
+  const rows = domains.map((d) => [h("a", { href: `https://${d.domain}`, target: "_blank", rel: "noopener noreferrer" }, d.domain),
+    h("span", {}, badge(d.status), d.lastError ? h("div", { class: "muted" }, d.lastError) : null),
+    d.redirectTo ? `→ ${d.redirectTo}` : "serves the site",
+    d.certificate ? `${d.certificate.issuer}, until ${new Date(d.certificate.notAfter).toLocaleDateString()}` : "—",
+    h("button", { class: "danger", onclick: (e) => confirm(`Remove ${d.domain}?`) && act(e.target, async () => {
+      await api("DELETE", `/api/projects/${enc(project.slug)}/domains/${enc(d.domain)}`); await reload();
+    }) }, "Remove")]);
+  const name = h("input", { id: "domain-name", class: "grow", placeholder: "www.example.com", "aria-label": "Domain" });
+  const redirect = h("input", { id: "domain-redirect", placeholder: "redirect to (optional)", "aria-label": "Redirect to" });
+  const add = h("button", { class: "primary", id: "domain-add" }, "Add domain");
+  add.addEventListener("click", () => act(add, async () => {
+    const body = { domain: name.value.trim() };
+    if (redirect.value.trim()) body.redirectTo = redirect.value.trim();
+    await api("POST", `/api/projects/${enc(project.slug)}/domains`, body); await reload();
+  }));
+  body.append(h("div", { class: "card" }, table(["Domain", "Status", "Serves", "Certificate", ""], rows, [2])),
+    h("div", { class: "card" }, h("div", { class: "row" }, name, redirect, add),
+      h("p", { class: "muted" }, "Point the name's DNS (A/AAAA or CNAME) at this machine first.")));
+}
+
+async function git(body, project, _base, _id, reload) {
+  const s = project.settings || {};
+  const input = (key, placeholder) => h("input", { id: `git-${key}`, class: "grow", value: s[key] || "", placeholder, "aria-label": key });
+  const fields = { gitUrl: input("gitUrl", "https://…/repo.git"), productionBranch: input("productionBranch", "main"),
+    installCommand: input("installCommand", "auto"), buildCommand: input("buildCommand", "auto"),
+    startCommand: input("startCommand", "static site"), outputDirectory: input("outputDirectory", "auto") };
+  const previews = h("input", { type: "checkbox", id: "git-previews", checked: s.previews || null });
+  const save = h("button", { class: "primary" }, "Save settings");
+  save.addEventListener("click", () => act(save, async () => {
+    const patch = { previews: previews.checked };
+    for (const [key, field] of Object.entries(fields)) patch[key] = field.value.trim() || null;
+    if (!patch.productionBranch) delete patch.productionBranch;
+    await api("PATCH", `/api/projects/${enc(project.slug)}`, patch); await reload(); flash("Settings saved.", "info");
+  }));
+  const secretBox = h("div");
+  const rotate = h("button", {}, "Create / rotate webhook secret");
+  rotate.addEventListener("click", () => act(rotate, async () => {
+    const w = await api("POST", `/api/projects/${enc(project.slug)}/webhook-secret`);
+    secretBox.replaceChildren(h("div", { class: "secret" }, "Webhook URL: ", h("code", {}, location.origin + w.webhookUrl), h("br"), "Secret (shown once): ", h("code", {}, w.secret)));
+  }));
+  const { deployHooks: hooks } = await api("GET", `/api/projects/${enc(project.slug)}/deploy-hooks`);
+  const hookName = h("input", { placeholder: "cms", "aria-label": "Hook name" });
+  const hookBranch = h("input", { placeholder: s.productionBranch || "main", "aria-label": "Hook branch" });
+  const addHook = h("button", {}, "Create deploy hook");
+  const hookBox = h("div");
+  addHook.addEventListener("click", () => act(addHook, async () => {
+    const created = await api("POST", `/api/projects/${enc(project.slug)}/deploy-hooks`, { name: hookName.value.trim() || "hook", branch: hookBranch.value.trim() || s.productionBranch || "main" });
+    await reload();
+    flash(`Deploy hook created: POST ${location.origin}${created.url} (shown once)`, "info");
+  }));
+  const hookRows = (hooks || []).map((k) => [k.name, k.branch, ago(k.createdAt), h("button", { class: "danger", onclick: (e) => act(e.target, async () => {
+    await api("DELETE", `/api/projects/${enc(project.slug)}/deploy-hooks/${enc(k.id)}`); await reload(); }) }, "Delete")]);
+  body.append(h("div", { class: "card" }, h("h2", {}, "Build settings"),
+      ...Object.entries(fields).map(([key, field]) => h("label", { class: "row" }, h("span", { class: "label" }, key), field)),
+      h("label", { class: "row" }, previews, " Deploy previews of other branches and pull requests"), h("p", {}, save)),
+    h("div", { class: "card" }, h("h2", {}, "Deploy on push"), h("p", { class: "muted" }, "Add the webhook URL and secret to your git provider (GitHub, GitLab, Gitea, Forgejo)."), rotate, secretBox),
+    h("div", { class: "card" }, h("h2", {}, "Deploy hooks"), table(["Name", "Branch", "Created", ""], hookRows),
+      h("div", { class: "row" }, hookName, hookBranch, addHook), hookBox));
+}
+
+async function previews(body, project, _base, _id, reload) {
+  const { previews } = await api("GET", `/api/projects/${enc(project.slug)}/previews`);
+  const rows = previews.map((p) => [p.name, p.pullRequest ? `#${p.pullRequest}` : p.branch, h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url), badge(p.state), ago(p.updatedAt),
+    h("button", { class: "danger", onclick: (e) => act(e.target, async () => { await api("DELETE", `/api/projects/${enc(project.slug)}/previews/${enc(p.name)}`); await reload(); }) }, "Tear down")]);
+  body.append(h("div", { class: "card" }, table(["Preview", "Branch / PR", "URL", "State", "Updated", ""], rows, [2])));
+}

@@ -1,0 +1,162 @@
+//! The dashboard in a real browser (Debian's headless Chromium over the DevTools protocol):
+//! sign in, create a project from an upload, watch its logs arrive live, set an env var, add a
+//! domain, redeploy and roll back, create a read-only token and see a write refused. No
+//! console errors or CSP refusals on the way. With `SLIPWAY_SCREENSHOTS=<dir>` every page is
+//! saved at 1280 px and 390 px (how `docs/screenshots/` is made).
+
+use std::time::Duration;
+
+use crate::support::browser::Browser;
+use crate::support::{targz, DaemonOptions, TestDaemon};
+
+async fn shoot(browser: &mut Browser, name: &str) {
+    let dir = std::env::var_os("SLIPWAY_SCREENSHOTS");
+    for (width, height) in [(1280, 860), (390, 844)] {
+        browser.resize(width, height).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let png = browser.screenshot().await;
+        assert!(png.starts_with(b"\x89PNG"), "{name} at {width}px");
+        if let Some(dir) = &dir {
+            let path = std::path::Path::new(dir).join(format!("{name}-{width}.png"));
+            std::fs::write(path, png).unwrap();
+        }
+    }
+    browser.resize(1280, 860).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_runs_a_site_from_the_dashboard() {
+    let mut browser = match Browser::start().await {
+        Ok(browser) => browser,
+        Err(reason) => {
+            eprintln!("SKIP: dashboard browser test: {reason}");
+            return;
+        }
+    };
+    let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
+    let base = format!("http://slipway.localhost:{}", daemon.http.port());
+
+    // The page's own headers: strict CSP, no framing.
+    let page = daemon
+        .request("GET", "slipway.localhost", "/", &[], Vec::new())
+        .await;
+    let csp = page.header("content-security-policy").unwrap().to_owned();
+    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+
+    // Sign in.
+    browser.navigate(&format!("{base}/")).await;
+    browser.wait_for("document.querySelector('#token')", "the sign-in form").await;
+    shoot(&mut browser, "sign-in").await;
+    browser.fill("#token", "slw_wrong").await;
+    browser.click("form button[type=submit]").await;
+    browser
+        .wait_for("document.querySelector('#flash').textContent.includes('UNAUTHORIZED')", "the API's refusal")
+        .await;
+    browser.fill("#token", &daemon.token).await;
+    browser.click("form button[type=submit]").await;
+    browser.wait_for("document.querySelector('h1')?.textContent === 'Projects'", "the project list").await;
+    assert!(!browser.eval("location.href").await.as_str().unwrap().contains("slw_"), "the token is never in a URL");
+
+    // A new project from an upload; its build logs a line every 0.4 s.
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("site.tar.gz");
+    std::fs::write(&archive, targz(&[("index.html", "<h1>from the dashboard</h1>", 0o644)])).unwrap();
+    browser.navigate(&format!("{base}/#/new")).await;
+    browser.wait_for("document.querySelector('#new-slug')", "the new-project form").await;
+    browser.fill("#new-slug", "web").await;
+    browser.set_file("#new-archive", &archive).await;
+    browser
+        .fill("#new-build", "for i in 1 2 3 4 5 6; do echo step $i; sleep 0.4; done; mkdir -p dist && cp index.html dist/")
+        .await;
+    shoot(&mut browser, "new-project").await;
+    browser.click("#new-submit").await;
+    let logs = "document.querySelector('#logs')?.textContent || ''";
+    browser
+        .wait_for(&format!("{logs}.includes('step 1') && !{logs}.includes('step 6')"), "the first lines while the build runs")
+        .await;
+    browser.wait_for(&format!("{logs}.includes('step 6')"), "the last line").await;
+    browser
+        .wait_for("document.querySelector('#log-state')?.textContent === 'finished'", "the end of the stream")
+        .await;
+    browser.wait_for("document.querySelector('.badge.live')", "the deployment live").await;
+    shoot(&mut browser, "deployments").await;
+    let served = daemon.app_get("web", "/", &[]).await;
+    assert!(served.text().contains("from the dashboard"));
+
+    // An env var.
+    browser.navigate(&format!("{base}/#/projects/web/env")).await;
+    browser.wait_for("document.querySelector('#env-input')", "the env form").await;
+    browser.fill("#env-input", "GREETING=hello there").await;
+    browser.click("#env-save").await;
+    browser.wait_for("document.body.innerText.includes('GREETING')", "the variable listed").await;
+    assert!(!browser.eval("document.body.innerText").await.as_str().unwrap().contains("hello there"), "values hidden until revealed");
+    shoot(&mut browser, "env").await;
+    let vars = daemon.api("GET", "/api/projects/web/env-vars", None).await.json();
+    assert_eq!(vars["envVars"]["GREETING"], "hello there");
+
+    // A domain.
+    browser.navigate(&format!("{base}/#/projects/web/domains")).await;
+    browser.wait_for("document.querySelector('#domain-name')", "the domain form").await;
+    browser.fill("#domain-name", "www.example.com").await;
+    browser.click("#domain-add").await;
+    browser.wait_for("document.body.innerText.includes('www.example.com')", "the domain listed").await;
+    shoot(&mut browser, "domains").await;
+
+    // Redeploy, then roll back to the first deployment.
+    browser.navigate(&format!("{base}/#/projects/web/deployments")).await;
+    browser.wait_for("document.querySelector('#redeploy')", "the deployments page").await;
+    let first = daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
+    browser.click("#redeploy").await;
+    browser.wait_for("document.querySelector('#log-state')?.textContent === 'finished'", "the redeploy").await;
+    browser.wait_for("document.querySelector('button.rollback')", "a deployment to roll back to").await;
+    browser.click("button.rollback").await;
+    browser.wait_for("document.querySelector('#flash').textContent.startsWith('Rolled back')", "the rollback").await;
+    let live = daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
+    assert_eq!(live, first, "the first deployment is live again");
+
+    // The other pages render.
+    browser.navigate(&format!("{base}/#/projects/web/git")).await;
+    browser.wait_for("document.querySelector('#git-gitUrl')", "git settings").await;
+    shoot(&mut browser, "git").await;
+    browser.navigate(&format!("{base}/#/projects")).await;
+    browser.wait_for("document.body.innerText.includes('web.localhost')", "the project with its URL").await;
+    shoot(&mut browser, "projects").await;
+    browser.navigate(&format!("{base}/#/audit")).await;
+    browser.wait_for("document.body.innerText.includes('/api/projects/{projectId}/rollback')", "the rollback in the audit log").await;
+    shoot(&mut browser, "audit").await;
+
+    // A read-only token: it signs in, sees the project, and a write is refused with the API's message.
+    browser.navigate(&format!("{base}/#/tokens")).await;
+    browser.wait_for("document.querySelector('#token-name')", "the tokens page").await;
+    browser.fill("#token-name", "viewer").await;
+    browser.eval("document.querySelector('#token-scope').value = 'read'").await;
+    browser.click("#token-create").await;
+    browser.wait_for("document.querySelector('#token-secret')", "the new token").await;
+    shoot(&mut browser, "tokens").await;
+    let viewer = browser.eval("document.querySelector('#token-secret').textContent").await;
+    browser.click("#signout").await;
+    browser.wait_for("document.querySelector('#token')", "the sign-in form").await;
+    browser.fill("#token", viewer.as_str().unwrap()).await;
+    browser.click("form button[type=submit]").await;
+    browser.wait_for("document.querySelector('h1')?.textContent === 'Projects'", "the list for the viewer").await;
+    browser.navigate(&format!("{base}/#/projects/web/env")).await;
+    browser.wait_for("document.querySelector('#env-input')", "the env form").await;
+    browser.fill("#env-input", "OTHER=1").await;
+    browser.click("#env-save").await;
+    browser.wait_for("document.querySelector('#flash').textContent.includes('FORBIDDEN')", "the refusal").await;
+    let vars = daemon.api("GET", "/api/projects/web/env-vars", None).await.json();
+    assert!(vars["envVars"].get("OTHER").is_none(), "nothing changed");
+
+    let errors: Vec<&String> = browser.errors.iter().filter(|e| !e.contains("401") && !e.contains("403")).collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+
+    // Another origin (an app on a sibling subdomain) gets no CORS grant to read the API.
+    let cross = daemon
+        .request("GET", "slipway.localhost", "/api/projects", &[("origin", "http://web.localhost".to_owned()), ("authorization", format!("Bearer {}", daemon.token))], Vec::new())
+        .await;
+    assert!(cross.header("access-control-allow-origin").is_none());
+}
