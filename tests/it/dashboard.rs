@@ -125,6 +125,12 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     browser.navigate(&format!("{base}/#/projects")).await;
     browser.wait_for("document.body.innerText.includes('web.localhost')", "the project with its URL").await;
     shoot(&mut browser, "projects").await;
+    browser.navigate(&format!("{base}/#/projects/web/previews")).await;
+    browser.wait_for("document.querySelector('.tabs a[aria-current=page]')?.textContent === 'Previews'", "the previews tab").await;
+    shoot(&mut browser, "previews").await;
+    browser.navigate(&format!("{base}/#/notifications")).await;
+    browser.wait_for("document.querySelector('#hook-url')", "the notifications page").await;
+    shoot(&mut browser, "notifications").await;
     browser.navigate(&format!("{base}/#/audit")).await;
     browser.wait_for("document.body.innerText.includes('/api/projects/{projectId}/rollback')", "the rollback in the audit log").await;
     shoot(&mut browser, "audit").await;
