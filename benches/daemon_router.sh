@@ -186,7 +186,17 @@ run() { # label, pid, with_children, backend pid or "", url, [host header]
     local before after backend_before=0 backend_after=0
     before=$(cpu_ticks "$pid" "$children")
     [ -n "$backend" ] && backend_before=$(cpu_ticks "$backend" 1)
+    # PROFILE=<dir>: perf records the Slipway targets (call graphs by frame pointer/DWARF).
+    local perf_pid=""
+    if [ -n "${PROFILE:-}" ] && [[ "$label" == Slipway* ]]; then
+        mkdir -p "$PROFILE"
+        perf record -q -g --call-graph dwarf,16384 -F 499 -p "$pid" \
+            -o "$PROFILE/${label// /_}.$MODE.data" 2>/dev/null &
+        perf_pid=$!
+        sleep 0.5
+    fi
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "${header[@]}" "$url" >"$WORK/wrk.out"
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
     after=$(cpu_ticks "$pid" "$children")
     [ -n "$backend" ] && backend_after=$(cpu_ticks "$backend" 1)
     python3 - "$label" "$((after - before))" "$((backend_after - backend_before))" "$TICKS" \
