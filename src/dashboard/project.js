@@ -45,7 +45,7 @@ async function deployments(body, project, base, selected, reload) {
       await api("POST", `/api/projects/${enc(project.slug)}/rollback`, { deploymentId: d.id });
       flash(`Rolled back to ${d.id}.`, "info"); await reload();
     }) }, "Roll back"));
-    if (d.state === "building") actions.push(h("button", { class: "danger", onclick: (e) => act(e.target, async () => {
+    if (d.state === "building") actions.push(h("button", { class: "danger cancel", onclick: (e) => act(e.target, async () => {
       await api("POST", `/api/provisioning/${enc(d.provisioningId)}/cancel`); await reload();
     }) }, "Cancel"));
     return [h("a", { href: `${base}/deployments/${enc(d.id)}`, class: "mono", "aria-current": d.id === chosen ? "true" : null }, d.id.slice(0, 12)),

@@ -118,6 +118,22 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     let live = daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
     assert_eq!(live, first, "the first deployment is live again");
 
+    // A running build canceled from its page.
+    let upload = daemon.upload("slow", targz(&[("index.html", "x", 0o644)])).await;
+    assert_eq!(upload.status, 201, "{}", upload.text());
+    let started = daemon
+        .provision("slow", serde_json::json!({"buildCommand": "echo building; sleep 60"}))
+        .await;
+    browser.navigate(&format!("{base}/#/projects/slow/deployments")).await;
+    browser.wait_for(&format!("{logs}.includes('building')"), "the slow build running").await;
+    browser.click("button.cancel").await;
+    browser.wait_for("document.querySelector('.badge.canceled')", "the run canceled").await;
+    let status = daemon
+        .api("GET", &format!("/api/provisioning/{}/status", started["provisioningId"].as_str().unwrap()), None)
+        .await
+        .json();
+    assert_eq!(status["status"], "provisioning_canceled", "{status}");
+
     // The other pages render.
     browser.navigate(&format!("{base}/#/projects/web/git")).await;
     browser.wait_for("document.querySelector('#git-gitUrl')", "git settings").await;
