@@ -247,7 +247,7 @@ fn build_routes(loaded: &HashMap<String, Loaded>) -> HashMap<Box<str>, Route> {
         let sibling = |suffix: &str| {
             loaded
                 .get(&format!("{key}{suffix}"))
-                .map(|found| found.representation.clone())
+                .map(|found| Box::new(found.representation.clone()))
         };
         let content_type = content_type(key);
         let static_file = Arc::new(StaticFile {

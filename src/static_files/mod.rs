@@ -250,8 +250,9 @@ struct StaticFile {
     /// Seconds since the epoch of the file's mtime (the precision of HTTP dates).
     modified_seconds: u64,
     identity: Representation,
-    gzip: Option<Representation>,
-    brotli: Option<Representation>,
+    /// Boxed: most files have no precompressed sibling, and a site has thousands of files.
+    gzip: Option<Box<Representation>>,
+    brotli: Option<Box<Representation>>,
 }
 
 /// One encoding of a file's content.

@@ -115,14 +115,14 @@ fn choose_representation<'f>(
     };
     if let Some(brotli) = file
         .brotli
-        .as_ref()
+        .as_deref()
         .filter(|_| accepts(accept_encoding, "br"))
     {
         return (brotli, Some("br"));
     }
     if let Some(gzip) = file
         .gzip
-        .as_ref()
+        .as_deref()
         .filter(|_| accepts(accept_encoding, "gzip"))
     {
         return (gzip, Some("gzip"));

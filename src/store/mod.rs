@@ -84,7 +84,7 @@ pub struct Store {
 }
 
 /// Memory redb may keep for pages of the store.
-const CACHE_BYTES: usize = 16 * 1024 * 1024;
+const CACHE_BYTES: usize = 8 * 1024 * 1024;
 
 impl Store {
     /// Opens (or creates) the store in `data_dir`, which must exist.
