@@ -299,11 +299,23 @@ mod tests {
         let npm_build = (s("npm ci"), s("npm run build"));
         assert_eq!(
             row("vite-react"),
-            ("vite".into(), npm_build.0.clone(), npm_build.1.clone(), None, s("dist"))
+            (
+                "vite".into(),
+                npm_build.0.clone(),
+                npm_build.1.clone(),
+                None,
+                s("dist")
+            )
         );
         assert_eq!(
             row("astro-site"),
-            ("astro".into(), npm_build.0.clone(), npm_build.1.clone(), None, s("dist"))
+            (
+                "astro".into(),
+                npm_build.0.clone(),
+                npm_build.1.clone(),
+                None,
+                s("dist")
+            )
         );
         assert_eq!(
             row("next-app"),

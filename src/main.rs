@@ -282,4 +282,3 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .init();
 }
-

@@ -16,11 +16,31 @@ use crate::http_util::{full, Body};
 /// Path → (content type, contents).
 const FILES: &[(&str, &str, &str)] = &[
     ("/", "text/html; charset=utf-8", include_str!("index.html")),
-    ("/assets/app.css", "text/css; charset=utf-8", include_str!("app.css")),
-    ("/assets/app.js", "text/javascript; charset=utf-8", include_str!("app.js")),
-    ("/assets/api.js", "text/javascript; charset=utf-8", include_str!("api.js")),
-    ("/assets/ui.js", "text/javascript; charset=utf-8", include_str!("ui.js")),
-    ("/assets/project.js", "text/javascript; charset=utf-8", include_str!("project.js")),
+    (
+        "/assets/app.css",
+        "text/css; charset=utf-8",
+        include_str!("app.css"),
+    ),
+    (
+        "/assets/app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("app.js"),
+    ),
+    (
+        "/assets/api.js",
+        "text/javascript; charset=utf-8",
+        include_str!("api.js"),
+    ),
+    (
+        "/assets/ui.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui.js"),
+    ),
+    (
+        "/assets/project.js",
+        "text/javascript; charset=utf-8",
+        include_str!("project.js"),
+    ),
 ];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
@@ -37,11 +57,20 @@ pub async fn handle(request: Request<Incoming>) -> Response<Body> {
     };
     let mut response = Response::new(full(*contents));
     let headers = response.headers_mut();
-    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
     headers.insert("content-security-policy", HeaderValue::from_static(CSP));
     headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     response
 }

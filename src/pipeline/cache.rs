@@ -171,7 +171,10 @@ pub(super) fn with_framework_caches(command: &str, cache: &Path) -> String {
     for (dir, name) in FRAMEWORK_CACHES {
         script.push_str(&format!("restore {dir} {name}\n"));
     }
-    script.push_str(&format!("sh -c {}\nstatus=$?\nif [ $status -eq 0 ]; then\n", quote(command)));
+    script.push_str(&format!(
+        "sh -c {}\nstatus=$?\nif [ $status -eq 0 ]; then\n",
+        quote(command)
+    ));
     for (dir, name) in FRAMEWORK_CACHES {
         script.push_str(&format!("  save {dir} {name}\n"));
     }
@@ -253,13 +256,19 @@ mod tests {
         let first = tempfile::tempdir().unwrap();
         let build = "mkdir -p .next/cache && echo \"it's $(cat .next/cache/n 2>/dev/null || echo 0)\" > out && echo 1 > .next/cache/n";
         assert_eq!(run_wrapped(build, first.path(), cache.path()), 0);
-        assert_eq!(std::fs::read_to_string(first.path().join("out")).unwrap(), "it's 0\n");
+        assert_eq!(
+            std::fs::read_to_string(first.path().join("out")).unwrap(),
+            "it's 0\n"
+        );
         assert!(cache.path().join("frameworks/next/n").is_file());
 
         // A fresh tree gets the cache before the build runs.
         let second = tempfile::tempdir().unwrap();
         assert_eq!(run_wrapped(build, second.path(), cache.path()), 0);
-        assert_eq!(std::fs::read_to_string(second.path().join("out")).unwrap(), "it's 1\n");
+        assert_eq!(
+            std::fs::read_to_string(second.path().join("out")).unwrap(),
+            "it's 1\n"
+        );
 
         // A failed build keeps its exit status and leaves the cache as it was.
         let third = tempfile::tempdir().unwrap();
@@ -271,7 +280,10 @@ mod tests {
         // A tree that plants a symlink in place of a cache directory saves nothing through it.
         let fourth = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
-        let planted = format!("mkdir -p node_modules && ln -s {} node_modules/.cache", elsewhere.path().display());
+        let planted = format!(
+            "mkdir -p node_modules && ln -s {} node_modules/.cache",
+            elsewhere.path().display()
+        );
         assert_eq!(run_wrapped(&planted, fourth.path(), cache.path()), 0);
         assert!(!cache.path().join("frameworks/node_modules").exists());
     }

@@ -29,7 +29,9 @@ impl MemoryBudget {
     /// Takes `bytes` if that many are left.
     pub fn try_take(&self, bytes: u64) -> bool {
         self.remaining
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(bytes))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            })
             .is_ok()
     }
 

@@ -382,7 +382,11 @@ fn sites_share_one_memory_budget() {
     let first = StaticSite::load_shared(root, &budget).unwrap();
     assert_eq!(first.bytes_in_memory(), 900);
     let second = StaticSite::load_shared(root, &budget).unwrap();
-    assert_eq!(second.bytes_in_memory(), 0, "loading stops at half the budget");
+    assert_eq!(
+        second.bytes_in_memory(),
+        0,
+        "loading stops at half the budget"
+    );
     assert_eq!(budget.used(), 900);
     let get = |site: &StaticSite| {
         let response = site.serve(&Request::builder().uri("/").body(()).unwrap());
@@ -425,11 +429,20 @@ fn hot_files_evict_cold_promoted_ones() {
             assert_eq!(response.status(), 200);
         }
     };
-    let in_memory = || (site.serves_from_memory("/b.txt"), site.serves_from_memory("/c.txt"));
+    let in_memory = || {
+        (
+            site.serves_from_memory("/b.txt"),
+            site.serves_from_memory("/c.txt"),
+        )
+    };
     get("/b.txt", 7);
     assert_eq!(in_memory(), (false, false));
     get("/b.txt", 1);
-    assert_eq!((in_memory(), budget.used()), ((true, false), 900), "b promoted");
+    assert_eq!(
+        (in_memory(), budget.used()),
+        ((true, false), 900),
+        "b promoted"
+    );
     get("/c.txt", 8);
     assert_eq!(
         (in_memory(), budget.used()),

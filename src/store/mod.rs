@@ -105,11 +105,11 @@ impl Store {
             .set_cache_size(CACHE_BYTES)
             .create(&path)
             .map_err(|error| match error {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                StoreError::Locked(data_dir.display().to_string())
-            }
-            other => StoreError::Open(format!("{}: {other}", path.display())),
-        })?;
+                redb::DatabaseError::DatabaseAlreadyOpen => {
+                    StoreError::Locked(data_dir.display().to_string())
+                }
+                other => StoreError::Open(format!("{}: {other}", path.display())),
+            })?;
         restrict_permissions(&path);
         let store = Store {
             db: Arc::new(db),

@@ -43,30 +43,60 @@ async fn a_person_runs_a_site_from_the_dashboard() {
         .request("GET", "slipway.localhost", "/", &[], Vec::new())
         .await;
     let csp = page.header("content-security-policy").unwrap().to_owned();
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
 
     // Sign in.
     browser.navigate(&format!("{base}/")).await;
-    browser.wait_for("document.querySelector('#token')", "the sign-in form").await;
+    browser
+        .wait_for("document.querySelector('#token')", "the sign-in form")
+        .await;
     shoot(&mut browser, "sign-in").await;
     browser.fill("#token", "slw_wrong").await;
     browser.click("form button[type=submit]").await;
     browser
-        .wait_for("document.querySelector('#flash').textContent.includes('UNAUTHORIZED')", "the API's refusal")
+        .wait_for(
+            "document.querySelector('#flash').textContent.includes('UNAUTHORIZED')",
+            "the API's refusal",
+        )
         .await;
     browser.fill("#token", &daemon.token).await;
     browser.click("form button[type=submit]").await;
-    browser.wait_for("document.querySelector('h1')?.textContent === 'Projects'", "the project list").await;
-    assert!(!browser.eval("location.href").await.as_str().unwrap().contains("slw_"), "the token is never in a URL");
+    browser
+        .wait_for(
+            "document.querySelector('h1')?.textContent === 'Projects'",
+            "the project list",
+        )
+        .await;
+    assert!(
+        !browser
+            .eval("location.href")
+            .await
+            .as_str()
+            .unwrap()
+            .contains("slw_"),
+        "the token is never in a URL"
+    );
 
     // A new project from an upload; its build logs a line every 0.4 s.
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("site.tar.gz");
-    std::fs::write(&archive, targz(&[("index.html", "<h1>from the dashboard</h1>", 0o644)])).unwrap();
+    std::fs::write(
+        &archive,
+        targz(&[("index.html", "<h1>from the dashboard</h1>", 0o644)]),
+    )
+    .unwrap();
     browser.navigate(&format!("{base}/#/new")).await;
-    browser.wait_for("document.querySelector('#new-slug')", "the new-project form").await;
+    browser
+        .wait_for(
+            "document.querySelector('#new-slug')",
+            "the new-project form",
+        )
+        .await;
     browser.fill("#new-slug", "web").await;
     browser.set_file("#new-archive", &archive).await;
     browser
@@ -76,109 +106,265 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     browser.click("#new-submit").await;
     let logs = "document.querySelector('#logs')?.textContent || ''";
     browser
-        .wait_for(&format!("{logs}.includes('step 1') && !{logs}.includes('step 6')"), "the first lines while the build runs")
+        .wait_for(
+            &format!("{logs}.includes('step 1') && !{logs}.includes('step 6')"),
+            "the first lines while the build runs",
+        )
         .await;
-    browser.wait_for(&format!("{logs}.includes('step 6')"), "the last line").await;
     browser
-        .wait_for("document.querySelector('#log-state')?.textContent === 'finished'", "the end of the stream")
+        .wait_for(&format!("{logs}.includes('step 6')"), "the last line")
         .await;
-    browser.wait_for("document.querySelector('.badge.live')", "the deployment live").await;
+    browser
+        .wait_for(
+            "document.querySelector('#log-state')?.textContent === 'finished'",
+            "the end of the stream",
+        )
+        .await;
+    browser
+        .wait_for(
+            "document.querySelector('.badge.live')",
+            "the deployment live",
+        )
+        .await;
     shoot(&mut browser, "deployments").await;
     let served = daemon.app_get("web", "/", &[]).await;
     assert!(served.text().contains("from the dashboard"));
 
     // An env var.
-    browser.navigate(&format!("{base}/#/projects/web/env")).await;
-    browser.wait_for("document.querySelector('#env-input')", "the env form").await;
+    browser
+        .navigate(&format!("{base}/#/projects/web/env"))
+        .await;
+    browser
+        .wait_for("document.querySelector('#env-input')", "the env form")
+        .await;
     browser.fill("#env-input", "GREETING=hello there").await;
     browser.click("#env-save").await;
-    browser.wait_for("document.body.innerText.includes('GREETING')", "the variable listed").await;
-    assert!(!browser.eval("document.body.innerText").await.as_str().unwrap().contains("hello there"), "values hidden until revealed");
+    browser
+        .wait_for(
+            "document.body.innerText.includes('GREETING')",
+            "the variable listed",
+        )
+        .await;
+    assert!(
+        !browser
+            .eval("document.body.innerText")
+            .await
+            .as_str()
+            .unwrap()
+            .contains("hello there"),
+        "values hidden until revealed"
+    );
     shoot(&mut browser, "env").await;
-    let vars = daemon.api("GET", "/api/projects/web/env-vars", None).await.json();
+    let vars = daemon
+        .api("GET", "/api/projects/web/env-vars", None)
+        .await
+        .json();
     assert_eq!(vars["envVars"]["GREETING"], "hello there");
 
     // A domain.
-    browser.navigate(&format!("{base}/#/projects/web/domains")).await;
-    browser.wait_for("document.querySelector('#domain-name')", "the domain form").await;
+    browser
+        .navigate(&format!("{base}/#/projects/web/domains"))
+        .await;
+    browser
+        .wait_for("document.querySelector('#domain-name')", "the domain form")
+        .await;
     browser.fill("#domain-name", "www.example.com").await;
     browser.click("#domain-add").await;
-    browser.wait_for("document.body.innerText.includes('www.example.com')", "the domain listed").await;
+    browser
+        .wait_for(
+            "document.body.innerText.includes('www.example.com')",
+            "the domain listed",
+        )
+        .await;
     shoot(&mut browser, "domains").await;
 
     // Redeploy, then roll back to the first deployment.
-    browser.navigate(&format!("{base}/#/projects/web/deployments")).await;
-    browser.wait_for("document.querySelector('#redeploy')", "the deployments page").await;
-    let first = daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
+    browser
+        .navigate(&format!("{base}/#/projects/web/deployments"))
+        .await;
+    browser
+        .wait_for(
+            "document.querySelector('#redeploy')",
+            "the deployments page",
+        )
+        .await;
+    let first =
+        daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
     browser.click("#redeploy").await;
-    browser.wait_for("document.querySelector('#log-state')?.textContent === 'finished'", "the redeploy").await;
-    browser.wait_for("document.querySelector('button.rollback')", "a deployment to roll back to").await;
+    browser
+        .wait_for(
+            "document.querySelector('#log-state')?.textContent === 'finished'",
+            "the redeploy",
+        )
+        .await;
+    browser
+        .wait_for(
+            "document.querySelector('button.rollback')",
+            "a deployment to roll back to",
+        )
+        .await;
     browser.click("button.rollback").await;
-    browser.wait_for("document.querySelector('#flash').textContent.startsWith('Rolled back')", "the rollback").await;
-    let live = daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
+    browser
+        .wait_for(
+            "document.querySelector('#flash').textContent.startsWith('Rolled back')",
+            "the rollback",
+        )
+        .await;
+    let live =
+        daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
     assert_eq!(live, first, "the first deployment is live again");
 
     // A running build canceled from its page.
-    let upload = daemon.upload("slow", targz(&[("index.html", "x", 0o644)])).await;
+    let upload = daemon
+        .upload("slow", targz(&[("index.html", "x", 0o644)]))
+        .await;
     assert_eq!(upload.status, 201, "{}", upload.text());
     let started = daemon
-        .provision("slow", serde_json::json!({"buildCommand": "echo building; sleep 60"}))
+        .provision(
+            "slow",
+            serde_json::json!({"buildCommand": "echo building; sleep 60"}),
+        )
         .await;
-    browser.navigate(&format!("{base}/#/projects/slow/deployments")).await;
-    browser.wait_for(&format!("{logs}.includes('building')"), "the slow build running").await;
+    browser
+        .navigate(&format!("{base}/#/projects/slow/deployments"))
+        .await;
+    browser
+        .wait_for(
+            &format!("{logs}.includes('building')"),
+            "the slow build running",
+        )
+        .await;
     browser.click("button.cancel").await;
-    browser.wait_for("document.querySelector('.badge.canceled')", "the run canceled").await;
+    browser
+        .wait_for(
+            "document.querySelector('.badge.canceled')",
+            "the run canceled",
+        )
+        .await;
     let status = daemon
-        .api("GET", &format!("/api/provisioning/{}/status", started["provisioningId"].as_str().unwrap()), None)
+        .api(
+            "GET",
+            &format!(
+                "/api/provisioning/{}/status",
+                started["provisioningId"].as_str().unwrap()
+            ),
+            None,
+        )
         .await
         .json();
     assert_eq!(status["status"], "provisioning_canceled", "{status}");
 
     // The other pages render.
-    browser.navigate(&format!("{base}/#/projects/web/git")).await;
-    browser.wait_for("document.querySelector('#git-gitUrl')", "git settings").await;
+    browser
+        .navigate(&format!("{base}/#/projects/web/git"))
+        .await;
+    browser
+        .wait_for("document.querySelector('#git-gitUrl')", "git settings")
+        .await;
     shoot(&mut browser, "git").await;
     browser.navigate(&format!("{base}/#/projects")).await;
-    browser.wait_for("document.body.innerText.includes('web.localhost')", "the project with its URL").await;
+    browser
+        .wait_for(
+            "document.body.innerText.includes('web.localhost')",
+            "the project with its URL",
+        )
+        .await;
     shoot(&mut browser, "projects").await;
-    browser.navigate(&format!("{base}/#/projects/web/previews")).await;
-    browser.wait_for("document.querySelector('.tabs a[aria-current=page]')?.textContent === 'Previews'", "the previews tab").await;
+    browser
+        .navigate(&format!("{base}/#/projects/web/previews"))
+        .await;
+    browser
+        .wait_for(
+            "document.querySelector('.tabs a[aria-current=page]')?.textContent === 'Previews'",
+            "the previews tab",
+        )
+        .await;
     shoot(&mut browser, "previews").await;
     browser.navigate(&format!("{base}/#/notifications")).await;
-    browser.wait_for("document.querySelector('#hook-url')", "the notifications page").await;
+    browser
+        .wait_for(
+            "document.querySelector('#hook-url')",
+            "the notifications page",
+        )
+        .await;
     shoot(&mut browser, "notifications").await;
     browser.navigate(&format!("{base}/#/audit")).await;
-    browser.wait_for("document.body.innerText.includes('/api/projects/{projectId}/rollback')", "the rollback in the audit log").await;
+    browser
+        .wait_for(
+            "document.body.innerText.includes('/api/projects/{projectId}/rollback')",
+            "the rollback in the audit log",
+        )
+        .await;
     shoot(&mut browser, "audit").await;
 
     // A read-only token: it signs in, sees the project, and a write is refused with the API's message.
     browser.navigate(&format!("{base}/#/tokens")).await;
-    browser.wait_for("document.querySelector('#token-name')", "the tokens page").await;
+    browser
+        .wait_for("document.querySelector('#token-name')", "the tokens page")
+        .await;
     browser.fill("#token-name", "viewer").await;
-    browser.eval("document.querySelector('#token-scope').value = 'read'").await;
+    browser
+        .eval("document.querySelector('#token-scope').value = 'read'")
+        .await;
     browser.click("#token-create").await;
-    browser.wait_for("document.querySelector('#token-secret')", "the new token").await;
+    browser
+        .wait_for("document.querySelector('#token-secret')", "the new token")
+        .await;
     shoot(&mut browser, "tokens").await;
-    let viewer = browser.eval("document.querySelector('#token-secret').textContent").await;
+    let viewer = browser
+        .eval("document.querySelector('#token-secret').textContent")
+        .await;
     browser.click("#signout").await;
-    browser.wait_for("document.querySelector('#token')", "the sign-in form").await;
+    browser
+        .wait_for("document.querySelector('#token')", "the sign-in form")
+        .await;
     browser.fill("#token", viewer.as_str().unwrap()).await;
     browser.click("form button[type=submit]").await;
-    browser.wait_for("document.querySelector('h1')?.textContent === 'Projects'", "the list for the viewer").await;
-    browser.navigate(&format!("{base}/#/projects/web/env")).await;
-    browser.wait_for("document.querySelector('#env-input')", "the env form").await;
+    browser
+        .wait_for(
+            "document.querySelector('h1')?.textContent === 'Projects'",
+            "the list for the viewer",
+        )
+        .await;
+    browser
+        .navigate(&format!("{base}/#/projects/web/env"))
+        .await;
+    browser
+        .wait_for("document.querySelector('#env-input')", "the env form")
+        .await;
     browser.fill("#env-input", "OTHER=1").await;
     browser.click("#env-save").await;
-    browser.wait_for("document.querySelector('#flash').textContent.includes('FORBIDDEN')", "the refusal").await;
-    let vars = daemon.api("GET", "/api/projects/web/env-vars", None).await.json();
+    browser
+        .wait_for(
+            "document.querySelector('#flash').textContent.includes('FORBIDDEN')",
+            "the refusal",
+        )
+        .await;
+    let vars = daemon
+        .api("GET", "/api/projects/web/env-vars", None)
+        .await
+        .json();
     assert!(vars["envVars"].get("OTHER").is_none(), "nothing changed");
 
-    let errors: Vec<&String> = browser.errors.iter().filter(|e| !e.contains("401") && !e.contains("403")).collect();
+    let errors: Vec<&String> = browser
+        .errors
+        .iter()
+        .filter(|e| !e.contains("401") && !e.contains("403"))
+        .collect();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 
     // Another origin (an app on a sibling subdomain) gets no CORS grant to read the API.
     let cross = daemon
-        .request("GET", "slipway.localhost", "/api/projects", &[("origin", "http://web.localhost".to_owned()), ("authorization", format!("Bearer {}", daemon.token))], Vec::new())
+        .request(
+            "GET",
+            "slipway.localhost",
+            "/api/projects",
+            &[
+                ("origin", "http://web.localhost".to_owned()),
+                ("authorization", format!("Bearer {}", daemon.token)),
+            ],
+            Vec::new(),
+        )
         .await;
     assert!(cross.header("access-control-allow-origin").is_none());
 }

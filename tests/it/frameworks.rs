@@ -82,14 +82,21 @@ async fn vite_astro_and_next_projects_deploy_with_no_commands() {
     // Vite + React: npm ci, vite build, dist/ served; a deep link gets the app shell.
     assert!(vite.contains("detect: vite"), "{vite}");
     assert!(vite.contains("detect: install command `npm ci`"), "{vite}");
-    assert!(vite.contains("deploy: serving static files from dist"), "{vite}");
+    assert!(
+        vite.contains("deploy: serving static files from dist"),
+        "{vite}"
+    );
     let page = daemon.app_get("vite-react", "/", &[]).await;
     assert_eq!(page.status, 200);
     let shell = page.text();
     assert!(shell.contains("<div id=\"root\">"), "{shell}");
     let script = shell
         .split("src=\"")
-        .find_map(|rest| rest.split('"').next().filter(|src| src.starts_with("/assets/")))
+        .find_map(|rest| {
+            rest.split('"')
+                .next()
+                .filter(|src| src.starts_with("/assets/"))
+        })
         .expect("a bundled script");
     let asset = daemon.app_get("vite-react", script, &[]).await;
     assert_eq!(asset.status, 200);
@@ -98,7 +105,10 @@ async fn vite_astro_and_next_projects_deploy_with_no_commands() {
     assert_eq!(deep.status, 200, "single-page apps route on the client");
     assert_eq!(deep.text(), shell);
     let missing_asset = daemon.app_get("vite-react", "/assets/gone.js", &[]).await;
-    assert_eq!(missing_asset.status, 404, "a file path is not the app shell");
+    assert_eq!(
+        missing_asset.status, 404,
+        "a file path is not the app shell"
+    );
 
     // Astro: a static build in dist/, clean URLs.
     assert!(astro.contains("detect: astro"), "{astro}");

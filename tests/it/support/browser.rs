@@ -132,9 +132,9 @@ impl Browser {
                     self.errors.push(text);
                 }
             }
-            Some("Runtime.consoleAPICalled") if params["type"] == "error" => {
-                self.errors.push(format!("console.error: {}", params["args"]))
-            }
+            Some("Runtime.consoleAPICalled") if params["type"] == "error" => self
+                .errors
+                .push(format!("console.error: {}", params["args"])),
             _ => {}
         }
     }
@@ -194,7 +194,10 @@ impl Browser {
         );
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.eval(&script).await != Value::Bool(true) {
-            assert!(Instant::now() < deadline, "no {selector} to click within 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "no {selector} to click within 60 s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -207,7 +210,10 @@ impl Browser {
                 json!({"expression": format!("document.querySelector({})", serde_json::to_string(selector).unwrap())}),
             )
             .await;
-        let object = found["result"]["objectId"].as_str().expect(selector).to_owned();
+        let object = found["result"]["objectId"]
+            .as_str()
+            .expect(selector)
+            .to_owned();
         self.call(
             "DOM.setFileInputFiles",
             json!({"files": [path.to_str().unwrap()], "objectId": object}),
@@ -251,8 +257,11 @@ fn http_get(port: u16, path: &str) -> Result<String, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
-        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
     let mut received = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
