@@ -14,30 +14,14 @@ SANDBOX="${SANDBOX:-none}"
 cargo build --release --quiet
 BIN="$PWD/target/release/slipway"
 WORK="$(mktemp -d)"
-trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+. benches/lib.sh
+trap 'bench_stop_daemons; rm -rf "$WORK"' EXIT
 
-cat > "$WORK/slipway.toml" <<TOML
-data_dir = "$WORK/data"
-apps_domain = "localhost"
-http_listen = "127.0.0.1:0"
-https_listen = "127.0.0.1:0"
-[tls]
-mode = "off"
-[sandbox]
-mode = "$SANDBOX"
-[limits]
+bench_daemon "$WORK" "$SANDBOX" "[limits]
 build_timeout_s = 900
-health_timeout_s = 120
-[rate_limits]
-requests_per_minute = 100000
-posts_per_minute_per_endpoint = 100000
-TOML
-"$BIN" serve --config "$WORK/slipway.toml" > "$WORK/out" 2> "$WORK/log" &
-PID=$!
-for _ in $(seq 200); do grep -q '^ready' "$WORK/out" 2>/dev/null && break; sleep 0.1; done
-grep -q '^ready' "$WORK/out" || { echo "the daemon did not start:"; cat "$WORK/log"; exit 1; }
-ADDR="$(sed -n 's/^listening http //p' "$WORK/out")"
-TOKEN="$(cat "$WORK/data/initial-admin-token")"
+health_timeout_s = 120"
+ADDR="$DAEMON_ADDR"
+TOKEN="$DAEMON_TOKEN"
 tar czf "$WORK/src.tgz" -C tests/fixtures/projects/next-app .
 curl -sf -H "Authorization: Bearer $TOKEN" -H "Host: slipway.localhost" \
   -H 'Content-Type: application/gzip' --data-binary @"$WORK/src.tgz" \

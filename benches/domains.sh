@@ -21,13 +21,8 @@ for tool in wrk curl python3 cargo; do
 done
 
 WORK=$(mktemp -d /tmp/slipway-domains-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$REPO/benches/lib.sh"
+trap 'bench_stop_daemons; rm -rf "$WORK"' EXIT
 
 echo "building slipway (release)..." >&2
 (cd "$REPO" && cargo build --release --locked --bin slipway >&2)
@@ -37,35 +32,13 @@ mkdir -p "$WORK/site/public"
 python3 -c 'print("<!doctype html><title>bench</title>" + "x" * 980)' >"$WORK/site/public/index.html"
 tar -czf "$WORK/site.tgz" -C "$WORK/site" public
 
-start_daemon() { # name → prints the daemon's http address
-    local D="$WORK/$1"
-    mkdir -p "$D"
-    cat >"$D/slipway.toml" <<TOML
-data_dir = "$D/data"
-apps_domain = "localhost"
-http_listen = "127.0.0.1:0"
-https_listen = "127.0.0.1:0"
-[tls]
-mode = "off"
-[sandbox]
-mode = "none"
-[rate_limits]
-requests_per_minute = 1000000
-posts_per_minute_per_endpoint = 1000000
-TOML
-    "$BIN" serve --config "$D/slipway.toml" >"$D/daemon.out" 2>"$D/daemon.log" &
-    PIDS+=($!)
-    for _ in $(seq 1 150); do grep -q '^ready' "$D/daemon.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^ready' "$D/daemon.out" || { echo "daemon $1 did not start:" >&2; tail -20 "$D/daemon.log" >&2; exit 1; }
-}
-
 # Projects and domains through the API (python: one keep-alive connection, fast).
 setup() { # name, domains per project
     local D="$WORK/$1"
     python3 - "$D" "$2" "$WORK/site.tgz" <<'PY'
 import http.client, json, sys, time
 d, per_project, archive = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-addr = next(l.split()[-1] for l in open(f"{d}/daemon.out") if l.startswith("listening http "))
+addr = next(l.split()[-1] for l in open(f"{d}/out") if l.startswith("listening http "))
 host, port = addr.rsplit(":", 1)
 token = open(f"{d}/data/initial-admin-token").read().strip()
 conn = http.client.HTTPConnection(host, int(port), timeout=60)
@@ -105,8 +78,8 @@ print(n, file=sys.stderr)
 PY
 }
 
-start_daemon one
-start_daemon many
+bench_daemon "$WORK/one"
+bench_daemon "$WORK/many"
 ADDR_ONE=$(setup one 1 2>"$WORK/one.count")
 ADDR_MANY=$(setup many 50 2>"$WORK/many.count")
 echo "daemon A: $(cat "$WORK/one.count") custom domain(s); daemon B: $(cat "$WORK/many.count")" >&2

@@ -19,32 +19,14 @@ command -v wrk > /dev/null || { echo "needs wrk (apt-get install wrk)"; exit 1; 
 cargo build --release --quiet
 BIN="$PWD/target/release/slipway"
 WORK="$(mktemp -d)"
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+. benches/lib.sh
+trap 'bench_stop_daemons; rm -rf "$WORK"' EXIT
 
-# One daemon in $WORK/$1; prints its http address.
+# One daemon in $WORK/$1 with the budget; its pid in $WORK/$1/pid.
 start() {
-  mkdir -p "$WORK/$1"
-  cat > "$WORK/$1/slipway.toml" <<TOML
-data_dir = "$WORK/$1/data"
-apps_domain = "localhost"
-http_listen = "127.0.0.1:0"
-https_listen = "127.0.0.1:0"
-[tls]
-mode = "off"
-[sandbox]
-mode = "none"
-[limits]
-static_cache_mb = $BUDGET_MB
-[rate_limits]
-requests_per_minute = 10000000
-posts_per_minute_per_endpoint = 10000000
-TOML
-  ${WRAP:-} "$BIN" serve --config "$WORK/$1/slipway.toml" > "$WORK/$1/out" 2> "$WORK/$1/log" &
-  PIDS+=($!)
-  echo $! > "$WORK/$1/pid"
-  for _ in $(seq 200); do grep -q '^ready' "$WORK/$1/out" 2>/dev/null && break; sleep 0.1; done
-  grep -q '^ready' "$WORK/$1/out" || { cat "$WORK/$1/log" >&2; exit 1; }
+  bench_daemon "$WORK/$1" none "[limits]
+static_cache_mb = $BUDGET_MB"
+  echo "$DAEMON_PID" > "$WORK/$1/pid"
 }
 
 # The site: 50 files of SITE_MB/50 random bytes, an index and a 1 KiB hot file.

@@ -28,11 +28,7 @@ impl MemoryBudget {
 
     /// Takes `bytes` if that many are left.
     pub fn try_take(&self, bytes: u64) -> bool {
-        self.remaining
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                left.checked_sub(bytes)
-            })
-            .is_ok()
+        self.try_take_below(bytes, self.total)
     }
 
     /// Takes `bytes` if afterwards no more than `ceiling` bytes are in use: sites take only
