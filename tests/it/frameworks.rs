@@ -9,29 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{DaemonOptions, TestDaemon};
-
-fn registry_reachable() -> bool {
-    let output = std::process::Command::new("timeout")
-        .args(["60", "npm", "view", "vite", "version"])
-        .stdin(std::process::Stdio::null())
-        .output();
-    match output {
-        Ok(output) if output.status.success() => true,
-        Ok(output) => {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            eprintln!(
-                "SKIP: the npm registry is unreachable: {}",
-                stderr.lines().last().unwrap_or("")
-            );
-            false
-        }
-        Err(_) => {
-            eprintln!("SKIP: npm is not installed");
-            false
-        }
-    }
-}
+use crate::support::{missing_tool, registry_reachable, DaemonOptions, TestDaemon};
 
 /// The fixture directory as the `.tar.gz` a user would upload.
 fn archive(name: &str) -> Vec<u8> {
@@ -67,7 +45,9 @@ async fn deploy(daemon: &TestDaemon, slug: &str, fixture: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vite_astro_and_next_projects_deploy_with_no_commands() {
-    if !registry_reachable() {
+    if missing_tool("npm", "the projects install with npm")
+        || !registry_reachable("registry.npmjs.org")
+    {
         return;
     }
     let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(

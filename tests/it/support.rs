@@ -391,6 +391,23 @@ pub fn missing_tool(tool: &str, why: &str) -> bool {
     !found
 }
 
+/// Whether a package registry (`registry.npmjs.org`, `pypi.org`) answers on 443; says SKIP
+/// when it does not.
+pub fn registry_reachable(host: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let reachable = (host, 443)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok()
+        });
+    if !reachable {
+        eprintln!("SKIP: {host} cannot be reached from here");
+    }
+    reachable
+}
+
 /// Polls `check` every 100 ms until it is true or `within` has passed; returns the last result.
 pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{missing_tool, targz, TestDaemon};
+use crate::support::{missing_tool, registry_reachable, targz, TestDaemon};
 
 async fn deploy_auto(
     daemon: &TestDaemon,
@@ -27,21 +27,6 @@ async fn deploy_auto(
         .logs_text(started["deploymentId"].as_str().unwrap())
         .await;
     (status, logs)
-}
-
-fn reachable(host: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    let reachable = (host, 443)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .is_some_and(|addr| {
-            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok()
-        });
-    if !reachable {
-        eprintln!("SKIP: {host} cannot be reached from here");
-    }
-    reachable
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +96,8 @@ async fn auto_detects_a_plain_site_an_express_app_and_a_flask_app_with_a_procfil
         .await;
     assert_eq!(bad.status, 400);
 
-    if !missing_tool("npm", "the Express app installs with npm") && reachable("registry.npmjs.org")
+    if !missing_tool("npm", "the Express app installs with npm")
+        && registry_reachable("registry.npmjs.org")
     {
         let package = r#"{"name":"api","version":"1.0.0","main":"server.js","scripts":{"start":"node server.js"},"dependencies":{"express":"^4.21.2"}}"#;
         let server = "const app = require('express')();\napp.get('/', (q, r) => r.send('express ' + process.env.SLIPWAY_ENV));\napp.listen(process.env.PORT);\n";
@@ -139,7 +125,7 @@ async fn auto_detects_a_plain_site_an_express_app_and_a_flask_app_with_a_procfil
         assert_eq!(page.text(), "express production");
     }
 
-    if !missing_tool("python3", "the Flask app runs on Python") && reachable("pypi.org") {
+    if !missing_tool("python3", "the Flask app runs on Python") && registry_reachable("pypi.org") {
         let requirements = "flask==3.1.0\ngunicorn==23.0.0\n";
         let app = "from flask import Flask\napp = Flask(__name__)\n\n@app.get('/')\ndef home():\n    return 'flask via procfile'\n";
         let procfile = "web: gunicorn --bind 0.0.0.0:$PORT app:app\n";
