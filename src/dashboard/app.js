@@ -46,7 +46,7 @@ async function systemLine() {
 }
 
 async function projectsPage(show) {
-  const [{ projects }, ] = await Promise.all([api("GET", "/api/projects?limit=200")]);
+  const { projects } = await api("GET", "/api/projects?limit=200");
   const lastDeployments = await Promise.all(projects.map((p) =>
     api("GET", `/api/projects/${enc(p.slug)}/deployments?limit=1`).then((d) => d.deployments[0]).catch(() => null)));
   const rows = projects.map((p, i) => {
@@ -105,7 +105,6 @@ async function tokensPage(show) {
   const only = h("select", { id: "token-projects", multiple: true, "aria-label": "Limit to projects (none: all)" },
     projects.map((p) => h("option", { value: p.slug }, p.slug)));
   const days = h("input", { id: "token-days", type: "number", min: 1, max: 3650, placeholder: "never", "aria-label": "Expires in days" });
-  const created = h("div");
   const create = h("button", { class: "primary", id: "token-create" }, "Create token");
   create.addEventListener("click", () => act(create, async () => {
     const body = { name: name.value.trim() || "dashboard", scope: scope.value };
@@ -125,7 +124,7 @@ async function tokensPage(show) {
     h("div", { class: "card" }, h("h2", {}, "Create a token"),
       h("div", { class: "row" }, name, scope, only, days, create),
       h("p", { class: "muted" }, "read: look only · deploy: deploy and change env vars · admin: everything, tokens included. Select projects to limit the token to them."),
-      h("div", { id: "token-created" }, created)),
+      h("div", { id: "token-created" })),
     h("div", { class: "card" }, table(["Name", "Scope", "Projects", "Last used", "Expires", ""], rows, [2, 4])));
 }
 

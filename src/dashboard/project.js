@@ -153,7 +153,6 @@ async function git(body, project, _base, _id, reload) {
   const hookName = h("input", { placeholder: "cms", "aria-label": "Hook name" });
   const hookBranch = h("input", { placeholder: s.productionBranch || "main", "aria-label": "Hook branch" });
   const addHook = h("button", {}, "Create deploy hook");
-  const hookBox = h("div");
   addHook.addEventListener("click", () => act(addHook, async () => {
     const created = await api("POST", `/api/projects/${enc(project.slug)}/deploy-hooks`, { name: hookName.value.trim() || "hook", branch: hookBranch.value.trim() || s.productionBranch || "main" });
     await reload();
@@ -166,7 +165,7 @@ async function git(body, project, _base, _id, reload) {
       h("label", { class: "row" }, previews, " Deploy previews of other branches and pull requests"), h("p", {}, save)),
     h("div", { class: "card" }, h("h2", {}, "Deploy on push"), h("p", { class: "muted" }, "Add the webhook URL and secret to your git provider (GitHub, GitLab, Gitea, Forgejo)."), rotate, secretBox),
     h("div", { class: "card" }, h("h2", {}, "Deploy hooks"), table(["Name", "Branch", "Created", ""], hookRows),
-      h("div", { class: "row" }, hookName, hookBranch, addHook), hookBox));
+      h("div", { class: "row" }, hookName, hookBranch, addHook)));
 }
 
 async function previews(body, project, _base, _id, reload) {
