@@ -69,43 +69,61 @@ pub(super) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
 
 /// Rewrites a visitor's request headers into the app's. `websocket` keeps the upgrade
 /// handshake (`Connection: upgrade`, `Upgrade`) that would otherwise be dropped.
-pub(super) fn to_upstream(
-    mut headers: HeaderMap,
-    forwarded: &Forwarded,
-    websocket: bool,
-) -> HeaderMap {
+///
+/// One pass that keeps what may go through, instead of a removal per unwanted name: this runs
+/// for every proxied request.
+pub(super) fn to_upstream(headers: HeaderMap, forwarded: &Forwarded, websocket: bool) -> HeaderMap {
     let upgrade = if websocket {
         headers.get(UPGRADE).cloned()
     } else {
         None
     };
-    remove_hop_by_hop(&mut headers);
-    // The front server answers `Expect: 100-continue` itself when the body is first read.
-    headers.remove(EXPECT);
-    // Only the edge knows the client and the host it routed by; anything the client claims
-    // is dropped.
-    for name in CLIENT_CLAIMS {
-        headers.remove(name);
+    let named = connection_named(&headers);
+    let mut kept = HeaderMap::with_capacity(headers.len() + 5);
+    let mut current: Option<HeaderName> = None;
+    for (name, value) in headers {
+        if let Some(name) = name {
+            current = Some(name);
+        }
+        let Some(name) = &current else { continue };
+        if forwards(name) && !named.contains(name) {
+            kept.append(name.clone(), value);
+        }
     }
-    let claimed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| name.as_str().starts_with("x-forwarded-"))
-        .cloned()
-        .collect();
-    for name in claimed {
-        headers.remove(name);
-    }
-    headers.insert(X_FORWARDED_FOR, ip_header_value(forwarded.client));
-    headers.insert(X_REAL_IP, ip_header_value(forwarded.client));
-    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(forwarded.proto));
-    headers.insert(X_FORWARDED_HOST, forwarded.host.clone());
-    headers.insert(HOST, forwarded.host.clone());
-    merge_cookies(&mut headers);
+    let client = ip_header_value(forwarded.client);
+    kept.insert(X_FORWARDED_FOR, client.clone());
+    kept.insert(X_REAL_IP, client);
+    kept.insert(X_FORWARDED_PROTO, HeaderValue::from_static(forwarded.proto));
+    kept.insert(X_FORWARDED_HOST, forwarded.host.clone());
+    kept.insert(HOST, forwarded.host.clone());
+    merge_cookies(&mut kept);
     if let Some(upgrade) = upgrade {
-        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(UPGRADE, upgrade);
+        kept.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        kept.insert(UPGRADE, upgrade);
     }
-    headers
+    kept
+}
+
+/// Whether a visitor's header may reach the app: not hop-by-hop, not `Expect` (the front
+/// server answers `100-continue` itself when the body is first read), and nothing through
+/// which the client claims to be someone or somewhere else (only the edge knows; `Host` and
+/// every `X-Forwarded-*` are set by the proxy).
+fn forwards(name: &HeaderName) -> bool {
+    !(HOP_BY_HOP.contains(name)
+        || CLIENT_CLAIMS.contains(name)
+        || name == EXPECT
+        || name == HOST
+        || name.as_str().starts_with("x-forwarded-"))
+}
+
+/// The header names listed in `Connection` (hop-by-hop by the sender's say).
+fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
+    if !headers.contains_key(CONNECTION) {
+        return Vec::new();
+    }
+    connection_tokens(headers)
+        .filter_map(|token| HeaderName::from_bytes(token).ok())
+        .collect()
 }
 
 /// Drops hop-by-hop headers from an app's response. A `101 Switching Protocols` keeps its
@@ -124,15 +142,14 @@ pub(super) fn from_upstream(headers: &mut HeaderMap, switching_protocols: bool) 
 }
 
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(CONNECTION) {
-        let named: Vec<HeaderName> = connection_tokens(headers)
-            .filter_map(|token| HeaderName::from_bytes(token).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
-        }
-    }
-    for name in HOP_BY_HOP {
+    let mut present = connection_named(headers);
+    present.extend(
+        headers
+            .keys()
+            .filter(|name| HOP_BY_HOP.contains(name))
+            .cloned(),
+    );
+    for name in present {
         headers.remove(name);
     }
 }

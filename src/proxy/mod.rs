@@ -1,5 +1,5 @@
-//! Forwarding visitors' requests to a server-mode app: one pooled HTTP/1.1 client per daemon,
-//! streamed bodies, `X-Forwarded-*`, WebSocket pass-through, and the error pages visitors see
+//! Forwarding visitors' requests to a server-mode app: pooled HTTP/1.1 connections driven on
+//! the visitor's task (`upstream.rs`), streamed bodies, `X-Forwarded-*`, WebSocket pass-through, and the error pages visitors see
 //! when the app cannot answer. The router calls [`Proxy::forward`] for every request whose
 //! host resolves to a live server-mode deployment.
 //!
@@ -12,33 +12,31 @@
 //! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
 
 mod headers;
-mod metered;
 
 pub use headers::Forwarded;
+#[cfg(test)]
+mod pool_tests;
 #[cfg(test)]
 pub(crate) mod test_harness;
 #[cfg(test)]
 mod tests;
 mod upgrade;
+mod upstream;
 
-use std::error::Error as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Uri, Version};
 use hyper::body::{Body as _, Incoming};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::http_util::{empty, from_incoming, Body};
 use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
-use http_body_util::BodyExt as _;
+use upstream::{Failure, Pool, SendError};
 
 /// Timeouts and pool bounds of the upstream client.
 #[derive(Clone, Debug)]
@@ -75,7 +73,7 @@ impl ProxySettings {
 
 /// The daemon's one reverse proxy to apps. Cheap to share behind an `Arc`.
 pub struct Proxy {
-    client: Client<HttpConnector, Body>,
+    pool: Arc<Pool>,
     settings: ProxySettings,
     tunnels: TaskTracker,
     /// A permit per open tunnel.
@@ -96,21 +94,18 @@ impl Proxy {
     }
 
     pub fn with_settings(settings: ProxySettings) -> Proxy {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(settings.connect_timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(settings.pool_idle_timeout)
-            .pool_max_idle_per_host(settings.max_idle_per_app)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
+        let pool = Pool::new(
+            settings.max_idle_per_app,
+            settings.pool_idle_timeout,
+            settings.connect_timeout,
+        );
         let tunnel_budget = crate::budget::ConnectionBudget::new(crate::budget::BudgetLimits {
             max_connections: settings.max_tunnels,
             control_reserved: 0,
             max_per_client: settings.max_tunnels_per_client,
         });
         Proxy {
-            client,
+            pool,
             settings,
             tunnels: TaskTracker::new(),
             tunnel_budget,
@@ -149,16 +144,9 @@ impl Proxy {
         let websocket =
             parts.version == Version::HTTP_11 && headers::is_websocket_upgrade(&parts.headers);
         let upstream_headers = headers::to_upstream(parts.headers, forwarded, websocket);
-        let uri = match upstream_uri(upstream, parts.uri.path_and_query()) {
-            Ok(uri) => uri,
-            Err(error) => {
-                tracing::warn!(%upstream, %error, "proxy: cannot build the upstream URI");
-                return VisitorPage::BadRequest.response();
-            }
-        };
         let mut head = Request::new(empty());
         *head.method_mut() = parts.method;
-        *head.uri_mut() = uri;
+        *head.uri_mut() = origin_form(parts.uri);
         *head.version_mut() = Version::HTTP_11;
         *head.headers_mut() = upstream_headers;
 
@@ -174,20 +162,11 @@ impl Proxy {
         // A request without body to an idempotent method can be sent again when the pooled
         // connection it went out on turns out to have been closed by the app.
         let replayable = body.is_end_stream() && head.method().is_idempotent();
-        let replay = replayable.then(|| clone_head(&head));
         if !body.is_end_stream() {
             *head.body_mut() = from_incoming(body);
         }
-        let first = self.send(head).await;
-        let response = match (first, replay) {
-            (Err(SendError::Closed(error)), Some(again)) => {
-                tracing::debug!(%upstream, %error, "proxy: pooled connection was closed, retrying once");
-                self.send(again).await
-            }
-            (result, _) => result,
-        };
-        match response {
-            Ok(response) => from_upstream(response, metrics),
+        match self.send(head, upstream, replayable, metrics).await {
+            Ok(response) => from_upstream(response),
             Err(error) => {
                 if let Some(metrics) = metrics {
                     metrics.upstream_error();
@@ -195,6 +174,56 @@ impl Proxy {
                 bad_gateway(upstream, &error)
             }
         }
+    }
+
+    /// Sends `request` on a pooled connection to `upstream`, or on a new one when none is idle
+    /// or the pooled one turns out closed (a request it never wrote, or a `replayable` one).
+    async fn send(
+        &self,
+        mut request: Request<Body>,
+        upstream: SocketAddr,
+        replayable: bool,
+        metrics: Option<&Arc<ProjectMetrics>>,
+    ) -> Result<Response<Body>, SendError> {
+        let timeout = self.settings.response_timeout;
+        if let Some(conn) = self.pool.checkout(upstream).await {
+            let replay = replayable.then(|| clone_head(&request));
+            let sent = self
+                .pool
+                .exchange(conn, upstream, request, timeout, metrics.cloned())
+                .await;
+            request = match (sent, replay) {
+                (Ok(response), _) => return Ok(response.map(http_body_util::BodyExt::boxed)),
+                (
+                    Err(Failure {
+                        unsent: Some(unsent),
+                        error,
+                    }),
+                    _,
+                ) => {
+                    tracing::debug!(%upstream, %error, "proxy: pooled connection was closed, sending on a new one");
+                    unsent
+                }
+                (
+                    Err(Failure {
+                        error: SendError::Closed(error),
+                        ..
+                    }),
+                    Some(again),
+                ) => {
+                    tracing::debug!(%upstream, %error, "proxy: pooled connection was closed, retrying once");
+                    again
+                }
+                (Err(failure), _) => return Err(failure.error),
+            };
+        }
+        let conn = self.pool.connect(upstream).await?;
+        let sent = self
+            .pool
+            .exchange(conn, upstream, request, timeout, metrics.cloned())
+            .await;
+        sent.map(|response| response.map(http_body_util::BodyExt::boxed))
+            .map_err(|failure| failure.error)
     }
 
     /// The WebSocket tunnels in flight; wait on it (after [`Proxy::close_tunnels`]) at shutdown.
@@ -207,43 +236,15 @@ impl Proxy {
         self.tunnels.close();
         self.close_tunnels.cancel();
     }
-
-    async fn send(&self, request: Request<Body>) -> Result<Response<Incoming>, SendError> {
-        match tokio::time::timeout(self.settings.response_timeout, self.client.request(request))
-            .await
-        {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(error)) if closed_before_response(&error) => Err(SendError::Closed(error)),
-            Ok(Err(error)) => Err(SendError::Failed(error)),
-            Err(_elapsed) => Err(SendError::TimedOut(self.settings.response_timeout)),
-        }
-    }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum SendError {
-    #[error("the app closed the connection before answering: {0}")]
-    Closed(#[source] hyper_util::client::legacy::Error),
-    #[error("cannot reach the app: {0}")]
-    Failed(#[source] hyper_util::client::legacy::Error),
-    #[error("the app did not answer within {0:?}")]
-    TimedOut(Duration),
-}
-
-/// `http://<upstream><path?query>`; the client turns it into origin form on the wire.
-fn upstream_uri(
-    upstream: SocketAddr,
-    path_and_query: Option<&PathAndQuery>,
-) -> Result<Uri, http::Error> {
-    let authority = Authority::try_from(upstream.to_string())?;
-    let path_and_query = path_and_query
-        .cloned()
+/// The request target as the app gets it: origin form (`/path?query`).
+fn origin_form(uri: Uri) -> Uri {
+    let path_and_query = uri
+        .into_parts()
+        .path_and_query
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    Uri::builder()
-        .scheme(Scheme::HTTP)
-        .authority(authority)
-        .path_and_query(path_and_query)
-        .build()
+    Uri::from(path_and_query)
 }
 
 fn clone_head(head: &Request<Body>) -> Request<Body> {
@@ -255,31 +256,11 @@ fn clone_head(head: &Request<Body>) -> Request<Body> {
     copy
 }
 
-/// "connection closed before message completed": the app (or the kernel) closed a pooled
-/// connection just as the request went out on it.
-fn closed_before_response(error: &hyper_util::client::legacy::Error) -> bool {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(hyper_error) = cause.downcast_ref::<hyper::Error>() {
-            return hyper_error.is_incomplete_message();
-        }
-        source = cause.source();
-    }
-    false
-}
-
-fn from_upstream(
-    response: Response<Incoming>,
-    metrics: Option<&Arc<ProjectMetrics>>,
-) -> Response<Body> {
+fn from_upstream(response: Response<Body>) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     headers::from_upstream(&mut parts.headers, false);
     // The visitor's connection has its own version; an HTTP/1.0 app must not downgrade it.
     parts.version = Version::HTTP_11;
-    let body = match metrics {
-        Some(metrics) => metered::Counted::new(body, metrics.clone()).boxed(),
-        None => from_incoming(body),
-    };
     Response::from_parts(parts, body)
 }
 
@@ -287,6 +268,9 @@ fn bad_gateway(upstream: SocketAddr, error: &SendError) -> Response<Body> {
     tracing::warn!(%upstream, %error, "proxy: app did not answer");
     match error {
         SendError::TimedOut(_) => VisitorPage::AppTooSlow.response(),
-        SendError::Closed(_) | SendError::Failed(_) => VisitorPage::AppNotAnswering.response(),
+        SendError::Connect(_)
+        | SendError::ConnectTimedOut(_)
+        | SendError::Closed(_)
+        | SendError::Failed(_) => VisitorPage::AppNotAnswering.response(),
     }
 }

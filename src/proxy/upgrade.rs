@@ -49,12 +49,16 @@ pub(super) async fn forward(
             return VisitorPage::Busy.response();
         }
     };
-    let mut response = match proxy.send(head).await {
+    let sent = proxy
+        .pool
+        .send_upgrade(upstream, head, proxy.settings.response_timeout)
+        .await;
+    let mut response = match sent {
         Ok(response) => response,
         Err(error) => return bad_gateway(upstream, &error),
     };
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return super::from_upstream(response, None);
+        return super::from_upstream(response.map(crate::http_util::from_incoming));
     }
 
     let app = hyper::upgrade::on(&mut response);
