@@ -9,7 +9,8 @@
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
 //! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
-//! filesystem) ; `cgroup`, `net`, `firewall` and `seccomp` are used by both sides.
+//! filesystem; `detached` clones the host trees) ; `cgroup`, `net`, `firewall` and `seccomp`
+//! are used by both sides.
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
 //! and they run in the single-threaded helper, never in the daemon.
 
