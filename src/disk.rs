@@ -156,27 +156,33 @@ impl Volumes {
         self.ensure_mounted(volume)
     }
 
+    /// The device (`st_dev`) a volume's directory must be on for its limit to hold, checked
+    /// now: `None` for a plain directory (disk limits off here, or data kept from before they
+    /// were on), an error when the volume has an image but something else is at its
+    /// directory. A step gets it with the directory ([`crate::sandbox::LimitedDir`]).
+    pub fn limited_device(&self, volume: &Volume) -> io::Result<Option<u64>> {
+        if !self.images || !volume.image.exists() {
+            return Ok(None);
+        }
+        mounted_device(volume).map(Some)
+    }
+
     /// Loop-mounts the image on the directory, then checks the limit really holds there.
     fn mount(&self, volume: &Volume) -> io::Result<()> {
         run(Command::new("mount")
             .args(["-t", "ext4", "-o", "loop,nodev,nosuid,noatime"])
             .arg(&volume.image)
             .arg(&volume.dir))?;
-        let size = nix::sys::statvfs::statvfs(&volume.dir)
-            .map(|s| s.blocks().saturating_mul(s.fragment_size()))
-            .map_err(io::Error::from)?;
-        let limit = volume.size_mb.saturating_mul(1 << 20);
-        if is_mount_point(&volume.dir) && size > 0 && size <= limit {
-            return Ok(());
+        match mounted_device(volume) {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                let _ = nix::mount::umount2(&volume.dir, nix::mount::MntFlags::MNT_DETACH);
+                Err(io::Error::other(format!(
+                    "mounting {} did not take effect: {error}",
+                    volume.image.display()
+                )))
+            }
         }
-        let _ = nix::mount::umount2(&volume.dir, nix::mount::MntFlags::MNT_DETACH);
-        Err(io::Error::other(format!(
-            "mounting {} on {} did not take effect ({} MB filesystem seen for a {} MB image)",
-            volume.image.display(),
-            volume.dir.display(),
-            size >> 20,
-            volume.size_mb
-        )))
     }
 
     /// Unmounts (lazily: a sandbox may still hold it) and removes the directory and the image.
@@ -233,6 +239,26 @@ impl Volumes {
 pub struct RoomError {
     pub code: ErrorCode,
     pub message: String,
+}
+
+/// The device of the filesystem mounted on a volume's directory, if it is a mount point of
+/// no more than the volume's size (the image's filesystem, not the disk under it).
+fn mounted_device(volume: &Volume) -> io::Result<u64> {
+    let size = nix::sys::statvfs::statvfs(&volume.dir)
+        .map(|s| s.blocks().saturating_mul(s.fragment_size()))
+        .map_err(io::Error::from)?;
+    let limit = volume.size_mb.saturating_mul(1 << 20);
+    if is_mount_point(&volume.dir) && size > 0 && size <= limit {
+        return Ok(std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(
+            &volume.dir,
+        )?));
+    }
+    Err(io::Error::other(format!(
+        "{} is not its {} MB disk-limited filesystem (a {} MB filesystem is there)",
+        volume.dir.display(),
+        volume.size_mb,
+        size >> 20
+    )))
 }
 
 /// Unmounts every volume under `dir` (`slipway stop-apps` with no daemon running).
@@ -355,6 +381,16 @@ mod tests {
         let stat = nix::sys::statvfs::statvfs(&volume.dir).unwrap();
         let size = stat.blocks() * stat.fragment_size();
         assert!(size <= 32 << 20 && size > 16 << 20, "{size}");
+        let device = volumes.limited_device(&volume).unwrap();
+        let parent = std::fs::metadata(dir.path()).unwrap();
+        assert!(device.is_some_and(|d| d != std::os::unix::fs::MetadataExt::dev(&parent)));
+        // Unmounted behind the daemon's back: the volume is refused, never used unlimited.
+        nix::mount::umount2(&volume.dir, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        let error = volumes.limited_device(&volume).unwrap_err().to_string();
+        assert!(
+            error.contains("not its 32 MB disk-limited filesystem"),
+            "{error}"
+        );
         volumes.remove(&volume);
         assert!(!Volumes::detect(0, false, dir.path()).limited());
     }

@@ -16,7 +16,7 @@ use crate::store::records::ProjectRecord;
 const MOUNT_POINT: &str = "/cache";
 
 impl Pipeline {
-    fn build_cache_volume(&self, project_id: &str) -> Volume {
+    pub(super) fn build_cache_volume(&self, project_id: &str) -> Volume {
         let mut volume = Volume::app_data(
             &self.config.data_dir.join("build-cache").join(project_id),
             self.config.limits.build_cache_mb,

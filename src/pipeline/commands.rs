@@ -10,7 +10,7 @@ use super::failure::Failure;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
-use crate::sandbox::{StepKind, StepSpec};
+use crate::sandbox::{LimitedDir, StepKind, StepSpec};
 use crate::store::records::{DeploymentRecord, ProjectRecord};
 
 /// The PATH every step and app gets.
@@ -167,6 +167,40 @@ impl Pipeline {
         }
     }
 
+    /// The build's disk-limited directories (workspace, cache) with the filesystems they must
+    /// be on; an error when a volume that has an image is not what is mounted there.
+    async fn limited_dirs(
+        &self,
+        project_id: &str,
+        dpl: &str,
+        workspace: &Path,
+        cache: Option<&Path>,
+    ) -> std::io::Result<Vec<LimitedDir>> {
+        let mut wanted = vec![(workspace.to_owned(), self.workspace_volume(dpl))];
+        if let Some(cache) = cache {
+            wanted.push((cache.to_owned(), self.build_cache_volume(project_id)));
+        }
+        let volumes = self.volumes.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut limited = Vec::new();
+            for (path, volume) in wanted {
+                if path != volume.dir {
+                    return Err(std::io::Error::other(format!(
+                        "{} is not the volume {}",
+                        path.display(),
+                        volume.dir.display()
+                    )));
+                }
+                if let Some(device) = volumes.limited_device(&volume)? {
+                    limited.push(LimitedDir { path, device });
+                }
+            }
+            Ok(limited)
+        })
+        .await
+        .expect("blocking task")
+    }
+
     /// Runs a build-kind command in the workspace; output goes to the logs as it comes.
     pub(super) async fn run_command(
         &self,
@@ -184,6 +218,16 @@ impl Pipeline {
             env,
             deadline,
         } = command;
+        let limited_dirs = self
+            .limited_dirs(&project.id, dpl, workspace, cache)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    step,
+                    code,
+                    format!("the {step} command was not started: {e}"),
+                )
+            })?;
         let spec = StepSpec {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
@@ -197,6 +241,7 @@ impl Pipeline {
             pids: self.config.limits.pids,
             cpus: self.config.limits.build_cpus,
             stop_grace: Duration::from_secs(5),
+            limited_dirs,
         };
         let runner = self.runner.clone();
         let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))

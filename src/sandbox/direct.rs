@@ -17,6 +17,10 @@ pub struct DirectRunner;
 
 impl Runner for DirectRunner {
     fn spawn(&self, spec: StepSpec) -> std::io::Result<Running> {
+        for limited in &spec.limited_dirs {
+            let found = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&limited.path)?);
+            limited.check(found)?;
+        }
         let cwd = match &spec.kind {
             StepKind::Build { workspace, .. } => workspace.clone(),
             StepKind::App { output, data_dir } => {

@@ -9,12 +9,14 @@
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
 //! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
-//! filesystem) ; `cgroup`, `net`, `firewall` and `seccomp` are used by both sides.
+//! filesystem; `detached` clones the host trees) ; `cgroup`, `net`, `firewall` and `seccomp`
+//! are used by both sides.
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
 //! and they run in the single-threaded helper, never in the daemon.
 
 mod adopt;
 mod cgroup;
+mod detached;
 pub mod direct;
 mod exec;
 mod firewall;
@@ -77,6 +79,40 @@ pub struct StepSpec {
     pub cpus: f64,
     /// Grace period between SIGTERM and SIGKILL on stop.
     pub stop_grace: Duration,
+    /// The directories of the view that are disk-limited volumes: the step is refused
+    /// rather than run on any other filesystem there.
+    pub limited_dirs: Vec<LimitedDir>,
+}
+
+/// A directory a step sees that is a disk-limited volume (`disk.rs`), and the device
+/// (`st_dev`) of the loop-mounted image that must be what the step gets there. The runner
+/// checks the very tree it hands the step (the namespaced helper: the descriptor it clones),
+/// so a mount the daemon sees but the step would not can never turn into a build writing
+/// past its limit onto the data dir's disk.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LimitedDir {
+    pub path: PathBuf,
+    pub device: u64,
+}
+
+impl LimitedDir {
+    /// Ok when `found` (the `st_dev` of what the step would get) is the limited filesystem.
+    pub(crate) fn check(&self, found: u64) -> std::io::Result<()> {
+        if found == self.device {
+            return Ok(());
+        }
+        let show = |dev: u64| {
+            let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+            format!("{major}:{minor}")
+        };
+        Err(std::io::Error::other(format!(
+            "{} is not on its disk-limited filesystem (device {} expected, {} found); the \
+             step is not run without its disk limit",
+            self.path.display(),
+            show(self.device),
+            show(found)
+        )))
+    }
 }
 
 /// A running step. Dropping it kills the whole tree.

@@ -12,12 +12,13 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
+use super::detached::{clone_project_dir, clone_tree};
 use super::spec::{FilesystemView, HelperSpec, SANDBOX_ID};
 
 /// Host directories a sandbox sees whole (read-only). Not `/opt`: what operators install
@@ -144,17 +145,18 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
             _ => {}
         }
     }
+    let limited = &spec.limited_dirs;
     match &spec.view {
         FilesystemView::Build { workspace, cache } => {
             trees.push(Tree {
                 target: "app".into(),
-                fd: clone_tree(workspace, writable, true)?,
+                fd: clone_project_dir(workspace, writable, limited)?,
                 is_dir: true,
             });
             if let Some(cache) = cache {
                 trees.push(Tree {
                     target: "cache".into(),
-                    fd: clone_tree(cache, writable, true)?,
+                    fd: clone_project_dir(cache, writable, limited)?,
                     is_dir: true,
                 });
             }
@@ -162,12 +164,12 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
         FilesystemView::App { output, data_dir } => {
             trees.push(Tree {
                 target: "app".into(),
-                fd: clone_tree(output, read_only, true)?,
+                fd: clone_project_dir(output, read_only, limited)?,
                 is_dir: true,
             });
             trees.push(Tree {
                 target: "data".into(),
-                fd: clone_tree(data_dir, writable, true)?,
+                fd: clone_project_dir(data_dir, writable, limited)?,
                 is_dir: true,
             });
         }
@@ -390,70 +392,6 @@ fn place_generated(path: &Path, contents: &str) -> io::Result<()> {
         "{} is a symlink loop",
         path.display()
     )))
-}
-
-/// Clones a host path as a detached mount tree with the given attributes set.
-fn clone_tree(path: &Path, attributes: u64, refuse_symlinks: bool) -> io::Result<OwnedFd> {
-    let context =
-        |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
-    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let resolve = if refuse_symlinks {
-        libc::RESOLVE_NO_SYMLINKS
-    } else {
-        0
-    };
-    // SAFETY: open_how is plain data; all-zero is its documented default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = resolve;
-    // SAFETY: plain syscalls on a valid C string and a properly sized struct.
-    let opened = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            &how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if opened < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    let opened = unsafe { OwnedFd::from_raw_fd(opened as i32) };
-    let flags = libc::OPEN_TREE_CLONE
-        | libc::O_CLOEXEC as u32
-        | libc::AT_RECURSIVE as u32
-        | libc::AT_EMPTY_PATH as u32;
-    // SAFETY: as above.
-    let tree =
-        unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
-    if tree < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
-    // SAFETY: open_tree returned a new descriptor that nothing else owns.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
-    let attr = libc::mount_attr {
-        attr_set: attributes,
-        attr_clr: 0,
-        propagation: libc::MS_PRIVATE,
-        userns_fd: 0,
-    };
-    // SAFETY: as above.
-    let set = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-            &attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    if set < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
-    Ok(tree)
 }
 
 /// Creates the mount point and moves a detached tree onto it.

@@ -351,6 +351,7 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         env: spec.env.clone(),
         host_id: spec.project_uid,
         view,
+        limited_dirs: spec.limited_dirs.clone(),
         cgroup_procs: resources.cgroup.procs_files.clone(),
         network: NetworkSpec {
             host_interface: net::interface_name(&shared.interface_prefix, &resources.link),

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::firewall::FirewallSpec;
+use super::LimitedDir;
 
 /// The largest spec the helper accepts (the environment is the only part that can grow).
 pub(crate) const MAX_SPEC_BYTES: usize = 4 << 20;
@@ -24,6 +25,8 @@ pub(crate) struct HelperSpec {
     /// The host uid and gid that `1000` inside maps to.
     pub host_id: u32,
     pub view: FilesystemView,
+    /// Which directories of the view must be on which disk-limited filesystem.
+    pub limited_dirs: Vec<LimitedDir>,
     /// `cgroup.procs` files the sandbox init is written into before it starts.
     pub cgroup_procs: Vec<PathBuf>,
     pub network: NetworkSpec,
@@ -112,6 +115,10 @@ mod tests {
                 workspace: "/w".into(),
                 cache: Some("/c".into()),
             },
+            limited_dirs: vec![LimitedDir {
+                path: "/w".into(),
+                device: 7 << 8,
+            }],
             cgroup_procs: vec!["/sys/fs/cgroup/pids/x/cgroup.procs".into()],
             network: NetworkSpec {
                 host_interface: "sw0".into(),
@@ -131,6 +138,7 @@ mod tests {
         let decoded = decode(&framed[..]).unwrap();
         assert_eq!(decoded.command, "echo hi");
         assert_eq!(decoded.env, spec.env);
+        assert_eq!(decoded.limited_dirs, spec.limited_dirs);
         assert_eq!(decoded.network.sandbox_address, Ipv4Addr::new(10, 0, 0, 2));
     }
 

@@ -495,6 +495,9 @@ impl Supervisor {
             pids: spec.pids,
             cpus: spec.cpus,
             stop_grace: self.stop_grace,
+            // Not checked for apps yet: `/data` may be a directory kept from before disk
+            // limits were on (`Volumes::ensure_app_data`).
+            limited_dirs: Vec::new(),
         };
         let mut running = self.runner.spawn(step)?;
         self.pump(&mut running, spec);

@@ -84,24 +84,23 @@ if [ -n "${SLIPWAY_E2E_IT_BINARY:-}" ]; then
   # daemon: the connection-cap test writes its script with the unit's UMask=0077 (the
   # daemon unpacks sources for the project's uid itself), the store test checks that
   # /root/.bashrc exists (ProtectHome hides /root from the test), and the /etc test plants
-  # keys in /etc (read-only under ProtectSystem=strict). The disk-limit test is skipped
-  # here too. Measured (issue 10): in this container, under the unit's properties, the
-  # daemon's probe loop mount shows the image's size to the daemon (so it reports
-  # diskLimits: true), yet a build's sandbox writes 200 MB past a 48 MB workspace limit: the
-  # loop mount the daemon sees is not the tree the sandbox's open_tree clones there. Not
-  # understood yet; the installed unit itself finds no /dev/loop-control in this container
-  # and reports diskLimits: false. On the host, as root, the test passes and the limit holds.
-  # The build-cache test is skipped here too: in this container (2026-11-25) a build saw no
-  # writable /cache (`mkdir: cannot create directory '/cache': Permission denied`) although
-  # the daemon made the project's cache volume and the sandbox attaches it; on the host, as
-  # root, it passes. A cache directory made without disk limits was left owned by root (now
-  # handed to the project's uid), which may have been all of it; not yet re-run here.
-  echo "${SLIPWAY_E2E_IT_SKIP:-a_sandbox_cannot_hold_more_than_its_connection_cap a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_dirs a_build_sees_only_an_allow_list_of_etc a_build_that_fills_its_disk_fails_and_an_app_gets_enospc the_build_cache_is_mounted_in_the_sandbox_and_kept}" >"$work/it_skip"
+  # keys in /etc (read-only under ProtectSystem=strict). The disk-limit and build-cache
+  # tests run here, on the host's loop devices (below).
+  echo "${SLIPWAY_E2E_IT_SKIP:-a_sandbox_cannot_hold_more_than_its_connection_cap a_build_cannot_read_the_store_other_projects_or_root_nor_write_system_dirs a_build_sees_only_an_allow_list_of_etc}" >"$work/it_skip"
   # The unit's [Service] settings as systemd-run properties (not how it is started).
   sed -n '/^\[Service\]/,/^\[Install\]/p' "$here/../../systemd/slipway.service" \
     | grep -E '^[A-Za-z]+=' \
     | grep -vE '^(Type|ExecStartPre|ExecStart|Restart|RestartSec|Sockets|StateDirectory|StateDirectoryMode|TimeoutStopSec|Environment)=' \
     >"$work/unit_properties"
+fi
+# Loop devices: systemd-nspawn gives the container none, and without them the daemon
+# (rightly) runs without disk limits. The host's are bound in, so that the installed unit and
+# the disk-limit tests use real limits (inner.sh fails when loop devices work but the daemon
+# under the unit reports diskLimits: false). The kernel hands out free loop devices to
+# host and container alike.
+if [ -e /dev/loop-control ]; then
+  extra_binds+=(--bind=/dev/loop-control)
+  for loop in /dev/loop[0-9]*; do extra_binds+=(--bind="$loop"); done
 fi
 # For experiments with the unit: a drop-in installed before the daemon starts.
 if [ -n "${SLIPWAY_E2E_DROPIN:-}" ]; then cp "$SLIPWAY_E2E_DROPIN" "$work/dropin.conf"; fi

@@ -2,6 +2,7 @@
 //! run as a build or an app step. Tests skip with a printed reason without root.
 
 mod firewall;
+mod limited;
 mod network;
 mod outside;
 pub(crate) mod support;
@@ -411,6 +412,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         pids: 32,
         cpus: 1.0,
         stop_grace: Duration::from_secs(1),
+        limited_dirs: Vec::new(),
     };
     let running = sandbox.spawn(spec).unwrap();
     let finished = support::finish_step(running, Duration::from_secs(10)).await;

@@ -94,6 +94,7 @@ impl TestRunner {
             pids: 128,
             cpus: 1.0,
             stop_grace: Duration::from_secs(2),
+            limited_dirs: Vec::new(),
         }
     }
 
