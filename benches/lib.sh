@@ -10,7 +10,12 @@
 
 BENCH_PIDS=()
 bench_stop_daemons() {
-    for pid in "${BENCH_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${BENCH_PIDS[@]}"; do
+        # A wrapper (heaptrack's script) does not pass the signal on: stop its daemon first,
+        # or the daemon outlives the script (holding the bench lock's descriptor).
+        if [ -n "${WRAP:-}" ]; then pkill -TERM -P "$pid" -x slipway 2>/dev/null || true; fi
+        kill "$pid" 2>/dev/null || true
+    done
     wait 2>/dev/null || true
 }
 

@@ -2,7 +2,6 @@
 //! dot-file rules), the memory budget, ETags, content types and the route map. Called by
 //! [`StaticSite::load_with_limits`] only.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -11,10 +10,10 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::HeaderValue;
 
 use super::promote::DiskFile;
-use super::{Content, Representation, Route, StaticFile, StaticLimits, StaticSite};
+use super::table::{CacheControl, Content, NewFile, TableBuilder};
+use super::{StaticLimits, StaticSite};
 
 pub(super) fn load(
     root: &Path,
@@ -30,18 +29,29 @@ pub(super) fn load(
     }
     let mut found = Vec::new();
     walk(&root, &root, "", 0, limits, &mut found)?;
+    // The site's rules are read, not served (nor held in memory).
+    let mut rules = |name: &str| match found.iter().position(|file| file.key[1..] == *name) {
+        Some(at) => {
+            found.swap_remove(at);
+            read_rules(&root.join(name))
+        }
+        None => String::new(),
+    };
+    let redirects = super::rules::parse_redirects(&rules("_redirects"));
+    let header_rules = super::rules::parse_headers(&rules("_headers"));
 
     // Smallest files first, so that a budget overflow pushes only the big ones to disk.
     found.sort_by(|a, b| a.len.cmp(&b.len).then_with(|| a.key.cmp(&b.key)));
     let mut budget = limits.memory_budget;
-    let mut loaded: HashMap<String, Loaded> = HashMap::with_capacity(found.len());
+    let mut table = TableBuilder::default();
     for file in found {
         let in_memory = file.len <= limits.max_file_in_memory
             && file.len <= budget
             && shared.is_none_or(|shared| shared.try_take_below(file.len, shared.total() / 2));
-        let representation = if in_memory {
+        let (content, etag) = if in_memory {
             budget -= file.len;
-            let bytes = match read_whole(&file.path, file.len) {
+            let read = read_whole(&file.disk_path(&root), file.len);
+            let bytes = match read {
                 Ok(bytes) => bytes,
                 Err(error) => {
                     if let Some(shared) = shared {
@@ -50,53 +60,43 @@ pub(super) fn load(
                     return Err(error);
                 }
             };
-            Representation {
-                len: bytes.len() as u64,
-                etag: content_etag(&bytes),
-                content: Content::Memory(bytes),
-            }
+            let etag = content_etag(&bytes);
+            (Content::Memory(bytes), etag)
         } else {
-            Representation {
-                len: file.len,
-                etag: metadata_etag(file.len, file.modified),
-                content: Content::Disk(Arc::new(DiskFile::new(
-                    file.path,
-                    file.len,
-                    shared.cloned(),
-                ))),
-            }
+            let etag = metadata_etag(file.len, file.modified);
+            (Content::Disk(Arc::new(DiskFile::new(file.len))), etag)
         };
-        loaded.insert(
-            file.key,
-            Loaded {
-                representation,
-                modified: file.modified,
+        let content_type = content_type(&file.key);
+        table.add(NewFile {
+            cache_control: cache_control(&file.key, &content_type),
+            len: match &content {
+                Content::Memory(bytes) => bytes.len() as u64,
+                Content::Disk(_) => file.len,
             },
-        );
+            content,
+            etag,
+            modified_seconds: file
+                .modified
+                .duration_since(UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_secs())
+                .unwrap_or(0),
+            last_modified: httpdate::fmt_http_date(file.modified),
+            content_type,
+            key: file.key,
+            target: file.target,
+        });
     }
 
     let bytes_in_memory = limits.memory_budget - budget;
-    // The site's rules are read, not served.
-    let redirects = loaded
-        .remove("/_redirects")
-        .map(|_| super::rules::parse_redirects(&read_rules(&root.join("_redirects"))))
-        .unwrap_or_default();
-    let header_rules = loaded
-        .remove("/_headers")
-        .map(|_| super::rules::parse_headers(&read_rules(&root.join("_headers"))))
-        .unwrap_or_default();
-    let routes = build_routes(&loaded);
-    let not_found = match routes.get("/404.html") {
-        Some(Route::File(file)) => Some(file.clone()),
-        _ => None,
+    let files = table.finish(&root);
+    let not_found = files.file("/404.html");
+    let spa_index = match not_found {
+        None => files.file("/index.html"),
+        Some(_) => None,
     };
-    let spa_index = match (&not_found, routes.get("/index.html")) {
-        (None, Some(Route::File(file))) => Some(file.clone()),
-        _ => None,
-    };
-    tracing::debug!(root = %root.display(), routes = routes.len(), bytes_in_memory, redirects = redirects.len(), "static site loaded");
+    tracing::debug!(root = %root.display(), files = files.len(), bytes_in_memory, redirects = redirects.len(), "static site loaded");
     Ok(StaticSite {
-        routes,
+        files,
         not_found,
         bytes_in_memory,
         redirects,
@@ -121,15 +121,16 @@ fn read_rules(path: &Path) -> String {
 struct Found {
     /// The request path that names it, e.g. `/assets/app.js`.
     key: String,
-    /// Where to read it: a path without symlinks inside the root.
-    path: PathBuf,
+    /// For a symlink, its target's path relative to the root (no symlinks in it).
+    target: Option<String>,
     len: u64,
     modified: SystemTime,
 }
 
-struct Loaded {
-    representation: Representation,
-    modified: SystemTime,
+impl Found {
+    fn disk_path(&self, root: &Path) -> PathBuf {
+        root.join(self.target.as_deref().unwrap_or(&self.key[1..]))
+    }
 }
 
 fn walk(
@@ -162,15 +163,15 @@ fn walk(
             let metadata = entry.metadata()?;
             found.push(Found {
                 key,
-                path: entry.path(),
+                target: None,
                 len: metadata.len(),
                 modified: modified(&metadata),
             });
         } else if file_type.is_symlink() {
             match resolve_symlink(root, &entry.path()) {
-                Some((path, metadata)) => found.push(Found {
+                Some((target, metadata)) => found.push(Found {
                     key,
-                    path,
+                    target: Some(target),
                     len: metadata.len(),
                     modified: modified(&metadata),
                 }),
@@ -189,8 +190,8 @@ fn walk(
     Ok(())
 }
 
-/// The canonical target of a symlink when it is a regular file inside `root`.
-fn resolve_symlink(root: &Path, link: &Path) -> Option<(PathBuf, fs::Metadata)> {
+/// The canonical target of a symlink, relative to `root`, when it is a regular file inside.
+fn resolve_symlink(root: &Path, link: &Path) -> Option<(String, fs::Metadata)> {
     let target = fs::canonicalize(link).ok()?;
     let inside = target.strip_prefix(root).ok()?;
     // A link to `.env` or into `.git` must not publish what the walk itself skips.
@@ -202,7 +203,8 @@ fn resolve_symlink(root: &Path, link: &Path) -> Option<(PathBuf, fs::Metadata)> 
         return None;
     }
     let metadata = fs::symlink_metadata(&target).ok()?;
-    metadata.is_file().then_some((target, metadata))
+    let inside = inside.to_str()?.to_owned();
+    metadata.is_file().then_some((inside, metadata))
 }
 
 fn modified(metadata: &fs::Metadata) -> SystemTime {
@@ -222,81 +224,23 @@ fn read_whole(path: &Path, expected_len: u64) -> io::Result<Bytes> {
 }
 
 /// Strong ETag from the content: the same bytes keep the same ETag across deployments.
-fn content_etag(contents: &[u8]) -> HeaderValue {
+fn content_etag(contents: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, contents);
-    let etag = format!("\"{}\"", crate::ids::hex(&digest.as_ref()[..16]));
-    HeaderValue::from_str(&etag).expect("hex is a valid header value")
+    format!("\"{}\"", crate::ids::hex(&digest.as_ref()[..16]))
 }
 
 /// Strong ETag for files served from disk, which are not hashed at load time. The output
 /// directory of a deployment does not change after the build, so size + mtime identify it.
-fn metadata_etag(len: u64, modified: SystemTime) -> HeaderValue {
+fn metadata_etag(len: u64, modified: SystemTime) -> String {
     let nanos = modified
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or(0);
-    HeaderValue::from_str(&format!("\"{len:x}-{nanos:x}\"")).expect("hex is a valid header value")
-}
-
-/// Files by their own path, directory indexes (`/dir/`), `/dir` → `/dir/` redirects and
-/// extension-less names for `.html` files (`/about` → `about.html`), in that precedence.
-fn build_routes(loaded: &HashMap<String, Loaded>) -> HashMap<Box<str>, Route> {
-    let mut routes: HashMap<Box<str>, Route> = HashMap::with_capacity(loaded.len() * 2);
-    let mut files = Vec::with_capacity(loaded.len());
-    for (key, file) in loaded {
-        let sibling = |suffix: &str| {
-            loaded
-                .get(&format!("{key}{suffix}"))
-                .map(|found| Box::new(found.representation.clone()))
-        };
-        let content_type = content_type(key);
-        let static_file = Arc::new(StaticFile {
-            cache_control: cache_control(key, &content_type),
-            content_type,
-            last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(file.modified))
-                .expect("an HTTP date is a valid header value"),
-            modified_seconds: file
-                .modified
-                .duration_since(UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_secs())
-                .unwrap_or(0),
-            identity: file.representation.clone(),
-            gzip: sibling(".gz"),
-            brotli: sibling(".br"),
-        });
-        routes.insert(key.as_str().into(), Route::File(static_file.clone()));
-        files.push((key.as_str(), static_file));
-    }
-    for (key, file) in &files {
-        if let Some(directory) = key
-            .strip_suffix("index.html")
-            .filter(|directory| directory.ends_with('/'))
-        {
-            routes
-                .entry(directory.into())
-                .or_insert_with(|| Route::File(file.clone()));
-            if directory.len() > 1 {
-                routes
-                    .entry(directory.trim_end_matches('/').into())
-                    .or_insert(Route::AddSlash);
-            }
-        }
-    }
-    for (key, file) in &files {
-        if let Some(clean) = key
-            .strip_suffix(".html")
-            .filter(|clean| !clean.ends_with('/'))
-        {
-            routes
-                .entry(clean.into())
-                .or_insert_with(|| Route::File(file.clone()));
-        }
-    }
-    routes
+    format!("\"{len:x}-{nanos:x}\"")
 }
 
 /// Content type by extension, with a charset for text formats.
-fn content_type(key: &str) -> HeaderValue {
+fn content_type(key: &str) -> String {
     let mime = mime_guess::from_path(key)
         .first_raw()
         .unwrap_or("application/octet-stream");
@@ -309,24 +253,22 @@ fn content_type(key: &str) -> HeaderValue {
                 | "application/xml"
                 | "image/svg+xml"
         );
-    let value = if textual {
-        format!("{mime}; charset=utf-8")
-    } else {
-        mime.to_owned()
-    };
-    HeaderValue::from_str(&value).expect("MIME types are valid header values")
+    match textual {
+        true => format!("{mime}; charset=utf-8"),
+        false => mime.to_owned(),
+    }
 }
 
 /// HTML always revalidates (a new deployment must show at once); fingerprinted assets are
 /// immutable; anything else may be cached but revalidates (a cheap 304 thanks to the ETag).
-fn cache_control(key: &str, content_type: &HeaderValue) -> HeaderValue {
-    if content_type.as_bytes().starts_with(b"text/html") {
-        return HeaderValue::from_static("no-cache");
+fn cache_control(key: &str, content_type: &str) -> CacheControl {
+    if content_type.starts_with("text/html") {
+        return CacheControl::NoCache;
     }
     if key.starts_with("/_next/static/") || is_fingerprinted(key) {
-        return HeaderValue::from_static("public, max-age=31536000, immutable");
+        return CacheControl::Immutable;
     }
-    HeaderValue::from_static("public, max-age=0, must-revalidate")
+    CacheControl::MustRevalidate
 }
 
 /// `app.3f9a8b2c.js`, `main-5e1f0c9d2a.css`: the last `.`/`-` part of the stem is 8 to 64

@@ -6,15 +6,16 @@
 //!
 //! What a loaded site holds:
 //! - every servable file with its content type, strong `ETag`, `Last-Modified` and
-//!   `Cache-Control` computed once, plus its precompressed `.br` / `.gz` siblings;
+//!   `Cache-Control` computed once, plus its precompressed `.br` / `.gz` siblings, in one
+//!   compact table (`table.rs`: no allocation per file besides its content);
 //! - the bytes themselves, in memory, for files up to [`StaticLimits::max_file_in_memory`]
 //!   while the total stays under [`StaticLimits::memory_budget`] (smallest files first). Other
-//!   files are kept as a path and streamed from disk on demand; their ETag comes from size and
-//!   mtime instead of a content hash.
+//!   files are streamed from disk on demand (their path is the request path under the
+//!   root); their ETag comes from size and mtime instead of a content hash.
 //!
 //! Architecture invariants:
 //! - Request handling never walks or stats the filesystem: a request path is looked up in a
-//!   map built at load time, so `..`, encoded separators and symlinks cannot reach anything
+//!   table built at load time, so `..`, encoded separators and symlinks cannot reach anything
 //!   the load did not accept. Traversal attempts are refused with 400 all the same.
 //! - Symlinks are followed at load time only when their target lies inside the output
 //!   directory; directory symlinks are never followed (no loops).
@@ -25,19 +26,20 @@ mod load;
 mod promote;
 mod respond;
 mod rules;
+mod table;
 #[cfg(test)]
 mod tests;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 
 pub use budget::MemoryBudget;
+
+use table::{Content, FileId, Route};
 
 use crate::http_util::{empty, Body};
 use crate::pages::VisitorPage;
@@ -68,8 +70,8 @@ impl StaticLimits {
 
 /// A deployment's output, loaded and ready to serve.
 pub struct StaticSite {
-    routes: HashMap<Box<str>, Route>,
-    not_found: Option<Arc<StaticFile>>,
+    files: table::FileTable,
+    not_found: Option<FileId>,
     bytes_in_memory: u64,
     /// The site's `_redirects`, in file order.
     redirects: Vec<rules::Redirect>,
@@ -77,8 +79,9 @@ pub struct StaticSite {
     header_rules: Vec<rules::HeaderRule>,
     /// `/index.html` when the site has no `404.html`: single-page apps route on the client,
     /// so an extension-less path no file answers gets it with 200.
-    spa_index: Option<Arc<StaticFile>>,
-    /// The daemon-wide budget `bytes_in_memory` was taken from, given back on drop.
+    spa_index: Option<FileId>,
+    /// The daemon-wide budget `bytes_in_memory` and promoted files were taken from, given
+    /// back on drop.
     shared: Option<MemoryBudget>,
 }
 
@@ -86,6 +89,11 @@ impl Drop for StaticSite {
     fn drop(&mut self) {
         if let Some(shared) = &self.shared {
             shared.give_back(self.bytes_in_memory);
+            for record in self.files.records() {
+                if let Content::Disk(disk) = &record.identity.content {
+                    disk.evict(shared);
+                }
+            }
         }
     }
 }
@@ -128,14 +136,16 @@ impl StaticSite {
         if let Some(response) = self.redirect(&path, request, head, true) {
             return self.with_headers(&path, response);
         }
-        let response = match self.routes.get(path.as_ref()) {
-            Some(Route::File(file)) => respond::file(file, request.headers(), head, StatusCode::OK),
+        let response = match self.files.route(&path) {
+            Some(Route::File(file)) => {
+                respond::file(self, file, request.headers(), head, StatusCode::OK)
+            }
             Some(Route::AddSlash) => return add_slash(raw_path, request.uri().query(), head),
             None => match self.redirect(&path, request, head, false) {
                 Some(response) => response,
-                None => match &self.spa_index {
+                None => match self.spa_index {
                     Some(index) if !path.rsplit('/').next().unwrap_or("").contains('.') => {
-                        respond::file(index, request.headers(), head, StatusCode::OK)
+                        respond::file(self, index, request.headers(), head, StatusCode::OK)
                     }
                     _ => return self.not_found(request, head),
                 },
@@ -158,8 +168,14 @@ impl StaticSite {
             };
             if rule.is_rewrite() {
                 let file_path = target.split('?').next().unwrap_or("");
-                if let Some(Route::File(file)) = self.routes.get(file_path) {
-                    return Some(respond::file(file, request.headers(), head, rule.status));
+                if let Some(file) = self.files.file(file_path) {
+                    return Some(respond::file(
+                        self,
+                        file,
+                        request.headers(),
+                        head,
+                        rule.status,
+                    ));
                 }
                 continue;
             }
@@ -205,20 +221,15 @@ impl StaticSite {
         response
     }
 
-    /// How many distinct paths answer (files, directory indexes and redirects).
-    pub fn route_count(&self) -> usize {
-        self.routes.len()
-    }
-
     /// Whether `path`'s plain content is served from memory now (loaded or promoted).
     #[cfg(test)]
     fn serves_from_memory(&self, path: &str) -> bool {
-        match self.routes.get(path) {
-            Some(Route::File(file)) => match &file.identity.content {
+        match self.files.file(path) {
+            Some(file) => match &self.files.record(file).identity.content {
                 Content::Memory(_) => true,
                 Content::Disk(disk) => disk.is_promoted(),
             },
-            _ => false,
+            None => false,
         }
     }
 
@@ -228,46 +239,11 @@ impl StaticSite {
     }
 
     fn not_found<B>(&self, request: &Request<B>, head: bool) -> Response<Body> {
-        match &self.not_found {
-            Some(page) => respond::not_found_page(page, request.headers(), head),
+        match self.not_found {
+            Some(page) => respond::not_found_page(self, page, request.headers(), head),
             None => head_only(VisitorPage::NotFound.response(), head),
         }
     }
-}
-
-/// What a request path leads to.
-enum Route {
-    File(Arc<StaticFile>),
-    /// A directory with an `index.html`, asked for without its trailing slash.
-    AddSlash,
-}
-
-/// One servable file: the headers computed at load time and its representations.
-struct StaticFile {
-    content_type: HeaderValue,
-    cache_control: HeaderValue,
-    last_modified: HeaderValue,
-    /// Seconds since the epoch of the file's mtime (the precision of HTTP dates).
-    modified_seconds: u64,
-    identity: Representation,
-    /// Boxed: most files have no precompressed sibling, and a site has thousands of files.
-    gzip: Option<Box<Representation>>,
-    brotli: Option<Box<Representation>>,
-}
-
-/// One encoding of a file's content.
-#[derive(Clone)]
-struct Representation {
-    content: Content,
-    len: u64,
-    etag: HeaderValue,
-}
-
-#[derive(Clone)]
-enum Content {
-    Memory(Bytes),
-    /// Read from disk on each request until it turns hot (see [`promote`]).
-    Disk(Arc<promote::DiskFile>),
 }
 
 #[derive(Debug, PartialEq)]

@@ -3,10 +3,11 @@
 //! most [`PROMOTE_MAX`] bytes is offered a place in the daemon-wide budget; when the budget is
 //! full, promoted files nobody asked for since the clock hand last passed them are evicted
 //! (the CLOCK approximation of least-recently-used) until the new one fits. A promoted file's
-//! bytes go back to the budget when it is evicted or its site is dropped.
+//! bytes go back to the budget when it is evicted or its site is dropped (the site evicts
+//! its files: a `DiskFile` holds neither its path nor the budget, to stay small).
 
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -20,15 +21,11 @@ const PROMOTE_AFTER: u32 = 8;
 const PROMOTE_MAX: u64 = 1024 * 1024;
 
 pub(super) struct DiskFile {
-    /// A canonical path inside the output directory.
-    pub path: PathBuf,
     pub len: u64,
     hits: AtomicU32,
     promoted: RwLock<Option<Bytes>>,
     /// Asked for since the clock hand last passed.
     referenced: AtomicBool,
-    /// The budget promotions take from; `None` for sites loaded with limits of their own.
-    budget: Option<MemoryBudget>,
 }
 
 /// The promoted files of every site, in the order the clock hand visits them.
@@ -39,26 +36,29 @@ pub(super) struct Clock {
 }
 
 impl DiskFile {
-    pub fn new(path: PathBuf, len: u64, budget: Option<MemoryBudget>) -> DiskFile {
+    pub fn new(len: u64) -> DiskFile {
         DiskFile {
-            path,
             len,
             hits: AtomicU32::new(0),
             promoted: RwLock::new(None),
             referenced: AtomicBool::new(false),
-            budget,
         }
     }
 
-    /// The file's bytes if it is in memory, or just moved there; counts this request.
-    pub fn in_memory(self: &Arc<Self>) -> Option<Bytes> {
+    /// The file's bytes if it is in memory, or just moved there (read from `path`, taken from
+    /// `budget`; never without one); counts this request.
+    pub fn in_memory(
+        self: &Arc<Self>,
+        budget: Option<&MemoryBudget>,
+        path: impl FnOnce() -> std::path::PathBuf,
+    ) -> Option<Bytes> {
         if let Some(bytes) = self.promoted.read().expect("not poisoned").as_ref() {
             if !self.referenced.load(Ordering::Relaxed) {
                 self.referenced.store(true, Ordering::Relaxed);
             }
             return Some(bytes.clone());
         }
-        let budget = self.budget.as_ref()?;
+        let budget = budget?;
         if self.len > PROMOTE_MAX
             || (self.hits.fetch_add(1, Ordering::Relaxed) + 1) % PROMOTE_AFTER != 0
         {
@@ -67,7 +67,7 @@ impl DiskFile {
         if !budget.try_take(self.len) && !evict_for(budget, self.len) {
             return None;
         }
-        let Some(bytes) = self.read_whole() else {
+        let Some(bytes) = self.read_whole(&path()) else {
             budget.give_back(self.len);
             return None;
         };
@@ -92,22 +92,23 @@ impl DiskFile {
         self.promoted.read().expect("not poisoned").is_some()
     }
 
-    /// Gives the promoted bytes back; whether there were any.
-    fn evict(&self) -> bool {
+    /// Gives the promoted bytes back to `budget` (the one they came from); whether there
+    /// were any.
+    pub fn evict(&self, budget: &MemoryBudget) -> bool {
         let taken = self.promoted.write().expect("not poisoned").take();
-        if let (Some(_), Some(budget)) = (&taken, &self.budget) {
+        if taken.is_some() {
             budget.give_back(self.len);
         }
         taken.is_some()
     }
 
     /// The whole file, if it still has the length it had when the site loaded.
-    fn read_whole(&self) -> Option<Bytes> {
+    fn read_whole(&self, path: &Path) -> Option<Bytes> {
         use std::io::Read;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)
+            .open(path)
             .ok()?;
         let mut bytes = Vec::with_capacity(self.len as usize);
         file.by_ref()
@@ -115,12 +116,6 @@ impl DiskFile {
             .read_to_end(&mut bytes)
             .ok()?;
         (bytes.len() as u64 == self.len).then(|| Bytes::from(bytes))
-    }
-}
-
-impl Drop for DiskFile {
-    fn drop(&mut self) {
-        self.evict();
     }
 }
 
@@ -140,7 +135,7 @@ fn evict_for(budget: &MemoryBudget, len: u64) -> bool {
             clock.hand = at + 1;
             continue;
         }
-        file.evict();
+        file.evict(budget);
         clock.files.swap_remove(at);
         if budget.try_take(len) {
             return true;

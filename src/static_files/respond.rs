@@ -18,35 +18,41 @@ use http_body_util::{BodyExt, StreamBody};
 use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
 
-use super::{Content, Representation, StaticFile};
+use super::table::{Content, FileId, FileRecord, FileTable, Representation};
+use super::StaticSite;
 use crate::http_util::{empty, full, Body, BodyError};
 
-/// The response for `file`, honouring the request's conditional, range and encoding headers.
+/// The response for the site's file `id`, honouring the request's conditional, range and
+/// encoding headers.
 pub(super) fn file(
-    file: &StaticFile,
+    site: &StaticSite,
+    id: FileId,
     request: &HeaderMap,
     head: bool,
     status: StatusCode,
 ) -> Response<Body> {
-    let (representation, encoding) = choose_representation(file, request.get(ACCEPT_ENCODING));
+    let table = &site.files;
+    let file = table.record(id);
+    let (chosen, encoding) = choose_representation(table, id, request.get(ACCEPT_ENCODING));
+    let representation = &table.record(chosen).identity;
     let mut response = Response::new(empty());
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(ETAG, representation.etag.clone());
-    headers.insert(LAST_MODIFIED, file.last_modified.clone());
-    headers.insert(CACHE_CONTROL, file.cache_control.clone());
-    if file.gzip.is_some() || file.brotli.is_some() {
+    headers.insert(ETAG, table.header(representation.etag));
+    headers.insert(LAST_MODIFIED, table.header(file.last_modified));
+    headers.insert(CACHE_CONTROL, file.cache_control.header());
+    if table.encodings(file) != (None, None) {
         headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     }
 
     // Validators and ranges apply to the file itself, not to an error page made of it.
     let plain_file = status == StatusCode::OK;
-    if plain_file && not_modified(file, representation, request) {
+    if plain_file && not_modified(table, file, representation, request) {
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         return response;
     }
 
-    headers.insert(CONTENT_TYPE, file.content_type.clone());
+    headers.insert(CONTENT_TYPE, table.header(file.content_type));
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if let Some(encoding) = encoding {
@@ -57,7 +63,7 @@ pub(super) fn file(
     let mut range = 0..total;
     if let Some(value) = request
         .get(RANGE)
-        .filter(|_| plain_file && range_applies(file, representation, request))
+        .filter(|_| plain_file && range_applies(table, file, representation, request))
     {
         match parse_range(value.as_bytes(), total) {
             RangeRequest::Satisfiable(start, end) => {
@@ -87,47 +93,43 @@ pub(super) fn file(
         .headers_mut()
         .insert(CONTENT_LENGTH, HeaderValue::from(range.end - range.start));
     if !head {
-        *response.body_mut() = body(
-            &representation.content,
-            range.start,
-            range.end - range.start,
-        );
+        *response.body_mut() = body(site, chosen, range.start, range.end - range.start);
     }
     response
 }
 
 /// The build's `404.html`, with status 404 and no conditional or range handling.
-pub(super) fn not_found_page(page: &StaticFile, request: &HeaderMap, head: bool) -> Response<Body> {
-    let mut response = file(page, request, head, StatusCode::NOT_FOUND);
+pub(super) fn not_found_page(
+    site: &StaticSite,
+    page: FileId,
+    request: &HeaderMap,
+    head: bool,
+) -> Response<Body> {
+    let mut response = file(site, page, request, head, StatusCode::NOT_FOUND);
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
-/// Brotli, then gzip, when the file has that sibling and the client accepts it.
-fn choose_representation<'f>(
-    file: &'f StaticFile,
+/// Brotli, then gzip, when the file has that sibling and the client accepts it: the file
+/// whose bytes to send, and their encoding.
+fn choose_representation(
+    table: &FileTable,
+    id: FileId,
     accept_encoding: Option<&HeaderValue>,
-) -> (&'f Representation, Option<&'static str>) {
+) -> (FileId, Option<&'static str>) {
     let Some(accept_encoding) = accept_encoding.and_then(|value| value.to_str().ok()) else {
-        return (&file.identity, None);
+        return (id, None);
     };
-    if let Some(brotli) = file
-        .brotli
-        .as_deref()
-        .filter(|_| accepts(accept_encoding, "br"))
-    {
+    let (brotli, gzip) = table.encodings(table.record(id));
+    if let Some(brotli) = brotli.filter(|_| accepts(accept_encoding, "br")) {
         return (brotli, Some("br"));
     }
-    if let Some(gzip) = file
-        .gzip
-        .as_deref()
-        .filter(|_| accepts(accept_encoding, "gzip"))
-    {
+    if let Some(gzip) = gzip.filter(|_| accepts(accept_encoding, "gzip")) {
         return (gzip, Some("gzip"));
     }
-    (&file.identity, None)
+    (id, None)
 }
 
 /// Whether `Accept-Encoding` admits `coding` with a non-zero quality (`*` included).
@@ -154,9 +156,14 @@ fn accepts(accept_encoding: &str, coding: &str) -> bool {
 }
 
 /// `If-None-Match` (weak comparison), else `If-Modified-Since`.
-fn not_modified(file: &StaticFile, representation: &Representation, request: &HeaderMap) -> bool {
+fn not_modified(
+    table: &FileTable,
+    file: &FileRecord,
+    representation: &Representation,
+    request: &HeaderMap,
+) -> bool {
     if let Some(if_none_match) = request.get(IF_NONE_MATCH) {
-        let etag = representation.etag.as_bytes();
+        let etag = table.text(representation.etag);
         return if_none_match
             .as_bytes()
             .split(|&byte| byte == b',')
@@ -182,11 +189,18 @@ fn not_modified(file: &StaticFile, representation: &Representation, request: &He
 }
 
 /// `If-Range`: the range applies only when the validator still matches (strongly for ETags).
-fn range_applies(file: &StaticFile, representation: &Representation, request: &HeaderMap) -> bool {
+fn range_applies(
+    table: &FileTable,
+    file: &FileRecord,
+    representation: &Representation,
+    request: &HeaderMap,
+) -> bool {
     match request.get(IF_RANGE) {
         None => true,
-        Some(value) if value.as_bytes().starts_with(b"\"") => value == representation.etag,
-        Some(value) => value == file.last_modified,
+        Some(value) if value.as_bytes().starts_with(b"\"") => {
+            value.as_bytes() == table.text(representation.etag)
+        }
+        Some(value) => value.as_bytes() == table.text(file.last_modified),
     }
 }
 
@@ -243,13 +257,18 @@ fn parse_range(value: &[u8], total: u64) -> RangeRequest {
     }
 }
 
-fn body(content: &Content, start: u64, len: u64) -> Body {
-    match content {
-        Content::Memory(bytes) => full(bytes.slice(start as usize..(start + len) as usize)),
-        Content::Disk(file) => match file.in_memory() {
-            Some(bytes) => full(bytes.slice(start as usize..(start + len) as usize)),
-            None => disk_body(&file.path, start, len),
-        },
+/// `len` bytes from `start` of the site's file `id`: from memory (loaded or promoted, which
+/// this request may do) or streamed from disk.
+fn body(site: &StaticSite, id: FileId, start: u64, len: u64) -> Body {
+    let slice = |bytes: &Bytes| full(bytes.slice(start as usize..(start + len) as usize));
+    match &site.files.record(id).identity.content {
+        Content::Memory(bytes) => slice(bytes),
+        Content::Disk(file) => {
+            match file.in_memory(site.shared.as_ref(), || site.files.disk_path(id)) {
+                Some(bytes) => slice(&bytes),
+                None => disk_body(&site.files.disk_path(id), start, len),
+            }
+        }
     }
 }
 
