@@ -96,9 +96,9 @@ H2_STREAMS=${H2_STREAMS:-10}
 
 WORK=$(mktemp -d /tmp/slipway-daemon-bench.XXXXXX)
 MARK=$(basename "$WORK")
-PIDS=()        # every process started by this script, stopped by pid
-DAEMON_PID=""  # the current daemon, stopped with SIGTERM so that it stops its apps
-BACKEND_PID="" # the app's nginx master, stopped by pid should the daemon leave it behind
+PIDS=()            # every process started by this script, stopped by pid
+DAEMON_PIDS=()     # the daemons of the current pass, stopped first, with SIGTERM
+DAEMON_CONFIGS=()  # their configs, for `slipway stop-apps` once they are stopped
 stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
     local pid=$1
     kill "$pid" 2>/dev/null || return 0
@@ -106,14 +106,19 @@ stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
+# Apps outlive a daemon that stops (so that restarts and upgrades keep them up): after the
+# daemons, `slipway stop-apps` stops the apps they left and removes what their sandbox holds on
+# the host (loop-mounted volumes under the data dir, cgroups, links, the nftables table); then
+# every other process, the apps' nginx masters included should one survive, by pid.
 stop_pass() {
-    local pid
+    local pid config
+    for pid in "${DAEMON_PIDS[@]}"; do stop_pid "$pid"; done
+    for config in "${DAEMON_CONFIGS[@]}"; do
+        "$BIN" stop-apps --config "$config" >>"$(dirname "$config")/stop-apps.log" 2>&1 ||
+            { echo "slipway stop-apps --config $config failed:" >&2; tail -5 "$(dirname "$config")/stop-apps.log" >&2; }
+    done
     for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    PIDS=()
-    [ -n "$DAEMON_PID" ] && stop_pid "$DAEMON_PID"
-    DAEMON_PID=""
-    if [ -n "$BACKEND_PID" ] && kill -0 "$BACKEND_PID" 2>/dev/null; then stop_pid "$BACKEND_PID"; fi
-    BACKEND_PID=""
+    DAEMON_PIDS=() DAEMON_CONFIGS=() PIDS=()
 }
 cleanup() {
     stop_pass
@@ -414,9 +419,10 @@ requests = $REQUESTS
 requests_per_minute = 100000
 posts_per_minute_per_endpoint = 100000
 TOML
+    DAEMON_CONFIGS+=("$D/slipway.toml")
     "$BIN" serve --config "$D/slipway.toml" >"$D/daemon.out" 2>"$D/daemon.log" &
     UP_PID=$!
-    PIDS+=("$UP_PID") # stopped (SIGTERM first, so it stops its app) by stop_pass
+    DAEMON_PIDS+=("$UP_PID")
     for _ in $(seq 1 150); do grep -q '^ready' "$D/daemon.out" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$D/daemon.out" || { echo "the daemon did not start:" >&2; tail -20 "$D/daemon.log" >&2; exit 1; }
     ADDR=$(sed -n 's/^listening http //p' "$D/daemon.out")
@@ -471,6 +477,7 @@ for line in json.load(sys.stdin)["logs"]:
     *) echo "refusing to target backend address '$BACKEND'" >&2; exit 1 ;;
     esac
     UP_BACKEND_PID=$(find_backend_master "$APP_TMP") || { echo "cannot find the app's nginx" >&2; exit 1; }
+    PIDS+=("$UP_BACKEND_PID") # should stop-apps leave it behind
 }
 
 RESULTS="$WORK/results.tsv"
@@ -562,7 +569,6 @@ for MODE in $MODES; do
         # The same daemon with request metrics off, to measure what counting costs.
         daemon_up "$P/metrics-off" false slwbenchoff off
         OFF_ADDR=$ADDR OFF_PID=$UP_PID OFF_BACKEND_PID=$UP_BACKEND_PID
-        PIDS+=("$UP_BACKEND_PID") # should the daemon leave its app behind
         echo "metrics off: daemon pid $UP_PID at $OFF_ADDR, backend $BACKEND" >&2
     fi
     if [ "$TLS_TARGETS" = 1 ]; then
@@ -570,7 +576,6 @@ for MODE in $MODES; do
         daemon_up "$P/tls" true slwbenchtls files
         TLS_HTTP_ADDR=$ADDR TLS_PORT=${HTTPS_ADDR##*:} TLS_PID=$UP_PID
         TLS_BACKEND=$BACKEND TLS_BACKEND_PID=$UP_BACKEND_PID
-        PIDS+=("$UP_BACKEND_PID") # should the daemon leave its app behind
         echo "TLS: daemon pid $TLS_PID at $HTTPS_ADDR, backend $TLS_BACKEND (nginx pid $TLS_BACKEND_PID)" >&2
     fi
     ADDR=$MAIN_ADDR BACKEND=$MAIN_BACKEND
