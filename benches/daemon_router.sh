@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Measures the real daemon's router (`slipway serve`, release build) next to nginx, HAProxy and
-# Caddy proxying the same backend, and next to nginx serving the same static files, in one run.
+# Caddy proxying the same backend, and next to nginx serving the same static files, in one run;
+# over plain HTTP/1.1, over TLS (HTTP/1.1 keep-alive) and over HTTP/2 (TLS + ALPN h2).
 #
 # For each sandbox mode (default: `none`, then `namespaces` when run as root) it starts the
 # daemon on 127.0.0.1:0 with TLS off, deploys through the API (curl):
@@ -11,13 +12,31 @@
 #     from a copy of the same files.
 # then runs `wrk -t1 -c64 -d10s --latency` against each target (Host `<slug>.localhost` for the
 # daemon) and prints req/s, p99 and the proxy's CPU time per request (utime + stime deltas of
-# /proc/<pid>/stat) with the ratios to nginx.
+# /proc/<pid>/stat) with the ratios to nginx, and for proxies to HAProxy of the same protocol.
 #
-# Needs: wrk nginx haproxy caddy curl python3 (Debian packages) and cargo.
+# TLS and h2 targets: a daemon with TLS on redirects plain HTTP, so each pass starts a second
+# daemon with `[tls] mode = "files"` (a throw-away openssl CA and ECDSA P-256 leaf for
+# bench-app/bench-static/slipway.localhost and localhost) and the same two projects; nginx
+# (`listen ... ssl http2`) and HAProxy (`bind ... ssl alpn h2,http/1.1`) get the same
+# certificate and proxy to THAT daemon's backend, so each TLS comparison shares one backend.
+#   - "<server> TLS proxy", "<server> TLS static 1 KiB": wrk over https://127.0.0.1:PORT/
+#     (wrk offers no ALPN, so HTTP/1.1 keep-alive), Host header as above;
+#   - "<server> h2 proxy": `h2load -c64 -m10 -D <DURATION> --connect-to=127.0.0.1:PORT
+#     https://bench-app.localhost:PORT/` (SNI and :authority name the app). h2load prints no
+#     percentiles: the p99 column shows its mean time per request instead, marked "(mean)".
+#
+# Needs: wrk nginx haproxy caddy curl python3 (Debian packages) and cargo; openssl for the TLS
+# and h2 targets, h2load (nghttp2-client) for the h2 ones, perf for PERF_STAT. A missing
+# optional tool skips only its targets, with the reason printed.
 #
 #   benches/daemon_router.sh                    # both modes as root, 2 interleaved rounds
 #   MODES=none ROUNDS=1 DURATION=5s benches/daemon_router.sh
 #   SLIPWAY_BIN=target/release/slipway benches/daemon_router.sh   # skip the cargo build
+#   TLS=0 benches/daemon_router.sh              # only the plain HTTP targets (no TLS daemon)
+#   PERF_STAT=1 benches/daemon_router.sh
+#       # counts syscalls and context switches of the proxy during each measured run
+#       # (perf stat -e raw_syscalls:sys_enter,context-switches -p <pids>: nginx's workers, all
+#       # threads of HAProxy, Caddy and the daemon) and adds them per request to the table
 #   METRICS_OFF=1 MODES=none ROUNDS=2 DURATION=5s benches/daemon_router.sh
 #       # adds a second daemon with `[metrics] requests = false` (same apps) and a table of
 #       # req/s and CPU per request with request metrics on vs off
@@ -26,11 +45,15 @@
 #   EDGE_BIN=target/release/deps/edge_server-<hash> benches/daemon_router.sh
 #       # adds benches/edge_server.rs (bare Proxy::forward / StaticSite) on the same backend
 #       # and files, to separate the daemon's own overhead from the proxy's
+#   PROFILE=<dir> benches/daemon_router.sh      # perf record of the daemon per Slipway target
 #
-# wrk only ever targets 127.0.0.1. The front proxies dial the backend the daemon reports: on
-# 127.0.0.1 in mode `none`; in mode `namespaces` at the app's address inside the network
-# namespace the daemon created for it (the script checks that it lies in the sandbox subnet it
-# configured). Every process the script starts is stopped by pid; all files live in one temp dir.
+# wrk and h2load only ever target 127.0.0.1. The front proxies dial the backend the daemon
+# reports: on 127.0.0.1 in mode `none`; in mode `namespaces` at the app's address inside the
+# network namespace the daemon created for it (the script checks that it lies in the sandbox
+# subnet it configured). Every process the script starts is stopped by pid; all files live in
+# one temp dir.
+
+# shellcheck disable=SC2154 # the PID_* variables are set by start(), through printf -v
 set -euo pipefail
 
 DURATION=${DURATION:-10s}
@@ -45,12 +68,37 @@ fi
 for tool in wrk nginx haproxy caddy curl python3; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed" >&2; exit 0; }
 done
+# The optional targets: each missing tool skips only what needs it. METRICS_ONLY measures the
+# plain daemons alone, so it needs no TLS daemon.
+TLS_TARGETS=${TLS:-1}
+[ "${METRICS_ONLY:-0}" = 1 ] && TLS_TARGETS=0
+if [ "$TLS_TARGETS" = 1 ] && ! command -v openssl >/dev/null; then
+    echo "SKIP the TLS and h2 targets: openssl is not installed (it makes their certificate)" >&2
+    TLS_TARGETS=0
+fi
+H2_TARGETS=$TLS_TARGETS
+if [ "$H2_TARGETS" = 1 ] && ! command -v h2load >/dev/null; then
+    echo "SKIP the h2 targets: h2load is not installed (apt-get install nghttp2-client)" >&2
+    H2_TARGETS=0
+fi
+PERF_STAT=${PERF_STAT:-0}
+PERF_EVENTS=raw_syscalls:sys_enter,context-switches
+if [ "$PERF_STAT" = 1 ]; then
+    if ! command -v perf >/dev/null; then
+        echo "PERF_STAT=1 ignored: perf is not installed" >&2
+        PERF_STAT=0
+    elif ! perf stat -e "$PERF_EVENTS" -x, -o /dev/null -- true 2>/dev/null; then
+        echo "PERF_STAT=1 ignored: perf cannot count $PERF_EVENTS here (try as root)" >&2
+        PERF_STAT=0
+    fi
+fi
+H2_STREAMS=${H2_STREAMS:-10}
 
 WORK=$(mktemp -d /tmp/slipway-daemon-bench.XXXXXX)
 MARK=$(basename "$WORK")
-PIDS=()        # every process started by this script, stopped by pid
-DAEMON_PID=""  # the current daemon, stopped with SIGTERM so that it stops its apps
-BACKEND_PID="" # the app's nginx master, stopped by pid should the daemon leave it behind
+PIDS=()            # every process started by this script, stopped by pid
+DAEMON_PIDS=()     # the daemons of the current pass, stopped first, with SIGTERM
+DAEMON_CONFIGS=()  # their configs, for `slipway stop-apps` once they are stopped
 stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
     local pid=$1
     kill "$pid" 2>/dev/null || return 0
@@ -58,14 +106,19 @@ stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
+# Apps outlive a daemon that stops (so that restarts and upgrades keep them up): after the
+# daemons, `slipway stop-apps` stops the apps they left and removes what their sandbox holds on
+# the host (loop-mounted volumes under the data dir, cgroups, links, the nftables table); then
+# every other process, the apps' nginx masters included should one survive, by pid.
 stop_pass() {
-    local pid
+    local pid config
+    for pid in "${DAEMON_PIDS[@]}"; do stop_pid "$pid"; done
+    for config in "${DAEMON_CONFIGS[@]}"; do
+        "$BIN" stop-apps --config "$config" >>"$(dirname "$config")/stop-apps.log" 2>&1 ||
+            { echo "slipway stop-apps --config $config failed:" >&2; tail -5 "$(dirname "$config")/stop-apps.log" >&2; }
+    done
     for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    PIDS=()
-    [ -n "$DAEMON_PID" ] && stop_pid "$DAEMON_PID"
-    DAEMON_PID=""
-    if [ -n "$BACKEND_PID" ] && kill -0 "$BACKEND_PID" 2>/dev/null; then stop_pid "$BACKEND_PID"; fi
-    BACKEND_PID=""
+    DAEMON_PIDS=() DAEMON_CONFIGS=() PIDS=()
 }
 cleanup() {
     stop_pass
@@ -110,6 +163,41 @@ tar czf "$WORK/app.tgz" -C "$WORK/app" .
 tar czf "$WORK/site.tgz" -C "$WORK/site" .
 # shellcheck disable=SC2016 # expanded by the app's shell, not this one
 START_COMMAND='PATH="$PATH:/usr/sbin" T="$BENCH_TMP/nginx" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@HOST@|$BENCH_HOST|" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
+
+# The operator's certificate for the TLS targets, as in benches/tls_daemon.sh: a throw-away CA
+# and an ECDSA P-256 leaf, so that the daemon (files mode), nginx and HAProxy all serve the
+# very same chain and key. chain.pem ends with the CA (what the daemon trusts in files mode);
+# haproxy.pem is chain and key in one file, the form HAProxy's `crt` takes.
+TLS_DIR="$WORK/tls"
+make_certificate() {
+    mkdir -p "$TLS_DIR"
+    local d=$TLS_DIR
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/ca.key" -subj "/CN=Slipway bench CA" -days 2 -out "$d/ca.pem" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/leaf.key" 2>/dev/null
+    openssl pkcs8 -topk8 -nocrypt -in "$d/leaf.key" -out "$d/key.pem"
+    openssl req -new -key "$d/key.pem" -subj "/CN=localhost" -out "$d/leaf.csr" 2>/dev/null
+    printf '%s\n' "subjectAltName=DNS:bench-app.localhost,DNS:bench-static.localhost,DNS:slipway.localhost,DNS:localhost" \
+        "basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" >"$d/leaf.ext"
+    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 1 -extfile "$d/leaf.ext" -out "$d/leaf.pem" 2>/dev/null
+    cat "$d/leaf.pem" "$d/ca.pem" >"$d/chain.pem"
+    cat "$d/chain.pem" "$d/key.pem" >"$d/haproxy.pem"
+}
+if [ "$TLS_TARGETS" = 1 ]; then make_certificate; fi
+
+# nginx before 1.25.1 turns HTTP/2 on with `listen ... http2`, later ones with `http2 on;`.
+nginx_tls_listen() { # port: the listen directive(s) of a TLS server block with HTTP/2 (ALPN)
+    local version
+    version=$(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')
+    local ssl="ssl_certificate $TLS_DIR/chain.pem; ssl_certificate_key $TLS_DIR/key.pem; ssl_protocols TLSv1.2 TLSv1.3;"
+    if printf '%s\n' 1.25.1 "$version" | sort -V -C; then
+        echo "listen 127.0.0.1:$1 ssl; http2 on; $ssl"
+    else
+        echo "listen 127.0.0.1:$1 ssl http2; $ssl"
+    fi
+}
 
 # CPU ticks (utime + stime, all threads) of a process, plus its direct children when asked.
 cpu_ticks() { # pid, with_children (0|1)
@@ -157,9 +245,9 @@ for _ in range(int(sys.argv[1])):
 print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
-wait_http() { # url [pid [log]]: up to 30 s for any HTTP answer; fails at once if pid exits
+wait_http() { # url [pid [log]]: up to 30 s for any HTTP(S) answer; fails at once if pid exits
     for _ in $(seq 1 300); do
-        curl -s -o /dev/null --max-time 2 "$1" && return 0
+        curl -sk -o /dev/null --max-time 2 "$1" && return 0
         if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
             echo "the server for $1 exited:" >&2; [ -n "${3:-}" ] && tail -20 "$3" >&2
             return 1
@@ -177,13 +265,25 @@ check_body() { # label, expected size, url [host header]
     [ "$size" = "$2" ] || { echo "$1: $size bytes from $3, expected $2" >&2; return 1; }
 }
 
-# One wrk run; appends "label rate p99 cpu backend_cpu non2xx socket_errors mode" to RESULTS.
-run() { # label, pid, with_children, backend pid or "", url, [host header]
-    local label=$1 pid=$2 children=$3 backend=$4 url=$5 host=${6:-}
-    local header=()
-    [ -n "$host" ] && header=(-H "Host: $host")
-    wrk -t1 -c16 -d1s "${header[@]}" "$url" >/dev/null # warm-up (pools, caches)
-    local before after backend_before=0 backend_after=0
+# The pids perf stat attaches to: nginx's workers (the children of the master, which serves
+# no requests), otherwise the process itself, all of whose threads perf follows.
+perf_pids() { # pid, with_children (0|1) → comma-separated pids
+    if [ "$2" = 1 ]; then
+        ps --ppid "$1" -o pid= | tr -s ' \n' ',' | sed 's/^,//; s/,$//'
+    else
+        echo "$1"
+    fi
+}
+
+# One measured load run, with the proxy's CPU ticks read before and after it, perf record
+# around it for PROFILE and perf stat around it for PERF_STAT (perf stat runs the load tool
+# itself: its counters are on before the tool starts and stop when it exits; perf takes about
+# a second to set up the tracepoint, which a perf started beside the tool would miss). Appends "label rate latency latency_kind cpu backend_cpu non2xx socket_errors mode
+# syscalls cs" (the last two per request, "-" without PERF_STAT) to RESULTS.
+measure() { # label, pid, with_children, backend pid or "", wrk|h2load, command...
+    local label=$1 pid=$2 children=$3 backend=$4 tool=$5
+    shift 5
+    local before after backend_before=0 backend_after=0 perf_out=""
     before=$(cpu_ticks "$pid" "$children")
     [ -n "$backend" ] && backend_before=$(cpu_ticks "$backend" 1)
     # PROFILE=<dir>: perf records the Slipway targets (call graphs by frame pointer/DWARF).
@@ -195,28 +295,79 @@ run() { # label, pid, with_children, backend pid or "", url, [host header]
         perf_pid=$!
         sleep 0.5
     fi
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "${header[@]}" "$url" >"$WORK/wrk.out"
+    if [ "$PERF_STAT" = 1 ]; then
+        perf_out="$WORK/perf_stat.out"
+        perf stat -e "$PERF_EVENTS" -x, -o "$perf_out" -p "$(perf_pids "$pid" "$children")" \
+            -- "$@" >"$WORK/load.out"
+    else
+        "$@" >"$WORK/load.out"
+    fi
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
     after=$(cpu_ticks "$pid" "$children")
     [ -n "$backend" ] && backend_after=$(cpu_ticks "$backend" 1)
     python3 - "$label" "$((after - before))" "$((backend_after - backend_before))" "$TICKS" \
-        "$MODE" "$WORK/wrk.out" >>"$RESULTS" <<'PY'
+        "$MODE" "$tool" "$WORK/load.out" "$perf_out" >>"$RESULTS" <<'PY'
 import re, sys
-label, ticks, backend_ticks, per_second, mode, path = sys.argv[1:7]
+label, ticks, backend_ticks, per_second, mode, tool, path, perf_path = sys.argv[1:9]
 text = open(path).read()
-requests = int(re.search(r"(\d+) requests in", text).group(1))
-rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", text)
-p99_ms = float(p99.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[p99.group(2)]
-non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-socket = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+def milliseconds(value, unit):
+    return float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+if tool == "wrk":
+    requests = int(re.search(r"(\d+) requests in", text).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    latency, kind = milliseconds(*re.search(r"99%\s+([\d.]+)(us|ms|s)", text).groups()), "p99"
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    non2xx = int(non2xx.group(1)) if non2xx else 0
+    socket = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    failed = sum(map(int, socket.groups())) if socket else 0
+else:  # h2load
+    protocol = re.search(r"Application protocol: (\S+)", text)
+    if not protocol or protocol.group(1) != "h2":
+        sys.exit(f"{label}: h2load did not negotiate h2:\n{text}")
+    rate = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text).group(1))
+    counts = re.search(r"requests: \d+ total, \d+ started, (\d+) done, \d+ succeeded, (\d+) failed", text)
+    requests, failed = int(counts.group(1)), int(counts.group(2))  # failed includes errored, timeout
+    codes = re.search(r"status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    non2xx = sum(map(int, codes.groups()))
+    # No percentiles in h2load's output: its mean time per request, marked as such.
+    mean = re.search(r"time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", text)
+    latency, kind = milliseconds(*mean.groups()), "mean"
+perf = {}
+if perf_path:
+    for line in open(perf_path):
+        fields = line.strip().split(",")
+        if len(fields) > 2 and not line.startswith("#"):
+            # "<not counted>": the process never ran while counted.
+            perf[fields[2]] = 0.0 if fields[0] == "<not counted>" else float(fields[0])
+def per_request_count(event):
+    return f"{perf[event] / max(requests, 1):.2f}" if event in perf else "-"
 def per_request(t):
     return int(t) / int(per_second) * 1e6 / max(requests, 1)
-print("\t".join([label, f"{rate:.0f}", f"{p99_ms:.2f}", f"{per_request(ticks):.1f}",
-                 f"{per_request(backend_ticks):.1f}", non2xx.group(1) if non2xx else "0",
-                 str(sum(map(int, socket.groups()))) if socket else "0", mode]))
+print("\t".join([label, f"{rate:.0f}", f"{latency:.2f}", kind, f"{per_request(ticks):.1f}",
+                 f"{per_request(backend_ticks):.1f}", str(non2xx), str(failed), mode,
+                 per_request_count("raw_syscalls:sys_enter"), per_request_count("context-switches")]))
 PY
     tail -n1 "$RESULTS" >&2
+}
+
+# One wrk run (plain or TLS HTTP/1.1 keep-alive) after a 1 s warm-up (pools, caches).
+run() { # label, pid, with_children, backend pid or "", url, [host header]
+    local label=$1 pid=$2 children=$3 backend=$4 url=$5 host=${6:-}
+    local header=()
+    [ -n "$host" ] && header=(-H "Host: $host")
+    wrk -t1 -c16 -d1s "${header[@]}" "$url" >/dev/null
+    measure "$label" "$pid" "$children" "$backend" wrk \
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "${header[@]}" "$url"
+}
+
+# One h2load run (HTTP/2 over TLS) after a 1 s warm-up. h2load connects to 127.0.0.1 but
+# names `host` in SNI and :authority, as a browser would.
+run_h2() { # label, pid, with_children, backend pid, port, host, path
+    local label=$1 pid=$2 children=$3 backend=$4 port=$5 host=$6 path=$7
+    local url="https://$host:$port$path" connect="--connect-to=127.0.0.1:$port"
+    h2load -c16 -m"$H2_STREAMS" -D 1 "$connect" "$url" >/dev/null
+    measure "$label" "$pid" "$children" "$backend" h2load \
+        h2load -t"$THREADS" -c"$CONNECTIONS" -m"$H2_STREAMS" -D "$DURATION" "$connect" "$url"
 }
 
 # The nginx master of the app: the process whose command line names its temp dir ($1).
@@ -239,19 +390,25 @@ find_backend_master() {
 }
 
 # Starts a daemon in DIR (sandbox $MODE, `[metrics] requests = REQUESTS`, its own sandbox
-# instance) and deploys bench-app and bench-static on it; sets ADDR, TOKEN, BACKEND, UP_PID and
-# UP_BACKEND_PID.
-daemon_up() { # dir, true|false, sandbox instance
-    local D=$1 REQUESTS=$2 INSTANCE=$3
+# instance, TLS off or in files mode with the bench certificate) and deploys bench-app and
+# bench-static on it; sets ADDR (plain HTTP), HTTPS_ADDR (empty with TLS off), TOKEN, BACKEND,
+# UP_PID and UP_BACKEND_PID. With TLS on the daemon redirects plain HTTP to HTTPS, except the
+# API from loopback, which is how this function deploys.
+daemon_up() { # dir, true|false, sandbox instance, off|files
+    local D=$1 REQUESTS=$2 INSTANCE=$3 TLS_MODE=$4
     mkdir -p "$D"
     SUBNET_A=$((220 + RANDOM % 30)); SUBNET_B=$((RANDOM % 256))
+    local tls_files=""
+    [ "$TLS_MODE" = files ] && tls_files="cert_file = \"$TLS_DIR/chain.pem\"
+key_file = \"$TLS_DIR/key.pem\""
     cat >"$D/slipway.toml" <<TOML
 data_dir = "$D/data"
 apps_domain = "localhost"
 http_listen = "127.0.0.1:0"
 https_listen = "127.0.0.1:0"
 [tls]
-mode = "off"
+mode = "$TLS_MODE"
+$tls_files
 [sandbox]
 mode = "$MODE"
 subnet = "10.$SUBNET_A.$SUBNET_B.0/24"
@@ -262,13 +419,19 @@ requests = $REQUESTS
 requests_per_minute = 100000
 posts_per_minute_per_endpoint = 100000
 TOML
+    DAEMON_CONFIGS+=("$D/slipway.toml")
     "$BIN" serve --config "$D/slipway.toml" >"$D/daemon.out" 2>"$D/daemon.log" &
     UP_PID=$!
-    PIDS+=("$UP_PID") # stopped (SIGTERM first, so it stops its app) by stop_pass
+    DAEMON_PIDS+=("$UP_PID")
     for _ in $(seq 1 150); do grep -q '^ready' "$D/daemon.out" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$D/daemon.out" || { echo "the daemon did not start:" >&2; tail -20 "$D/daemon.log" >&2; exit 1; }
     ADDR=$(sed -n 's/^listening http //p' "$D/daemon.out")
     case "$ADDR" in 127.0.0.1:*) ;; *) echo "unexpected daemon address $ADDR" >&2; exit 1 ;; esac
+    HTTPS_ADDR=""
+    if [ "$TLS_MODE" != off ]; then
+        HTTPS_ADDR=$(sed -n 's/^listening https //p' "$D/daemon.out")
+        case "$HTTPS_ADDR" in 127.0.0.1:*) ;; *) echo "unexpected daemon HTTPS address '$HTTPS_ADDR'" >&2; exit 1 ;; esac
+    fi
     TOKEN=$(cat "$D/data/initial-admin-token")
     api() { # method, path, curl arguments...
         local method=$1 path=$2; shift 2
@@ -314,6 +477,7 @@ for line in json.load(sys.stdin)["logs"]:
     *) echo "refusing to target backend address '$BACKEND'" >&2; exit 1 ;;
     esac
     UP_BACKEND_PID=$(find_backend_master "$APP_TMP") || { echo "cannot find the app's nginx" >&2; exit 1; }
+    PIDS+=("$UP_BACKEND_PID") # should stop-apps leave it behind
 }
 
 RESULTS="$WORK/results.tsv"
@@ -322,33 +486,13 @@ LOADS="$WORK/loads.txt"
 : >"$LOADS"
 echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency, loopback, $(nproc) cores, $ROUNDS rounds, modes: $MODES" >&2
 
-pass=0
-for MODE in $MODES; do
-    pass=$((pass + 1))
-    P="$WORK/$MODE"
-    mkdir -p "$P"
-    daemon_up "$P" true slwbench
-    DAEMON_PID=$UP_PID BACKEND_PID=$UP_BACKEND_PID
-    if [ "${METRICS_OFF:-0}" = 1 ]; then
-        # The same daemon with request metrics off, to measure what counting costs.
-        MAIN_ADDR=$ADDR MAIN_BACKEND=$BACKEND MAIN_TOKEN=$TOKEN
-        daemon_up "$P/metrics-off" false slwbenchoff
-        OFF_ADDR=$ADDR OFF_BACKEND=$BACKEND
-        PIDS+=("$UP_BACKEND_PID") # should the daemon leave its app behind
-        ADDR=$MAIN_ADDR BACKEND=$MAIN_BACKEND TOKEN=$MAIN_TOKEN
-        echo "metrics off: daemon pid $UP_PID at $OFF_ADDR, backend $OFF_BACKEND" >&2
-    fi
-    echo "pass $pass: sandbox $MODE, daemon pid $DAEMON_PID at $ADDR, backend $BACKEND (nginx pid $BACKEND_PID)" >&2
-
-    # The front proxies and nginx static, on loopback ports of their own.
-    read -r NGINX_PROXY HAPROXY CADDY NGINX_STATIC EDGE_PROXY EDGE_STATIC <<<"$(free_ports 6)"
-    nginx_conf "$P/nginx_proxy" "upstream app { server $BACKEND; keepalive 64; }
-    server { listen 127.0.0.1:$NGINX_PROXY; location / { proxy_pass http://app; proxy_http_version 1.1;
+# nginx's proxy location, the same for the plain and the TLS front (upstream `app`).
+NGINX_PROXY_LOCATION="location / { proxy_pass http://app; proxy_http_version 1.1;
         proxy_set_header Connection \"\"; proxy_set_header Host \$host;
-        proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme; } }"
-    nginx_conf "$P/nginx_static" "sendfile on; tcp_nopush on; open_file_cache max=100;
-    server { listen 127.0.0.1:$NGINX_STATIC; root $WORK/site; }"
-    cat >"$P/haproxy.cfg" <<EOF
+        proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme; }"
+
+haproxy_cfg() { # file, bind line, backend address
+    cat >"$1" <<EOF2
 global
     nbthread 2
     maxconn 4096
@@ -360,13 +504,91 @@ defaults
     option http-keep-alive
     option forwardfor
 frontend web
-    bind 127.0.0.1:$HAPROXY
+    bind $2
     default_backend app
 backend app
     http-reuse always
-    server app $BACKEND
-EOF
-    cat >"$P/Caddyfile" <<EOF
+    server app $3
+EOF2
+}
+
+# The TLS fronts of a pass, all with the bench certificate and HTTP/2 offered by ALPN (as the
+# daemon does): nginx and HAProxy in front of the TLS daemon's backend ($TLS_BACKEND) and nginx
+# serving the static files. Sets their ports and pids.
+start_tls_fronts() {
+    read -r NGINX_TLS_PROXY HAPROXY_TLS NGINX_TLS_STATIC <<<"$(free_ports 3)"
+    nginx_conf "$P/nginx_tls_proxy" "upstream app { server $TLS_BACKEND; keepalive 64; }
+    server { $(nginx_tls_listen "$NGINX_TLS_PROXY")
+        $NGINX_PROXY_LOCATION }"
+    nginx_conf "$P/nginx_tls_static" "sendfile on; tcp_nopush on; open_file_cache max=100;
+    server { $(nginx_tls_listen "$NGINX_TLS_STATIC") root $WORK/site; }"
+    haproxy_cfg "$P/haproxy_tls.cfg" \
+        "127.0.0.1:$HAPROXY_TLS ssl crt $TLS_DIR/haproxy.pem alpn h2,http/1.1" "$TLS_BACKEND"
+    start PID_nginx_tls_proxy "$P/nginx_tls_proxy.out" nginx -c "$P/nginx_tls_proxy/nginx.conf" -g 'daemon off;'
+    start PID_nginx_tls_static "$P/nginx_tls_static.out" nginx -c "$P/nginx_tls_static/nginx.conf" -g 'daemon off;'
+    start PID_haproxy_tls "$P/haproxy_tls.out" haproxy -db -f "$P/haproxy_tls.cfg"
+    wait_http "https://127.0.0.1:$NGINX_TLS_PROXY/" "$PID_nginx_tls_proxy" "$P/nginx_tls_proxy.out"
+    wait_http "https://127.0.0.1:$NGINX_TLS_STATIC/" "$PID_nginx_tls_static" "$P/nginx_tls_static.out"
+    wait_http "https://127.0.0.1:$HAPROXY_TLS/" "$PID_haproxy_tls" "$P/haproxy_tls.out"
+}
+
+# Checks a TLS target as a client that trusts only the bench CA would: the chain verifies for
+# HOST, the protocol is the one asked for (ALPN), and the body has the expected size.
+check_tls() { # label, expected size, port, host, path, 1.1|2
+    local answer
+    answer=$(curl -sf --max-time 5 --cacert "$TLS_DIR/ca.pem" --resolve "$4:$3:127.0.0.1" \
+        "--http$6" -o /dev/null -w '%{size_download} %{http_version}' "https://$4:$3$5") || {
+        echo "$1: HTTPS request to $4:$3$5 failed" >&2; return 1; }
+    [ "$answer" = "$2 $6" ] || { echo "$1: got '$answer' (size, HTTP version), expected '$2 $6'" >&2; return 1; }
+}
+
+check_tls_targets() {
+    local port
+    for port in "$NGINX_TLS_PROXY" "$HAPROXY_TLS" "$TLS_PORT"; do
+        check_tls "TLS proxy" 23 "$port" bench-app.localhost / 1.1
+        if [ "$H2_TARGETS" = 1 ]; then check_tls "h2 proxy" 23 "$port" bench-app.localhost / 2; fi
+    done
+    check_tls "nginx TLS static" 1024 "$NGINX_TLS_STATIC" bench-static.localhost /1k.txt 1.1
+    check_tls "daemon TLS static" 1024 "$TLS_PORT" bench-static.localhost /1k.txt 1.1
+    # The daemon with TLS on sends plain HTTP visitors to HTTPS: the reason it is a daemon of
+    # its own.
+    local status
+    status=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -H "Host: bench-app.localhost" "http://$TLS_HTTP_ADDR/")
+    case "$status" in 30[1278]) ;; *) echo "TLS daemon: plain HTTP answered $status, not a redirect" >&2; return 1 ;; esac
+}
+
+pass=0
+for MODE in $MODES; do
+    pass=$((pass + 1))
+    P="$WORK/$MODE"
+    mkdir -p "$P"
+    daemon_up "$P" true slwbench off
+    DAEMON_PID=$UP_PID BACKEND_PID=$UP_BACKEND_PID
+    MAIN_ADDR=$ADDR MAIN_BACKEND=$BACKEND
+    if [ "${METRICS_OFF:-0}" = 1 ]; then
+        # The same daemon with request metrics off, to measure what counting costs.
+        daemon_up "$P/metrics-off" false slwbenchoff off
+        OFF_ADDR=$ADDR OFF_PID=$UP_PID OFF_BACKEND_PID=$UP_BACKEND_PID
+        echo "metrics off: daemon pid $UP_PID at $OFF_ADDR, backend $BACKEND" >&2
+    fi
+    if [ "$TLS_TARGETS" = 1 ]; then
+        # The same daemon with TLS on (files mode), for the TLS and h2 targets.
+        daemon_up "$P/tls" true slwbenchtls files
+        TLS_HTTP_ADDR=$ADDR TLS_PORT=${HTTPS_ADDR##*:} TLS_PID=$UP_PID
+        TLS_BACKEND=$BACKEND TLS_BACKEND_PID=$UP_BACKEND_PID
+        echo "TLS: daemon pid $TLS_PID at $HTTPS_ADDR, backend $TLS_BACKEND (nginx pid $TLS_BACKEND_PID)" >&2
+    fi
+    ADDR=$MAIN_ADDR BACKEND=$MAIN_BACKEND
+    echo "pass $pass: sandbox $MODE, daemon pid $DAEMON_PID at $ADDR, backend $BACKEND (nginx pid $BACKEND_PID)" >&2
+
+    # The front proxies and nginx static, on loopback ports of their own.
+    read -r NGINX_PROXY HAPROXY CADDY NGINX_STATIC EDGE_PROXY EDGE_STATIC <<<"$(free_ports 6)"
+    nginx_conf "$P/nginx_proxy" "upstream app { server $BACKEND; keepalive 64; }
+    server { listen 127.0.0.1:$NGINX_PROXY; $NGINX_PROXY_LOCATION }"
+    nginx_conf "$P/nginx_static" "sendfile on; tcp_nopush on; open_file_cache max=100;
+    server { listen 127.0.0.1:$NGINX_STATIC; root $WORK/site; }"
+    haproxy_cfg "$P/haproxy.cfg" "127.0.0.1:$HAPROXY" "$BACKEND"
+    cat >"$P/Caddyfile" <<EOF2
 {
     admin off
     auto_https off
@@ -374,7 +596,7 @@ EOF
 http://127.0.0.1:$CADDY {
     reverse_proxy $BACKEND
 }
-EOF
+EOF2
     start PID_nginx_proxy "$P/nginx_proxy.out" nginx -c "$P/nginx_proxy/nginx.conf" -g 'daemon off;'
     start PID_nginx_static "$P/nginx_static.out" nginx -c "$P/nginx_static/nginx.conf" -g 'daemon off;'
     start PID_haproxy "$P/haproxy.out" haproxy -db -f "$P/haproxy.cfg"
@@ -394,6 +616,7 @@ EOF
     if [ -n "${EDGE_BIN:-}" ]; then
         wait_http "http://127.0.0.1:$EDGE_PROXY/" "$PID_edge_proxy" "$P/edge_proxy.out"
     fi
+    if [ "$TLS_TARGETS" = 1 ]; then start_tls_fronts; fi
     for port in $PROXY_PORTS; do check_body proxy 23 "http://127.0.0.1:$port/"; done
     check_body daemon 23 "http://$ADDR/" bench-app.localhost
     check_body "nginx static" 1024 "http://127.0.0.1:$NGINX_STATIC/1k.txt"
@@ -404,6 +627,7 @@ EOF
         check_body "daemon (metrics off)" 23 "http://$OFF_ADDR/" bench-app.localhost
         check_body "daemon static (metrics off)" 1024 "http://$OFF_ADDR/1k.txt" bench-static.localhost
     fi
+    if [ "$TLS_TARGETS" = 1 ]; then check_tls_targets; fi
 
     echo "$MODE before: $(cat /proc/loadavg)" >>"$LOADS"
     for round in $(seq 1 "$ROUNDS"); do
@@ -412,9 +636,9 @@ EOF
             # Only the daemon with request metrics on and off, the order swapped every round
             # so that drifting load favours neither.
             on_proxy() { run "Slipway daemon proxy" "$DAEMON_PID" 0 "$BACKEND_PID" "http://$ADDR/" bench-app.localhost; }
-            off_proxy() { run "Slipway daemon proxy (metrics off)" "$UP_PID" 0 "$UP_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost; }
+            off_proxy() { run "Slipway daemon proxy (metrics off)" "$OFF_PID" 0 "$OFF_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost; }
             on_static() { run "Slipway daemon static 1 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/1k.txt" bench-static.localhost; }
-            off_static() { run "Slipway daemon static 1 KiB (metrics off)" "$UP_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost; }
+            off_static() { run "Slipway daemon static 1 KiB (metrics off)" "$OFF_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost; }
             if [ $((round % 2)) = 1 ]; then
                 on_proxy; off_proxy; on_static; off_static
             else
@@ -427,18 +651,33 @@ EOF
         run "Caddy proxy" "$PID_caddy" 0 "$BACKEND_PID" "http://127.0.0.1:$CADDY/"
         run "Slipway daemon proxy" "$DAEMON_PID" 0 "$BACKEND_PID" "http://$ADDR/" bench-app.localhost
         if [ "${METRICS_OFF:-0}" = 1 ]; then
-            run "Slipway daemon proxy (metrics off)" "$UP_PID" 0 "$UP_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost
+            run "Slipway daemon proxy (metrics off)" "$OFF_PID" 0 "$OFF_BACKEND_PID" "http://$OFF_ADDR/" bench-app.localhost
         fi
         if [ -n "${EDGE_BIN:-}" ]; then
             run "edge_server proxy (bare Proxy::forward)" "$PID_edge_proxy" 0 "$BACKEND_PID" "http://127.0.0.1:$EDGE_PROXY/"
         fi
+        if [ "$TLS_TARGETS" = 1 ]; then
+            # HTTPS with HTTP/1.1 keep-alive; all three in front of the TLS daemon's backend.
+            run "nginx TLS proxy" "$PID_nginx_tls_proxy" 1 "$TLS_BACKEND_PID" "https://127.0.0.1:$NGINX_TLS_PROXY/"
+            run "HAProxy TLS proxy" "$PID_haproxy_tls" 0 "$TLS_BACKEND_PID" "https://127.0.0.1:$HAPROXY_TLS/"
+            run "Slipway TLS proxy" "$TLS_PID" 0 "$TLS_BACKEND_PID" "https://127.0.0.1:$TLS_PORT/" bench-app.localhost
+        fi
+        if [ "$H2_TARGETS" = 1 ]; then
+            run_h2 "nginx h2 proxy" "$PID_nginx_tls_proxy" 1 "$TLS_BACKEND_PID" "$NGINX_TLS_PROXY" bench-app.localhost /
+            run_h2 "HAProxy h2 proxy" "$PID_haproxy_tls" 0 "$TLS_BACKEND_PID" "$HAPROXY_TLS" bench-app.localhost /
+            run_h2 "Slipway h2 proxy" "$TLS_PID" 0 "$TLS_BACKEND_PID" "$TLS_PORT" bench-app.localhost /
+        fi
         run "nginx static 1 KiB" "$PID_nginx_static" 1 "" "http://127.0.0.1:$NGINX_STATIC/1k.txt"
         run "Slipway daemon static 1 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/1k.txt" bench-static.localhost
         if [ "${METRICS_OFF:-0}" = 1 ]; then
-            run "Slipway daemon static 1 KiB (metrics off)" "$UP_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost
+            run "Slipway daemon static 1 KiB (metrics off)" "$OFF_PID" 0 "" "http://$OFF_ADDR/1k.txt" bench-static.localhost
         fi
         if [ -n "${EDGE_BIN:-}" ]; then
             run "edge_server static 1 KiB" "$PID_edge_static" 0 "" "http://127.0.0.1:$EDGE_STATIC/1k.txt"
+        fi
+        if [ "$TLS_TARGETS" = 1 ]; then
+            run "nginx TLS static 1 KiB" "$PID_nginx_tls_static" 1 "" "https://127.0.0.1:$NGINX_TLS_STATIC/1k.txt"
+            run "Slipway TLS static 1 KiB" "$TLS_PID" 0 "" "https://127.0.0.1:$TLS_PORT/1k.txt" bench-static.localhost
         fi
         run "nginx static 100 KiB" "$PID_nginx_static" 1 "" "http://127.0.0.1:$NGINX_STATIC/100k.txt"
         run "Slipway daemon static 100 KiB" "$DAEMON_PID" 0 "" "http://$ADDR/100k.txt" bench-static.localhost
@@ -453,32 +692,56 @@ done
 echo
 echo "machine: $(nproc) cores; load (1/5/15 min) before and after each pass:"
 sed 's/^/  /' "$LOADS"
-python3 - "$RESULTS" <<'PY'
+python3 - "$RESULTS" "$PERF_STAT" <<'PY'
 import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    label, rate, p99, cpu, backend, non2xx, socket, mode = line.rstrip("\n").split("\t")
+results, perf_stat = sys.argv[1], sys.argv[2] == "1"
+rows, kinds = {}, {}
+for line in open(results):
+    (label, rate, latency, kind, cpu, backend, non2xx, failed, mode,
+     syscalls, switches) = line.rstrip("\n").split("\t")
+    kinds[label] = kind
     rows.setdefault(mode, {}).setdefault(label, []).append(
-        (float(rate), float(p99), float(cpu), float(backend), int(non2xx), int(socket)))
+        (float(rate), float(latency), float(cpu), float(backend), int(non2xx), int(failed),
+         float("nan") if syscalls == "-" else float(syscalls),
+         float("nan") if switches == "-" else float(switches)))
+
+def references(label):
+    """The nginx row a row is compared with, and for proxies the HAProxy row of the same
+    protocol (plain HTTP/1.1, TLS HTTP/1.1 or h2)."""
+    label = label.replace(" (metrics off)", "")
+    tls = " TLS " in label
+    for size in ("1 KiB", "100 KiB"):
+        if label.endswith(f"static {size}"):
+            return (f"nginx TLS static {size}" if tls else f"nginx static {size}"), None
+    if " h2 " in label:
+        return "nginx h2 proxy", "HAProxy h2 proxy"
+    if tls:
+        return "nginx TLS proxy", "HAProxy TLS proxy"
+    return "nginx proxy (upstream keep-alive)", "HAProxy proxy"
+
+def ratio(value, reference):
+    return f"{value / reference:.2f}" if reference else "-"
+
 for mode, labels in rows.items():
     median = {label: [statistics.median(c) for c in zip(*runs)] for label, runs in labels.items()}
-    def reference(label):
-        label = label.replace(" (metrics off)", "")
-        for size in ("1 KiB", "100 KiB"):
-            if label.endswith(f"static {size}"):
-                return median.get(f"nginx static {size}")
-        return median.get("nginx proxy (upstream keep-alive)")
     print(f"\nsandbox mode {mode} (medians over {len(next(iter(labels.values())))} rounds):\n")
-    print("| target | req/s | p99 ms | proxy CPU µs/req | backend CPU µs/req | errors | req/s vs nginx | p99 vs nginx | CPU/req vs nginx |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for label, (rate, p99, cpu, backend, non2xx, socket) in median.items():
-        ref = reference(label)
+    perf_head = " syscalls/req | ctx switches/req |" if perf_stat else ""
+    print("| target | req/s | p99 ms | proxy CPU µs/req | backend CPU µs/req | errors | req/s vs nginx "
+          f"| req/s vs HAProxy | p99 vs nginx | CPU/req vs nginx |{perf_head}")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if perf_stat else ""))
+    for label, (rate, latency, cpu, backend, non2xx, failed, syscalls, switches) in median.items():
+        nginx_label, haproxy_label = references(label)
+        nginx, haproxy = median.get(nginx_label), median.get(haproxy_label)
         name = f"**{label}**" if label.startswith("Slipway") else label
+        latency_text = f"{latency:.2f}" + (" (mean)" if kinds[label] == "mean" else "")
         backend_text = f"{backend:.1f}" if "static" not in label else "-"
-        ratios = (f"{rate / ref[0]:.2f} | {p99 / ref[1]:.2f} | {cpu / ref[2]:.2f}" if ref
-                  else "- | - | -")
-        print(f"| {name} | {rate:.0f} | {p99:.2f} | {cpu:.1f} | {backend_text} | {non2xx + socket:.0f} "
-              f"| {ratios} |")
+        perf_text = f" {syscalls:.1f} | {switches:.2f} |" if perf_stat else ""
+        print(f"| {name} | {rate:.0f} | {latency_text} | {cpu:.1f} | {backend_text} | {non2xx + failed:.0f} "
+              f"| {ratio(rate, nginx and nginx[0])} | {ratio(rate, haproxy and haproxy[0])} "
+              f"| {ratio(latency, nginx and nginx[1])} | {ratio(cpu, nginx and nginx[2])} |{perf_text}")
+    if any(kinds[label] == "mean" for label in median):
+        print("\n(mean): h2load prints no percentiles; these rows show its mean time per request, "
+              "and their p99 ratio compares means.")
     off = [(label, median[label]) for label in median if label.endswith(" (metrics off)")]
     if off:
         print(f"\nrequest metrics on vs off ({mode}):\n")
