@@ -3,6 +3,7 @@
 //! goes down), supersession of an older run by a newer one, cancellation on shutdown
 //! (`INTERRUPTED`), and bringing live deployments back at start.
 
+mod build;
 mod cache;
 mod cleanup;
 mod commands;
