@@ -1,5 +1,7 @@
 //! The build half of a run (`run.rs` calls it for a build, not a rollback): the source step,
-//! `framework: auto` detection, the build cache, then the install and build steps.
+//! `framework: auto` detection, the build cache, then the install and build steps, with
+//! `node_modules` restored before install and kept after a successful build
+//! (`node_modules.rs`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use tokio::time::Instant;
 
 use super::commands::BuildCommand;
 use super::failure::Failure;
+use super::node_modules::{KeptModules, ModulesRun};
 use super::{ActiveRun, Pipeline};
 use crate::error_code::ErrorCode;
 use crate::logs::LogStream;
@@ -45,6 +48,7 @@ impl Pipeline {
                 .map(|_| true)
         })
         .await?;
+        let explicit_install = request.install_command.is_some();
         if request.framework.as_deref() == Some("auto") {
             self.apply_detection(request, workspace, dpl).await;
         }
@@ -64,6 +68,7 @@ impl Pipeline {
                 }
             }
         }
+        let mut kept: Option<KeptModules> = None;
         for (name, command, stream, code) in [
             (
                 "install",
@@ -83,7 +88,24 @@ impl Pipeline {
                 continue;
             };
             self.step(active, name, async {
-                let command = command.to_owned();
+                let command = match (&cache, name) {
+                    (Some(cache), "install") => {
+                        let restore = self
+                            .restore_node_modules(ModulesRun {
+                                project,
+                                dpl,
+                                workspace,
+                                cache,
+                                install_command: command,
+                                explicit: explicit_install,
+                                env: &build_env,
+                            })
+                            .await;
+                        kept = restore.kept;
+                        restore.install_command
+                    }
+                    _ => command.to_owned(),
+                };
                 self.hub.system(dpl, &format!("{name}: $ {command}"));
                 let command = match (&cache, name) {
                     (Some(cache), "build") => {
@@ -104,6 +126,10 @@ impl Pipeline {
                 self.run_command(project, dpl, command).await.map(|_| true)
             })
             .await?;
+        }
+        // Only a successful build gets here: a failed one keeps nothing.
+        if let Some(kept) = kept {
+            self.keep_node_modules(kept, dpl).await;
         }
         if cache.is_some() {
             self.trim_build_cache(project, dpl).await;

@@ -10,10 +10,13 @@ mod commands;
 mod failure;
 mod golive;
 mod inflight;
+mod modules_key;
+mod node_modules;
 mod progress;
 mod restore;
 mod run;
 mod status;
+mod tree;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
