@@ -14,7 +14,7 @@ use crate::sandbox::{LimitedDir, StepKind, StepSpec};
 use crate::store::records::{DeploymentRecord, ProjectRecord};
 
 /// The PATH every step and app gets.
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(super) const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// One build-kind command of a run (source clone, install, build).
 pub(super) struct BuildCommand<'a> {

@@ -3,16 +3,20 @@
 //! goes down), supersession of an older run by a newer one, cancellation on shutdown
 //! (`INTERRUPTED`), and bringing live deployments back at start.
 
+mod build;
 mod cache;
 mod cleanup;
 mod commands;
 mod failure;
 mod golive;
 mod inflight;
+mod modules_key;
+mod node_modules;
 mod progress;
 mod restore;
 mod run;
 mod status;
+mod tree;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

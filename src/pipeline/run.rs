@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::commands::BuildCommand;
+use super::build::BuildRun;
 use super::failure::Failure;
 use super::golive::{choose_output_dir, Prepared, Switch};
 use super::{ActiveRun, Pipeline, RunPlan, StopReason};
-use crate::logs::LogStream;
 use crate::metrics::RunResult;
 use crate::notifications::{Event, EventKind};
 use crate::store::records::{
@@ -232,75 +231,15 @@ impl Pipeline {
             RunPlan::Build(request) => Some(request.clone()),
         };
         if let Some(request) = request.as_mut() {
-            self.step(active, "source", async {
-                self.fetch_source(project, request, &workspace, &env, deadline, deployment)
-                    .await
-                    .map(|_| true)
-            })
-            .await?;
-            if request.framework.as_deref() == Some("auto") {
-                self.apply_detection(request, &workspace, &dpl).await;
-            }
-            let request = &*request;
-            let has_commands = [&request.install_command, &request.build_command]
-                .iter()
-                .any(|c| c.as_deref().is_some_and(|c| !c.trim().is_empty()));
-            let cache = match has_commands {
-                true => self.prepare_build_cache(project).await,
-                false => None,
+            let run = BuildRun {
+                active,
+                project,
+                workspace: &workspace,
+                env: &env,
+                deadline,
+                dpl: &dpl,
             };
-            let mut build_env = env.clone();
-            if let Some(cache) = &cache {
-                for (key, value) in self.build_cache_env(cache) {
-                    if !build_env.iter().any(|(k, _)| *k == key) {
-                        build_env.push((key, value));
-                    }
-                }
-            }
-            for (name, command, stream, code) in [
-                (
-                    "install",
-                    request.install_command.as_deref(),
-                    LogStream::Install,
-                    ErrorCode::InstallFailed,
-                ),
-                (
-                    "build",
-                    request.build_command.as_deref(),
-                    LogStream::Build,
-                    ErrorCode::BuildFailed,
-                ),
-            ] {
-                let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
-                    self.skip(active, name).await;
-                    continue;
-                };
-                self.step(active, name, async {
-                    self.hub.system(&dpl, &format!("{name}: $ {command}"));
-                    let wrapped = match (&cache, name) {
-                        (Some(cache), "build") => Some(super::cache::with_framework_caches(
-                            command,
-                            &self.build_cache_base(cache),
-                        )),
-                        _ => None,
-                    };
-                    let command = BuildCommand {
-                        step: name,
-                        failure_code: code,
-                        stream,
-                        command: wrapped.as_deref().unwrap_or(command),
-                        workspace: &workspace,
-                        cache: cache.as_deref(),
-                        env: &build_env,
-                        deadline,
-                    };
-                    self.run_command(project, &dpl, command).await.map(|_| true)
-                })
-                .await?;
-            }
-            if cache.is_some() {
-                self.trim_build_cache(project, &dpl).await;
-            }
+            self.source_install_build(&run, request, deployment).await?;
         }
 
         // The deploy step starts an app, not a build: the next queued build may go.
@@ -393,7 +332,7 @@ impl Pipeline {
 
     /// Runs one step: marks it running, races it against cancellation, records the result.
     /// The future answers `true` for done, `false` for skipped.
-    async fn step<T>(
+    pub(super) async fn step<T>(
         &self,
         active: &Arc<ActiveRun>,
         name: &'static str,
@@ -432,7 +371,7 @@ impl Pipeline {
         result
     }
 
-    async fn skip(&self, active: &Arc<ActiveRun>, name: &'static str) {
+    pub(super) async fn skip(&self, active: &Arc<ActiveRun>, name: &'static str) {
         self.set_step(
             active,
             name,

@@ -218,3 +218,35 @@ async fn the_build_cache_is_mounted_in_the_sandbox_and_kept() {
         .await;
     assert!(logs.contains("CACHE-HIT"), "{logs}");
 }
+
+/// In a sandbox `node_modules` comes back as the project's own (the daemon copies it across
+/// the workspace's and the cache's filesystems): the next install can write into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_modules_comes_back_writable_by_the_project_in_the_sandbox() {
+    let Some(sandboxed) = Sandboxed::start(
+        "node_modules_comes_back_writable_by_the_project_in_the_sandbox",
+        "",
+    ) else {
+        return;
+    };
+    let files = [
+        ("index.html", "<h1>x</h1>", 0o644),
+        ("package.json", r#"{"dependencies":{"pkg":"1.0.0"}}"#, 0o644),
+        ("package-lock.json", "{}", 0o644),
+    ];
+    let install = format!(
+        "{} && touch node_modules/pkg/added node_modules/pkg/new-$$",
+        crate::build_cache::MODULES_INSTALL
+    );
+    let body = json!({"installCommand": install, "buildCommand": "true"});
+    for expected in ["MODULES-FRESH", "MODULES-RESTORED"] {
+        let (status, logs) = sandboxed
+            .run("modules", &files, body.clone(), Duration::from_secs(60))
+            .await;
+        assert_eq!(
+            status["status"], "provisioning_complete",
+            "{status}\n{logs}"
+        );
+        assert!(logs.contains(expected), "{logs}");
+    }
+}
