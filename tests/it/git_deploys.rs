@@ -5,6 +5,7 @@
 //! start nothing; a deploy hook deploys its branch; a server app's preview runs beside
 //! production with its own environment.
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -23,7 +24,10 @@ struct GitServer {
 
 impl Drop for GitServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // `git daemon` runs `git-daemon` as a child of its own: stop the whole group, or the
+        // server outlives the test.
+        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
     }
 }
@@ -72,6 +76,7 @@ impl GitServer {
             .arg(format!("--base-path={}", dir.path().display()))
             .arg(dir.path())
             .stderr(std::process::Stdio::null())
+            .process_group(0)
             .spawn();
         let Ok(child) = child else {
             eprintln!("SKIP: `git daemon` does not start here");
