@@ -191,18 +191,34 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     let first =
         daemon.api("GET", "/api/projects/web", None).await.json()["liveDeploymentId"].clone();
     browser.click("#redeploy").await;
-    browser
-        .wait_for(
+    // The previous deployment's panel says 'finished' too: first wait for the new one's.
+    let first_id = first.as_str().unwrap_or_default();
+    let redeploy_shown =
+        format!("location.hash.includes('/deployments/') && !location.hash.endsWith('{first_id}')");
+    for (condition, what) in [
+        (redeploy_shown.as_str(), "the redeploy's panel"),
+        (
             "document.querySelector('#log-state')?.textContent === 'finished'",
             "the redeploy",
-        )
-        .await;
-    browser
-        .wait_for(
+        ),
+        (
             "document.querySelector('button.rollback')",
             "a deployment to roll back to",
-        )
-        .await;
+        ),
+    ] {
+        if let Err(message) = browser.try_wait_for(condition, what).await {
+            let deployments = daemon
+                .api("GET", "/api/projects/web/deployments", None)
+                .await;
+            let log = daemon.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "{message}\n\nthe API's deployments: {}\n\nthe daemon's last log lines:\n{}",
+                deployments.text(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
     browser.click("button.rollback").await;
     browser
         .wait_for(

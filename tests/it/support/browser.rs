@@ -161,15 +161,25 @@ impl Browser {
 
     /// Polls `condition` (a JS expression) until it is truthy; panics with `what` after 60 s.
     pub async fn wait_for(&mut self, condition: &str, what: &str) {
+        if let Err(message) = self.try_wait_for(condition, what).await {
+            panic!("{message}");
+        }
+    }
+
+    /// [`Browser::wait_for`] that gives the failure back (with what the page shows), for a
+    /// test that has more to tell about it.
+    pub async fn try_wait_for(&mut self, condition: &str, what: &str) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let value = self.eval(&format!("!!({condition})")).await;
             if value == Value::Bool(true) {
-                return;
+                return Ok(());
             }
             if Instant::now() > deadline {
                 let text = self.eval("document.body.innerText").await;
-                panic!("waited 60 s for {what} ({condition}); the page shows:\n{text}");
+                return Err(format!(
+                    "waited 60 s for {what} ({condition}); the page shows:\n{text}"
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
