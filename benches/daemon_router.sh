@@ -61,6 +61,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-2}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/benches/lib.sh"
 if [ -z "${MODES:-}" ]; then
     if [ "$(id -u)" = 0 ]; then MODES="none namespaces"; else MODES="none"; fi
 fi
@@ -164,28 +165,12 @@ tar czf "$WORK/site.tgz" -C "$WORK/site" .
 # shellcheck disable=SC2016 # expanded by the app's shell, not this one
 START_COMMAND='PATH="$PATH:/usr/sbin" T="$BENCH_TMP/nginx" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@HOST@|$BENCH_HOST|" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
 
-# The operator's certificate for the TLS targets, as in benches/tls_daemon.sh: a throw-away CA
-# and an ECDSA P-256 leaf, so that the daemon (files mode), nginx and HAProxy all serve the
-# very same chain and key. chain.pem ends with the CA (what the daemon trusts in files mode);
-# haproxy.pem is chain and key in one file, the form HAProxy's `crt` takes.
+# The operator's certificate for the TLS targets (benches/lib.sh): the daemon (files mode),
+# nginx and HAProxy all serve the very same chain and key.
 TLS_DIR="$WORK/tls"
-make_certificate() {
-    mkdir -p "$TLS_DIR"
-    local d=$TLS_DIR
-    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
-    openssl req -x509 -new -key "$d/ca.key" -subj "/CN=Slipway bench CA" -days 2 -out "$d/ca.pem" \
-        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-    openssl ecparam -name prime256v1 -genkey -noout -out "$d/leaf.key" 2>/dev/null
-    openssl pkcs8 -topk8 -nocrypt -in "$d/leaf.key" -out "$d/key.pem"
-    openssl req -new -key "$d/key.pem" -subj "/CN=localhost" -out "$d/leaf.csr" 2>/dev/null
-    printf '%s\n' "subjectAltName=DNS:bench-app.localhost,DNS:bench-static.localhost,DNS:slipway.localhost,DNS:localhost" \
-        "basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" >"$d/leaf.ext"
-    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
-        -days 1 -extfile "$d/leaf.ext" -out "$d/leaf.pem" 2>/dev/null
-    cat "$d/leaf.pem" "$d/ca.pem" >"$d/chain.pem"
-    cat "$d/chain.pem" "$d/key.pem" >"$d/haproxy.pem"
-}
-if [ "$TLS_TARGETS" = 1 ]; then make_certificate; fi
+if [ "$TLS_TARGETS" = 1 ]; then
+    bench_certificate "$TLS_DIR" localhost bench-app.localhost bench-static.localhost slipway.localhost
+fi
 
 # nginx before 1.25.1 turns HTTP/2 on with `listen ... http2`, later ones with `http2 on;`.
 nginx_tls_listen() { # port: the listen directive(s) of a TLS server block with HTTP/2 (ALPN)

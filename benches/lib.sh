@@ -7,6 +7,13 @@
 # (${WRAP:-} in front, e.g. WRAP=heaptrack) with its stdout in DIR/out and its log in DIR/log,
 # waits up to 30 s for "ready" and sets DAEMON_PID, DAEMON_ADDR (http host:port) and
 # DAEMON_TOKEN. Stops the script, showing the log, if the daemon does not start.
+#
+#   bench_certificate DIR NAME...
+# an operator's certificate for the TLS benches: a throw-away CA and an ECDSA P-256 leaf for
+# the NAMEs, so that the daemon (tls.mode files), nginx and HAProxy serve the very same chain
+# and key. Writes DIR/key.pem, DIR/leaf.pem, DIR/chain.pem (leaf then CA: what the daemon's
+# ssl_verification trusts in files mode) and DIR/haproxy.pem (chain and key in one file, the
+# form HAProxy's `crt` takes). Needs openssl.
 
 BENCH_PIDS=()
 bench_stop_daemons() {
@@ -43,4 +50,23 @@ TOML
     grep -q '^ready' "$dir/out" || { echo "the daemon in $dir did not start:" >&2; tail -20 "$dir/log" >&2; exit 1; }
     DAEMON_ADDR="$(sed -n 's/^listening http //p' "$dir/out")"
     DAEMON_TOKEN="$(cat "$dir/data/initial-admin-token")"
+}
+
+bench_certificate() {
+    local d=$1 sans
+    shift
+    sans=$(printf 'DNS:%s,' "$@")
+    mkdir -p "$d"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/ca.key" -subj "/CN=Slipway bench CA" -days 30 -out "$d/ca.pem" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/leaf.key" 2>/dev/null
+    openssl pkcs8 -topk8 -nocrypt -in "$d/leaf.key" -out "$d/key.pem"
+    openssl req -new -key "$d/key.pem" -subj "/CN=$1" -out "$d/leaf.csr" 2>/dev/null
+    printf '%s\n' "subjectAltName=${sans%,}" "basicConstraints=CA:FALSE" \
+        "extendedKeyUsage=serverAuth" >"$d/leaf.ext"
+    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 7 -extfile "$d/leaf.ext" -out "$d/leaf.pem" 2>/dev/null
+    cat "$d/leaf.pem" "$d/ca.pem" >"$d/chain.pem"
+    cat "$d/chain.pem" "$d/key.pem" >"$d/haproxy.pem"
 }

@@ -14,6 +14,7 @@
 # Usage: [SLIPWAY_BIN=path] benches/tls_daemon.sh [seconds per measurement, default 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 duration="${1:-8}"
 for tool in wrk nginx openssl curl python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool is not installed"; exit 0; }
@@ -36,18 +37,9 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# The operator's certificate: a CA and an ECDSA P-256 leaf; the chain ends with the CA, which is
-# what the daemon's ssl_verification trusts in files mode.
-openssl ecparam -name prime256v1 -genkey -noout -out "$work/ca.key" 2>/dev/null
-openssl req -x509 -new -key "$work/ca.key" -subj "/CN=Bench CA" -days 30 -out "$work/ca.pem" \
-  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-openssl ecparam -name prime256v1 -genkey -noout -out "$work/leaf.key" 2>/dev/null
-openssl pkcs8 -topk8 -nocrypt -in "$work/leaf.key" -out "$work/key.pem"
-openssl req -new -key "$work/key.pem" -subj "/CN=localhost" -out "$work/leaf.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,DNS:site.localhost,DNS:slipway.localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$work/leaf.ext"
-openssl x509 -req -in "$work/leaf.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-  -days 7 -extfile "$work/leaf.ext" -out "$work/leaf.pem" 2>/dev/null
-cat "$work/leaf.pem" "$work/ca.pem" >"$work/chain.pem"
+# The operator's certificate (benches/lib.sh): the daemon (files mode) and nginx serve the very
+# same leaf and key.
+bench_certificate "$work" localhost site.localhost slipway.localhost
 
 http_port=$(free_port)
 https_port=$(free_port)
