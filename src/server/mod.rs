@@ -170,11 +170,12 @@ impl Connection {
                 };
                 // The reserve serves HTTP/1 only, whose Host is checked per request: a
                 // prior-knowledge HTTP/2 client could hold it without naming a host.
-                if self.control_only && first[..n].starts_with(b"PRI") {
+                let h2 = first[..n].starts_with(b"PRI");
+                if self.control_only && h2 {
                     return;
                 }
                 let builder = auto_builder(&self.limits);
-                self.run(builder, stream, Scheme::Http, watcher).await;
+                self.run(builder, stream, Scheme::Http, h2, watcher).await;
             }
             ListenerKind::Tls(acceptor) => {
                 let accept = acceptor.accept(stream);
@@ -211,7 +212,7 @@ impl Connection {
                 } else {
                     builder.http1_only()
                 };
-                self.run(builder, tls, Scheme::Https, watcher).await;
+                self.run(builder, tls, Scheme::Https, h2, watcher).await;
             }
         }
     }
@@ -222,17 +223,24 @@ impl Connection {
         builder: hyper_util::server::conn::auto::Builder<TokioExecutor>,
         io: I,
         scheme: Scheme,
+        h2: bool,
         watcher: hyper_util::server::graceful::Watcher,
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let activity = Activity::new();
-        // Reserve connections give their room back quickly.
-        let idle_timeout = if self.control_only {
-            self.limits.idle_timeout.min(self.limits.handshake_timeout)
-        } else {
-            self.limits.idle_timeout
-        };
+        let mut idle_timeout = self.limits.idle_timeout;
+        if !h2 {
+            // HTTP/1 reads a request's head only while no request is in flight: the header
+            // timeout (the wait for the next request and the reading of its head) is this
+            // connection's idle bound. One lazily re-armed timer per connection instead of
+            // hyper's `header_read_timeout`, which registers a timer for every request.
+            idle_timeout = idle_timeout.min(self.limits.header_timeout);
+        }
+        if self.control_only {
+            // Reserve connections give their room back quickly.
+            idle_timeout = idle_timeout.min(self.limits.handshake_timeout);
+        }
         let Connection {
             client,
             dispatch,
@@ -254,6 +262,7 @@ impl Connection {
         });
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         tokio::select! {
+            biased;
             result = watcher.watch(connection.into_owned()) => {
                 if let Err(error) = result {
                     tracing::debug!(%client, %error, "connection ended with an error");
@@ -300,7 +309,8 @@ fn auto_builder(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        // Enforced by the connection's idle timer instead (`Connection::run`).
+        .header_read_timeout(None)
         .max_buf_size(limits.max_header_bytes.max(8192));
     builder
         .http2()

@@ -232,3 +232,61 @@ async fn websocket_tunnels_are_capped_per_client_and_idle_ones_closed() {
         .await
         .expect("a tunnel after the idle ones closed");
 }
+
+/// `header_timeout_s` bounds both the reading of a request head and the keep-alive wait for
+/// the next one (the connection's idle timer enforces it for HTTP/1, not a timer per request):
+/// a client dribbling a head and one idling between requests are closed at it, well before
+/// `idle_timeout_s`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_and_an_idle_keep_alive_end_at_the_header_timeout() {
+    let daemon = TestDaemon::start_with(
+        DaemonOptions::default().extra_toml(&format!("{LIMITS}header_timeout_s = 2\n")),
+    );
+
+    // A head that never ends: one header line every 400 ms.
+    let mut slow = TcpStream::connect(daemon.http).await.unwrap();
+    let started = Instant::now();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: nobody.localhost\r\n")
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 1024];
+    let closed_after = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(9),
+            "a head dribbled for 9 s was still being read (header_timeout_s = 2)"
+        );
+        match tokio::time::timeout(Duration::from_millis(400), slow.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break started.elapsed(),
+            Ok(Ok(_)) => {} // an error page: the connection closes next
+            Err(_) => {
+                if slow.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                    break started.elapsed();
+                }
+            }
+        }
+    };
+    assert!(
+        closed_after >= Duration::from_millis(1500),
+        "closed after {closed_after:?}, before the header timeout"
+    );
+
+    // A keep-alive connection that goes quiet after one answer.
+    let mut idle = TcpStream::connect(daemon.http).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: nobody.localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let n = idle.read(&mut buffer).await.unwrap();
+    assert!(
+        buffer[..n].starts_with(b"HTTP/1.1 404"),
+        "{}",
+        String::from_utf8_lossy(&buffer[..n])
+    );
+    let answered = Instant::now();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(8), idle.read_to_end(&mut rest))
+        .await
+        .expect("an idle keep-alive connection outlived the header timeout by 6 s")
+        .ok();
+    assert!(answered.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(daemon.healthz().await, 200);
+}
