@@ -173,9 +173,13 @@ impl Dispatch {
                     proto,
                     host,
                 };
-                self.proxy
-                    .forward_metered(request, upstream, &forwarded, metrics)
-                    .await
+                // Boxed: the proxy's future is kilobytes, and every layer above it would
+                // otherwise carry (and copy, at each call) that much for every request.
+                Box::pin(
+                    self.proxy
+                        .forward_metered(request, upstream, &forwarded, metrics),
+                )
+                .await
             }
         }
     }

@@ -17,7 +17,8 @@ use tokio::net::TcpListener;
 use super::upstream::Pool;
 use crate::http_util::{empty, Body};
 
-/// An app on 127.0.0.1:0: `/` answers "ok"; `/stream` sends 64 chunks of 64 KiB. Counts the
+/// An app on 127.0.0.1:0: `/` answers "ok"; `/stream` sends 64 chunks of 64 KiB; `/hang`
+/// never answers. Counts the
 /// connections still open.
 async fn app() -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -30,6 +31,9 @@ async fn app() -> (SocketAddr, Arc<AtomicUsize>) {
             counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let service = service_fn(|request: Request<hyper::body::Incoming>| async move {
+                    if request.uri().path() == "/hang" {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
                     let body: Body = if request.uri().path() == "/stream" {
                         let chunks = (0..64).map(|_| {
                             Ok::<_, crate::http_util::BodyError>(Frame::data(Bytes::from(
@@ -139,4 +143,42 @@ async fn a_connection_the_app_closed_is_not_checked_out() {
     // Pooled or not, it must never be handed out again.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(pool.checkout(address).await.is_none());
+}
+
+/// Each connection keeps one response timer, re-armed lazily: a reused connection still times
+/// out each request at its own deadline, whether the timer was armed for an earlier one (a
+/// previous request's) or a later one.
+#[tokio::test]
+async fn a_reused_connection_times_out_each_request_at_its_own_deadline() {
+    let (address, _open) = app().await;
+    let pool = Pool::new(8, Duration::from_secs(30), Duration::from_secs(3));
+    for (first, second) in [(300, 300), (5000, 300)] {
+        let conn = pool.connect(address).await.unwrap();
+        let response = pool
+            .exchange(conn, address, get("/"), Duration::from_millis(first), None)
+            .await
+            .unwrap_or_else(|_| panic!("the first request failed"));
+        response.into_body().collect().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let conn = pool.checkout(address).await.expect("the idle connection");
+        let started = tokio::time::Instant::now();
+        let result = pool
+            .exchange(
+                conn,
+                address,
+                get("/hang"),
+                Duration::from_millis(second),
+                None,
+            )
+            .await;
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(result, Err(ref failure) if matches!(failure.error, super::upstream::SendError::TimedOut(_))),
+            "the hanging request did not time out"
+        );
+        assert!(
+            elapsed >= Duration::from_millis(second - 20) && elapsed < Duration::from_secs(2),
+            "timed out after {elapsed:?}, its timeout was {second} ms (the first request's {first} ms)"
+        );
+    }
 }

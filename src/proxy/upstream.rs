@@ -27,7 +27,7 @@ use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::http_util::{Body, BodyError};
 use crate::metrics::ProjectMetrics;
@@ -55,14 +55,20 @@ pub(super) struct Failure {
 
 type Driver = http1::Connection<TokioIo<TcpStream>, Body>;
 
-/// One connection to an app: the request sender and the I/O state machine behind it.
-pub(super) struct Conn {
+/// One connection to an app: the request sender, the I/O state machine behind it and its
+/// response timer. Always boxed ([`Conn`]): the state is about a kilobyte, and a connection
+/// moves from the pool to the exchange to the response body and back for every request.
+pub(super) struct Connection {
     sender: http1::SendRequest<Body>,
     driver: Driver,
     ended: bool,
+    /// Armed at or before the current request's deadline; see [`Connection::timed_out`].
+    timer: Pin<Box<Sleep>>,
 }
 
-impl Conn {
+pub(super) type Conn = Box<Connection>;
+
+impl Connection {
     /// Makes progress on the connection's I/O; true once the connection has ended (closed by
     /// the app, failed, or upgraded).
     fn drive(&mut self, cx: &mut Context<'_>) -> bool {
@@ -88,14 +94,27 @@ impl Conn {
         .await
     }
 
-    /// Sends `request` and waits for the response head, driving the connection meanwhile.
-    async fn exchange(&mut self, request: Request<Body>) -> Result<Response<Incoming>, Failure> {
+    /// Sends `request` and waits, up to `timeout`, for the response head, driving the
+    /// connection meanwhile.
+    async fn exchange(
+        &mut self,
+        request: Request<Body>,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, Failure> {
+        let deadline = Instant::now() + timeout;
+        self.arm(deadline);
         let mut response = std::pin::pin!(self.sender.try_send_request(request));
         poll_fn(|cx| {
             let mut drove = false;
             loop {
                 if let Poll::Ready(result) = response.as_mut().poll(cx) {
                     return Poll::Ready(result.map_err(Failure::from));
+                }
+                if self.timed_out(deadline, cx) {
+                    return Poll::Ready(Err(Failure {
+                        error: SendError::TimedOut(timeout),
+                        unsent: None,
+                    }));
                 }
                 if drove && self.ended {
                     // hyper answers every request's callback when its connection ends.
@@ -114,6 +133,27 @@ impl Conn {
             }
         })
         .await
+    }
+
+    /// Makes sure the timer fires no later than `deadline`. A timer still armed for an
+    /// earlier deadline (a previous request's) is left alone: it fires early and
+    /// [`Connection::timed_out`] moves it on, so requests in quick succession touch the
+    /// runtime's timer wheel about once per timeout instead of once each.
+    fn arm(&mut self, deadline: Instant) {
+        if self.timer.is_elapsed() || self.timer.deadline() > deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+    }
+
+    /// Whether `deadline` has passed; otherwise registers for a wake-up at the latest then.
+    fn timed_out(&mut self, deadline: Instant, cx: &mut Context<'_>) -> bool {
+        while self.timer.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= deadline {
+                return true;
+            }
+            self.timer.as_mut().reset(deadline);
+        }
+        false
     }
 }
 
@@ -205,11 +245,12 @@ impl Pool {
             .handshake(TokioIo::new(stream))
             .await
             .map_err(SendError::Failed)?;
-        Ok(Conn {
+        Ok(Box::new(Connection {
             sender,
             driver,
             ended: false,
-        })
+            timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+        }))
     }
 
     /// Sends `request` on `conn` and returns the response whose body keeps driving the
@@ -223,15 +264,7 @@ impl Pool {
         timeout: Duration,
         metrics: Option<Arc<ProjectMetrics>>,
     ) -> Result<Response<UpstreamBody>, Failure> {
-        let response = match tokio::time::timeout(timeout, conn.exchange(request)).await {
-            Ok(response) => response?,
-            Err(_) => {
-                return Err(Failure {
-                    error: SendError::TimedOut(timeout),
-                    unsent: None,
-                })
-            }
-        };
+        let response = conn.exchange(request, timeout).await?;
         Ok(response.map(|body| UpstreamBody {
             body,
             conn: Some(conn),
@@ -249,9 +282,9 @@ impl Pool {
         request: Request<Body>,
         timeout: Duration,
     ) -> Result<Response<Incoming>, SendError> {
-        let Conn {
+        let Connection {
             mut sender, driver, ..
-        } = self.connect(address).await?;
+        } = *self.connect(address).await?;
         tokio::spawn(async move {
             if let Err(error) = driver.with_upgrades().await {
                 tracing::debug!(%address, %error, "proxy: upgrade connection ended");
