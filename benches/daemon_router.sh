@@ -476,27 +476,6 @@ NGINX_PROXY_LOCATION="location / { proxy_pass http://app; proxy_http_version 1.1
         proxy_set_header Connection \"\"; proxy_set_header Host \$host;
         proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto \$scheme; }"
 
-haproxy_cfg() { # file, bind line, backend address
-    cat >"$1" <<EOF2
-global
-    nbthread 2
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 3s
-    timeout client 30s
-    timeout server 30s
-    option http-keep-alive
-    option forwardfor
-frontend web
-    bind $2
-    default_backend app
-backend app
-    http-reuse always
-    server app $3
-EOF2
-}
-
 # The TLS fronts of a pass, all with the bench certificate and HTTP/2 offered by ALPN (as the
 # daemon does): nginx and HAProxy in front of the TLS daemon's backend ($TLS_BACKEND) and nginx
 # serving the static files. Sets their ports and pids.
@@ -507,7 +486,7 @@ start_tls_fronts() {
         $NGINX_PROXY_LOCATION }"
     nginx_conf "$P/nginx_tls_static" "sendfile on; tcp_nopush on; open_file_cache max=100;
     server { $(nginx_tls_listen "$NGINX_TLS_STATIC") root $WORK/site; }"
-    haproxy_cfg "$P/haproxy_tls.cfg" \
+    bench_haproxy_cfg "$P/haproxy_tls.cfg" \
         "127.0.0.1:$HAPROXY_TLS ssl crt $TLS_DIR/haproxy.pem alpn h2,http/1.1" "$TLS_BACKEND"
     start PID_nginx_tls_proxy "$P/nginx_tls_proxy.out" nginx -c "$P/nginx_tls_proxy/nginx.conf" -g 'daemon off;'
     start PID_nginx_tls_static "$P/nginx_tls_static.out" nginx -c "$P/nginx_tls_static/nginx.conf" -g 'daemon off;'
@@ -572,7 +551,7 @@ for MODE in $MODES; do
     server { listen 127.0.0.1:$NGINX_PROXY; $NGINX_PROXY_LOCATION }"
     nginx_conf "$P/nginx_static" "sendfile on; tcp_nopush on; open_file_cache max=100;
     server { listen 127.0.0.1:$NGINX_STATIC; root $WORK/site; }"
-    haproxy_cfg "$P/haproxy.cfg" "127.0.0.1:$HAPROXY" "$BACKEND"
+    bench_haproxy_cfg "$P/haproxy.cfg" "127.0.0.1:$HAPROXY" "$BACKEND"
     cat >"$P/Caddyfile" <<EOF2
 {
     admin off

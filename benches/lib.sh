@@ -15,6 +15,11 @@
 # ssl_verification trusts in files mode) and DIR/haproxy.pem (chain and key in one file, the
 # form HAProxy's `crt` takes). Needs openssl.
 
+#   bench_haproxy_cfg FILE BIND SERVER
+# the HAProxy config every bench compares against: 2 threads, HTTP keep-alive both ways,
+# `http-reuse always`, X-Forwarded-For; BIND is a `bind` line's arguments, SERVER the backend
+# address.
+
 BENCH_PIDS=()
 bench_stop_daemons() {
     for pid in "${BENCH_PIDS[@]}"; do
@@ -69,4 +74,25 @@ bench_certificate() {
         -days 7 -extfile "$d/leaf.ext" -out "$d/leaf.pem" 2>/dev/null
     cat "$d/leaf.pem" "$d/ca.pem" >"$d/chain.pem"
     cat "$d/chain.pem" "$d/key.pem" >"$d/haproxy.pem"
+}
+
+bench_haproxy_cfg() {
+    cat >"$1" <<EOF2
+global
+    nbthread 2
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 3s
+    timeout client 30s
+    timeout server 30s
+    option http-keep-alive
+    option forwardfor
+frontend web
+    bind $2
+    default_backend app
+backend app
+    http-reuse always
+    server app $3
+EOF2
 }
