@@ -138,32 +138,13 @@ else
 fi
 [ -x "$BIN" ] || { echo "no daemon binary at $BIN" >&2; exit 1; }
 
-# The static files (also served by nginx) and the app's source: an nginx.conf template the start
-# command fills in with sed, since only PORT is known when the app starts.
-mkdir -p "$WORK/site" "$WORK/app"
+# The static files (also served by nginx) and the app's source (benches/lib.sh).
+mkdir -p "$WORK/site"
 python3 -c 'import sys, random, string
 for name, size in (("1k.txt", 1024), ("100k.txt", 102400)):
     open(f"{sys.argv[1]}/{name}", "w").write("".join(random.choices(string.ascii_letters, k=size)))' "$WORK/site"
-cat >"$WORK/app/nginx.conf.in" <<'EOF'
-worker_processes 2;
-pid @TMP@/nginx.pid;
-error_log stderr warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path @TMP@; proxy_temp_path @TMP@; fastcgi_temp_path @TMP@;
-    uwsgi_temp_path @TMP@; scgi_temp_path @TMP@;
-    keepalive_requests 1000000;
-    server {
-        listen @HOST@:@PORT@;
-        location / { return 200 'hello from the backend\n'; }
-    }
-}
-EOF
-tar czf "$WORK/app.tgz" -C "$WORK/app" .
+bench_nginx_app "$WORK/app.tgz"
 tar czf "$WORK/site.tgz" -C "$WORK/site" .
-# shellcheck disable=SC2016 # expanded by the app's shell, not this one
-START_COMMAND='PATH="$PATH:/usr/sbin" T="$BENCH_TMP/nginx" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@HOST@|$BENCH_HOST|" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
 
 # The operator's certificate for the TLS targets (benches/lib.sh): the daemon (files mode),
 # nginx and HAProxy all serve the very same chain and key.
@@ -446,7 +427,7 @@ TOML
             echo "provisioning $1 did not complete: $status" >&2; return 1; }
         json '["deploymentId"]' <<<"$status"
     }
-    APP_BODY=$(python3 -c 'import json, sys; print(json.dumps({"projectSlug": "bench-app", "startCommand": sys.argv[1]}))' "$START_COMMAND")
+    APP_BODY=$(python3 -c 'import json, sys; print(json.dumps({"projectSlug": "bench-app", "startCommand": sys.argv[1]}))' "$BENCH_APP_START")
     APP_DEPLOYMENT=$(provision bench-app "$APP_BODY")
     provision bench-static '{"projectSlug":"bench-static"}' >/dev/null
     BACKEND=$(api GET "/deployments/$APP_DEPLOYMENT/logs?stream=system" | python3 -c '

@@ -15,6 +15,12 @@
 # ssl_verification trusts in files mode) and DIR/haproxy.pem (chain and key in one file, the
 # form HAProxy's `crt` takes). Needs openssl.
 
+#   bench_nginx_app TARBALL
+# the bench's server-mode app: nginx answering a 23-byte body. Writes its source (an
+# nginx.conf template) to TARBALL and sets BENCH_APP_START, its start command, which takes
+# nginx's temp dir and listen address from the project's env vars BENCH_TMP and BENCH_HOST
+# (only PORT is known when the app starts).
+#
 #   bench_haproxy_cfg FILE BIND SERVER
 # the HAProxy config every bench compares against: 2 threads, HTTP keep-alive both ways,
 # `http-reuse always`, X-Forwarded-For; BIND is a `bind` line's arguments, SERVER the backend
@@ -95,4 +101,29 @@ backend app
     http-reuse always
     server app $3
 EOF2
+}
+
+bench_nginx_app() {
+    local source
+    source=$(mktemp -d)
+    cat >"$source/nginx.conf.in" <<'EOF'
+worker_processes 2;
+pid @TMP@/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path @TMP@; proxy_temp_path @TMP@; fastcgi_temp_path @TMP@;
+    uwsgi_temp_path @TMP@; scgi_temp_path @TMP@;
+    keepalive_requests 1000000;
+    server {
+        listen @HOST@:@PORT@;
+        location / { return 200 'hello from the backend\n'; }
+    }
+}
+EOF
+    tar czf "$1" -C "$source" .
+    rm -rf "$source"
+    # shellcheck disable=SC2016 # expanded by the app's shell, not this one
+    BENCH_APP_START='PATH="$PATH:/usr/sbin" T="$BENCH_TMP/nginx" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@HOST@|$BENCH_HOST|" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
 }

@@ -43,23 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/app"
-cat >"$WORK/app/nginx.conf.in" <<'EOF'
-worker_processes 2;
-pid @TMP@/nginx.pid;
-error_log stderr warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path @TMP@; proxy_temp_path @TMP@; fastcgi_temp_path @TMP@;
-    uwsgi_temp_path @TMP@; scgi_temp_path @TMP@;
-    keepalive_requests 1000000;
-    server { listen 127.0.0.1:@PORT@; location / { return 200 'hello from the backend\n'; } }
-}
-EOF
-tar czf "$WORK/app.tgz" -C "$WORK/app" .
-# shellcheck disable=SC2016 # expanded by the app's shell
-START='PATH="$PATH:/usr/sbin" T="$PWD/../nginx-tmp" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
+bench_nginx_app "$WORK/app.tgz"
 
 ADDRS=() PIDS=() APPS=()
 for i in $(seq 0 $(($# - 1))); do
@@ -74,8 +58,10 @@ for i in $(seq 0 $(($# - 1))); do
     }
     json() { python3 -c "import json, sys; print(json.load(sys.stdin)$1)"; }
     api POST /projects -H 'Content-Type: application/json' -d '{"slug":"bench-app"}' >/dev/null
+    api POST /projects/bench-app/env-vars -H 'Content-Type: application/json' \
+        -d "{\"BENCH_TMP\":\"$WORK/d$i/app-tmp\",\"BENCH_HOST\":\"127.0.0.1\"}" >/dev/null
     api POST /projects/bench-app/source -H 'Content-Type: application/gzip' --data-binary @"$WORK/app.tgz" >/dev/null
-    body=$(python3 -c 'import json, sys; print(json.dumps({"projectSlug": "bench-app", "startCommand": sys.argv[1]}))' "$START")
+    body=$(python3 -c 'import json, sys; print(json.dumps({"projectSlug": "bench-app", "startCommand": sys.argv[1]}))' "$BENCH_APP_START")
     id=$(api POST /projects/bench-app/provision -H 'Content-Type: application/json' -d "$body" | json '["provisioningId"]')
     for _ in $(seq 240); do
         status=$(api GET "/provisioning/$id/status")

@@ -19,6 +19,7 @@ THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-2}
 BASE=${BASE:-$((20000 + RANDOM % 20000))}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+. "$REPO/benches/lib.sh"
 
 for tool in wrk nginx haproxy caddy cargo python3; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed" >&2; exit 0; }
@@ -76,24 +77,7 @@ nginx_conf nginx_proxy "upstream app { server 127.0.0.1:$BACKEND; keepalive 64; 
 nginx_conf nginx_static "sendfile on; tcp_nopush on; open_file_cache max=100;
     server { listen 127.0.0.1:$NGINX_STATIC; root $WORK/site; }"
 
-cat >"$WORK/haproxy.cfg" <<EOF
-global
-    nbthread 2
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 3s
-    timeout client 30s
-    timeout server 30s
-    option http-keep-alive
-    option forwardfor
-frontend web
-    bind 127.0.0.1:$HAPROXY
-    default_backend app
-backend app
-    http-reuse always
-    server app 127.0.0.1:$BACKEND
-EOF
+bench_haproxy_cfg "$WORK/haproxy.cfg" "127.0.0.1:$HAPROXY" "127.0.0.1:$BACKEND"
 
 cat >"$WORK/Caddyfile" <<EOF
 {
