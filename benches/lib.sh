@@ -3,10 +3,11 @@
 #
 #   bench_daemon DIR [SANDBOX] [EXTRA_TOML]
 # writes DIR/slipway.toml (TLS off, apps at *.localhost, rate limits out of the way, sandbox
-# SANDBOX, default none; EXTRA_TOML appended, e.g. a [limits] table), starts "$BIN" serve
+# SANDBOX, default none; EXTRA_TOML appended, e.g. a [limits] table; the [tls] table's body
+# from $BENCH_TLS when set, e.g. files mode with bench_certificate's files), starts "$BIN" serve
 # (${WRAP:-} in front, e.g. WRAP=heaptrack) with its stdout in DIR/out and its log in DIR/log,
-# waits up to 30 s for "ready" and sets DAEMON_PID, DAEMON_ADDR (http host:port) and
-# DAEMON_TOKEN. Stops the script, showing the log, if the daemon does not start.
+# waits up to 30 s for "ready" and sets DAEMON_PID, DAEMON_ADDR (http host:port),
+# DAEMON_HTTPS_ADDR (empty with TLS off) and DAEMON_TOKEN. Stops the script, showing the log, if the daemon does not start.
 #
 #   bench_certificate DIR NAME...
 # an operator's certificate for the TLS benches: a throw-away CA and an ECDSA P-256 leaf for
@@ -38,7 +39,8 @@ bench_stop_daemons() {
 }
 
 bench_daemon() {
-    local dir=$1 sandbox=${2:-none} extra=${3:-}
+    local dir=$1 sandbox=${2:-none} extra=${3:-} tls='mode = "off"'
+    [ -n "${BENCH_TLS:-}" ] && tls=$BENCH_TLS
     mkdir -p "$dir"
     cat >"$dir/slipway.toml" <<TOML
 data_dir = "$dir/data"
@@ -46,7 +48,7 @@ apps_domain = "localhost"
 http_listen = "127.0.0.1:0"
 https_listen = "127.0.0.1:0"
 [tls]
-mode = "off"
+$tls
 [sandbox]
 mode = "$sandbox"
 [rate_limits]
@@ -60,6 +62,7 @@ TOML
     for _ in $(seq 300); do grep -q '^ready' "$dir/out" 2>/dev/null && break; sleep 0.1; done
     grep -q '^ready' "$dir/out" || { echo "the daemon in $dir did not start:" >&2; tail -20 "$dir/log" >&2; exit 1; }
     DAEMON_ADDR="$(sed -n 's/^listening http //p' "$dir/out")"
+    DAEMON_HTTPS_ADDR="$(sed -n 's/^listening https //p' "$dir/out")"
     DAEMON_TOKEN="$(cat "$dir/data/initial-admin-token")"
 }
 

@@ -15,19 +15,30 @@
 #
 #   bash benches/proxy_ab.sh /tmp/slipway-before target/release/slipway
 #   ROUNDS=6 DURATION=2s bash benches/proxy_ab.sh target/release/slipway
+#   H2=1 bash benches/proxy_ab.sh /tmp/slipway-before target/release/slipway
+#       # HTTP/2 over TLS instead: the daemons in tls files mode and HAProxy (`ssl alpn
+#       # h2,http/1.1`) with one bench certificate (benches/lib.sh), the load from `h2load -c64
+#       # -m10` naming bench-app.localhost (SNI, :authority); the "wrk" column is h2load's
 #
-# Needs wrk, nginx, haproxy, curl, python3 and GNU time (/usr/bin/time). Loopback only; every
+# Needs wrk, nginx, haproxy, curl, python3 and GNU time (/usr/bin/time); openssl and h2load
+# (nghttp2-client) for H2=1. Loopback only; every
 # process it starts is stopped, the apps by `slipway stop-apps`.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-2s}
+H2=${H2:-0}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 . "$REPO/benches/lib.sh"
 [ $# -ge 1 ] || { echo "usage: $0 SLIPWAY_BINARY..." >&2; exit 2; }
 for tool in wrk nginx haproxy curl python3 /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed" >&2; exit 0; }
 done
+if [ "$H2" = 1 ]; then
+    for tool in openssl h2load; do
+        command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (H2=1)" >&2; exit 0; }
+    done
+fi
 
 WORK=$(mktemp -d /tmp/slipway-proxy-ab.XXXXXX)
 HAPROXY_PID=""
@@ -44,6 +55,12 @@ cleanup() {
 trap cleanup EXIT
 
 bench_nginx_app "$WORK/app.tgz"
+if [ "$H2" = 1 ]; then
+    bench_certificate "$WORK/tls" localhost bench-app.localhost slipway.localhost
+    BENCH_TLS="mode = \"files\"
+cert_file = \"$WORK/tls/chain.pem\"
+key_file = \"$WORK/tls/key.pem\""
+fi
 
 ADDRS=() PIDS=() APPS=()
 for i in $(seq 0 $(($# - 1))); do
@@ -77,15 +94,21 @@ for line in json.load(sys.stdin)["logs"]:
     if m:
         print(m.group(1))')
     case "$app" in 127.0.0.1:*) ;; *) echo "refusing app address '$app'" >&2; exit 1 ;; esac
-    ADDRS+=("$DAEMON_ADDR") PIDS+=("$DAEMON_PID") APPS+=("$app")
-    echo "bin$i: $BIN, pid $DAEMON_PID at $DAEMON_ADDR, app $app" >&2
+    front=$DAEMON_ADDR
+    [ "$H2" = 1 ] && front=$DAEMON_HTTPS_ADDR
+    ADDRS+=("$front") PIDS+=("$DAEMON_PID") APPS+=("$app")
+    echo "bin$i: $BIN, pid $DAEMON_PID at $front, app $app" >&2
 done
 
 HAPROXY_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-bench_haproxy_cfg "$WORK/haproxy.cfg" "127.0.0.1:$HAPROXY_PORT" "${APPS[0]}"
+SCHEME=http HAPROXY_BIND="127.0.0.1:$HAPROXY_PORT"
+if [ "$H2" = 1 ]; then
+    SCHEME=https HAPROXY_BIND="$HAPROXY_BIND ssl crt $WORK/tls/haproxy.pem alpn h2,http/1.1"
+fi
+bench_haproxy_cfg "$WORK/haproxy.cfg" "$HAPROXY_BIND" "${APPS[0]}"
 haproxy -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy.out" 2>&1 &
 HAPROXY_PID=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$HAPROXY_PORT/" && break; sleep 0.1; done
+for _ in $(seq 50); do curl -sk -o /dev/null "$SCHEME://127.0.0.1:$HAPROXY_PORT/" && break; sleep 0.1; done
 
 # The nginx workers serving the app of daemon d$1 (their master's command line names its dir).
 app_workers() {
@@ -111,12 +134,23 @@ usage() {
 
 RESULTS="$WORK/results"
 : >"$RESULTS"
-measure() { # label, proxy pid, app's daemon index, url, host
-    local label=$1 pid=$2 d=$3 url=$4 host=$5 workers before app_before after app_after out
+# The load: wrk over plain HTTP/1.1 with the Host header, or h2load over TLS naming the host
+# in SNI and :authority. Every output line is prefixed so that measure's parser sees one form.
+load() { # duration, connections, address, host
+    if [ "$H2" = 1 ]; then
+        h2load -c"$2" -m10 -D "${1%s}" --connect-to="$3" "https://$4:${3##*:}/" |
+            sed -n -e 's/.*finished in [0-9.]*[a-z]*, \([0-9.]*\) req\/s.*/Requests\/sec: \1/p' \
+                -e 's/^requests: [0-9]* total, [0-9]* started, \([0-9]*\) done.*/\1 requests in/p'
+    else
+        wrk -t1 -c"$2" -d"$1" --latency -H "Host: $4" "http://$3/"
+    fi
+}
+measure() { # label, proxy pid, app's daemon index, address, host
+    local label=$1 pid=$2 d=$3 addr=$4 host=$5 workers before app_before after app_after out
     mapfile -t workers < <(app_workers "$d")
-    wrk -t1 -c16 -d1s -H "Host: $host" "$url" >/dev/null
+    load 1s 16 "$addr" "$host" >/dev/null
     before=$(usage "$pid") app_before=$(usage "${workers[@]}")
-    out=$( { /usr/bin/time -f "WRK %U %S %w %c" wrk -t1 -c64 -d"$DURATION" --latency -H "Host: $host" "$url"; } 2>&1)
+    out=$( { /usr/bin/time -f "WRK %U %S %w %c" bash -c "$(declare -f load); H2=$H2 load $DURATION 64 $addr $host"; } 2>&1)
     after=$(usage "$pid") app_after=$(usage "${workers[@]}")
     python3 - "$label" "$before" "$after" "$app_before" "$app_after" "$(getconf CLK_TCK)" "$out" >>"$RESULTS" <<'PY'
 import re, sys
@@ -136,12 +170,12 @@ PY
 for round in $(seq "$ROUNDS"); do
     echo "round $round/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     for i in "${!ADDRS[@]}"; do
-        measure "bin$i" "${PIDS[$i]}" "$i" "http://${ADDRS[$i]}/" bench-app.localhost
+        measure "bin$i" "${PIDS[$i]}" "$i" "${ADDRS[$i]}" bench-app.localhost
     done
-    measure haproxy "$HAPROXY_PID" 0 "http://127.0.0.1:$HAPROXY_PORT/" bench-app.localhost
+    measure haproxy "$HAPROXY_PID" 0 "127.0.0.1:$HAPROXY_PORT" bench-app.localhost
 done
 
-python3 - "$RESULTS" "$ROUNDS" "$DURATION" <<'PY'
+python3 - "$RESULTS" "$ROUNDS" "$DURATION" "$H2" <<'PY'
 import collections, statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 by = collections.defaultdict(list)
@@ -156,7 +190,8 @@ for row in rows:
         round_rows = []
     else:
         round_rows.append((label, values[0]))
-print(f"\nwrk -t1 -c64 -d{sys.argv[3]}, medians of {sys.argv[2]} rounds\n")
+tool = "h2load -c64 -m10 (TLS, h2)" if sys.argv[4] == "1" else "wrk -t1 -c64"
+print(f"\n{tool} -d{sys.argv[3]}, medians of {sys.argv[2]} rounds\n")
 print("| target | req/s | vs HAProxy | proxy user µs/req | proxy sys µs/req | app CPU µs/req | ctx sw/req proxy | app | wrk |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for label, values in by.items():
