@@ -251,15 +251,35 @@ pub async fn run(
     let limits = ConnectionLimits::from_config(&config.limits);
     let budget = ConnectionBudget::new(BudgetLimits::from_config(&config.limits));
     let drain_deadline = Duration::from_secs(config.limits.shutdown_drain_s);
-    tracker.spawn(crate::server::serve(
-        http_listener,
-        ListenerKind::Plain,
-        dispatch.clone(),
-        budget.clone(),
+    let mut visitors = vec![(http_listener, ListenerKind::Plain)];
+    if let (Some(listener), Some(tls)) = (https_listener, &tls) {
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
+        visitors.push((listener, ListenerKind::Tls(acceptor)));
+        tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
+    }
+    // Visitors are served by the router threads (`server::threads`); the API's own listener,
+    // when configured, by the main runtime like the rest of the control plane.
+    let mut listeners = Vec::new();
+    for (listener, kind) in visitors {
+        listeners.push(crate::server::threads::Listener {
+            socket: listener.into_std()?,
+            kind,
+            dispatch: dispatch.clone(),
+        });
+    }
+    let shared = crate::server::threads::Shared {
+        budget: budget.clone(),
         limits,
-        shutdown.clone(),
-        drain_deadline,
-    ));
+        shutdown: shutdown.clone(),
+        drain: drain_deadline,
+    };
+    let mut router = crate::server::threads::RouterThreads::start(
+        config.limits.router_threads,
+        listeners,
+        shared,
+    )
+    .context("starting the router threads")?;
+    tracker.spawn(router.drained());
     if let Some(listener) = api_listener {
         // The extra API listener is plain HTTP without redirects.
         let api_dispatch = Arc::new(Dispatch {
@@ -279,19 +299,6 @@ pub async fn run(
             shutdown.clone(),
             drain_deadline,
         ));
-    }
-    if let (Some(listener), Some(tls)) = (https_listener, &tls) {
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
-        tracker.spawn(crate::server::serve(
-            listener,
-            ListenerKind::Tls(acceptor),
-            dispatch.clone(),
-            budget.clone(),
-            limits,
-            shutdown.clone(),
-            drain_deadline,
-        ));
-        tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
 
     if let Some(listener) = metrics_listener {
@@ -376,6 +383,7 @@ pub async fn run(
     // WebSocket tunnels are not connections the listeners wait for: end them before the apps.
     proxy.close_tunnels();
     let _ = tokio::time::timeout(drain_deadline, proxy.tunnels().wait()).await;
+    router.release();
     // Apps outlive the daemon (namespaces mode): they are let go, and the next daemon adopts
     // them; `slipway stop-apps` stops them.
     if supervisor.leave_all().await > 0 {

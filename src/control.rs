@@ -16,20 +16,31 @@ use crate::http_util::{full, Body};
 
 pub struct ControlHost {
     api: Arc<Context>,
+    /// The daemon's main runtime: requests arrive on the router threads (`server::threads`),
+    /// but the API's work (the store, builds, the supervisor) belongs here.
+    runtime: tokio::runtime::Handle,
 }
 
 impl ControlHost {
+    /// A control host whose requests run on the current runtime.
     pub fn new(api: Arc<Context>) -> ControlHost {
-        ControlHost { api }
+        ControlHost {
+            api,
+            runtime: tokio::runtime::Handle::current(),
+        }
     }
 
-    async fn route(&self, mut request: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+    async fn route(
+        api: Arc<Context>,
+        mut request: Request<Incoming>,
+        client: SocketAddr,
+    ) -> Response<Body> {
         // Nothing here uses cookies (the API takes tokens, the dashboard keeps its token in
         // the tab): cookies that apps set for the parent domain are ignored.
         request.headers_mut().remove(http::header::COOKIE);
         let path = request.uri().path();
         if path == "/api" || path.starts_with("/api/") {
-            return crate::api::handle(self.api.clone(), request, client).await;
+            return crate::api::handle(api, request, client).await;
         }
         if path == "/healthz" {
             let mut response = Response::new(full(r#"{"status":"ok"}"#));
@@ -49,6 +60,15 @@ impl ControlHandler for ControlHost {
         request: Request<Incoming>,
         client: SocketAddr,
     ) -> BoxFuture<'_, Response<Body>> {
-        Box::pin(self.route(request, client))
+        let handled = self
+            .runtime
+            .spawn(ControlHost::route(self.api.clone(), request, client));
+        Box::pin(async move {
+            handled.await.unwrap_or_else(|error| {
+                // A handler that panicked: the runtime survives it, the client gets a 500.
+                tracing::error!(%error, "a control request's task failed");
+                crate::api::ApiError::internal("the request's handler failed").into_response()
+            })
+        })
     }
 }

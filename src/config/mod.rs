@@ -158,6 +158,9 @@ pub struct Limits {
     /// Connecting to an app, and waiting for its response head.
     pub proxy_connect_timeout_s: u64,
     pub proxy_response_timeout_s: u64,
+    /// Threads serving visitors' connections, each with a runtime of its own (default: one
+    /// per CPU the daemon may run on).
+    pub router_threads: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +296,7 @@ struct RawLimits {
     shutdown_drain_s: Option<u64>,
     proxy_connect_timeout_s: Option<u64>,
     proxy_response_timeout_s: Option<u64>,
+    router_threads: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -540,6 +544,11 @@ impl Config {
                 "limits.proxy_response_timeout_s",
                 raw.limits.proxy_response_timeout_s,
                 60,
+            )?,
+            router_threads: positive(
+                "limits.router_threads",
+                raw.limits.router_threads,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
             )?,
         };
 

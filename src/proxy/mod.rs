@@ -73,7 +73,10 @@ impl ProxySettings {
 
 /// The daemon's one reverse proxy to apps. Cheap to share behind an `Arc`.
 pub struct Proxy {
+    /// Connections made on the main runtime; each router thread keeps its own ([`Proxy::pool`]).
     pool: Arc<Pool>,
+    /// Tells this proxy's pools apart in the router threads' maps.
+    id: u64,
     settings: ProxySettings,
     tunnels: TaskTracker,
     /// A permit per open tunnel.
@@ -104,8 +107,10 @@ impl Proxy {
             control_reserved: 0,
             max_per_client: settings.max_tunnels_per_client,
         });
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Proxy {
             pool,
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             settings,
             tunnels: TaskTracker::new(),
             tunnel_budget,
@@ -176,6 +181,30 @@ impl Proxy {
         }
     }
 
+    /// The pool of this thread: a connection is registered with the runtime that made it, so
+    /// a router thread (`server::threads`) keeps connections of its own, made and used on its
+    /// runtime; any other thread uses the shared pool.
+    fn pool(&self) -> Arc<Pool> {
+        thread_local! {
+            static POOLS: std::cell::RefCell<Vec<(u64, Arc<Pool>)>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        if crate::server::threads::current().is_none() {
+            return self.pool.clone();
+        }
+        POOLS.with_borrow_mut(|pools| {
+            if let Some((_, pool)) = pools.iter().find(|(id, _)| *id == self.id) {
+                return pool.clone();
+            }
+            let pool = Pool::new(
+                self.settings.max_idle_per_app,
+                self.settings.pool_idle_timeout,
+                self.settings.connect_timeout,
+            );
+            pools.push((self.id, pool.clone()));
+            pool
+        })
+    }
+
     /// Sends `request` on a pooled connection to `upstream`, or on a new one when none is idle
     /// or the pooled one turns out closed (a request it never wrote, or a `replayable` one).
     async fn send(
@@ -186,10 +215,10 @@ impl Proxy {
         metrics: Option<&Arc<ProjectMetrics>>,
     ) -> Result<Response<Body>, SendError> {
         let timeout = self.settings.response_timeout;
-        if let Some(conn) = self.pool.checkout(upstream).await {
+        let pool = self.pool();
+        if let Some(conn) = pool.checkout(upstream).await {
             let replay = replayable.then(|| clone_head(&request));
-            let sent = self
-                .pool
+            let sent = pool
                 .exchange(conn, upstream, request, timeout, metrics.cloned())
                 .await;
             request = match (sent, replay) {
@@ -217,9 +246,8 @@ impl Proxy {
                 (Err(failure), _) => return Err(failure.error),
             };
         }
-        let conn = self.pool.connect(upstream).await?;
-        let sent = self
-            .pool
+        let conn = pool.connect(upstream).await?;
+        let sent = pool
             .exchange(conn, upstream, request, timeout, metrics.cloned())
             .await;
         sent.map(|response| response.map(http_body_util::BodyExt::boxed))

@@ -50,7 +50,7 @@ pub(super) async fn forward(
         }
     };
     let sent = proxy
-        .pool
+        .pool()
         .send_upgrade(upstream, head, proxy.settings.response_timeout)
         .await;
     let mut response = match sent {

@@ -16,10 +16,13 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::{Dispatch, Scheme};
 
 mod activity;
+mod coalesce;
 pub mod listeners;
+pub mod threads;
 
 pub use crate::budget::{BudgetLimits, ConnectionBudget};
 use activity::{Activity, DeadlineIo, TrackedBody};
+use coalesce::Coalesced;
 
 /// Bounds applied to every connection (the connection counts are in `BudgetLimits`).
 #[derive(Debug, Clone, Copy)]
@@ -260,7 +263,9 @@ impl Connection {
                 Ok::<_, std::convert::Infallible>(response.map(|body| TrackedBody::new(body, busy)))
             }
         });
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+        // HTTP/2 answers many requests at once: their frames leave together (`coalesce.rs`).
+        let io = TokioIo::new(Coalesced::new(io, h2));
+        let connection = builder.serve_connection_with_upgrades(io, service);
         tokio::select! {
             biased;
             result = watcher.watch(connection.into_owned()) => {

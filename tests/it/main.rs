@@ -21,6 +21,7 @@ mod operator;
 mod pipeline;
 mod reliability;
 mod restarts;
+mod router_threads;
 mod sandbox;
 mod sandboxed;
 mod scopes;
