@@ -48,7 +48,10 @@ pub struct ProxySettings {
     /// Idle pooled connections are closed after this; keep it below the apps' own keep-alive
     /// timeout (Node closes idle sockets after 5 s) so the pool rarely holds a dead one.
     pub pool_idle_timeout: Duration,
-    /// Idle connections kept per app.
+    /// Idle connections kept per app, by each pool (one per router thread). Above the
+    /// number of requests in flight at peaks, or connections are closed and opened again as
+    /// the load moves (HTTP/2 visitors keep hundreds of requests in flight); idle ones close
+    /// after `pool_idle_timeout` anyway.
     pub max_idle_per_app: usize,
     /// Open WebSocket tunnels, in all and per client (IPv4 address or IPv6 /64); each holds
     /// two sockets, so these bound the daemon's file descriptors.
@@ -64,7 +67,7 @@ impl ProxySettings {
         connect_timeout: Duration::from_secs(3),
         response_timeout: Duration::from_secs(60),
         pool_idle_timeout: Duration::from_secs(4),
-        max_idle_per_app: 256,
+        max_idle_per_app: 1024,
         max_tunnels: 4096,
         max_tunnels_per_client: 64,
         tunnel_idle_timeout: Duration::from_secs(300),

@@ -120,6 +120,7 @@ pub fn parse(
 /// the config's), the config's addresses bound otherwise. `https` exists unless
 /// `tls.mode = "off"`; `api` when the config or systemd asks for it.
 pub async fn open(config: &Config) -> anyhow::Result<Listeners> {
+    raise_open_files_limit();
     let (mut http, mut https, mut api) = (None, None, None);
     for (name, fd) in parse(read_env(), std::process::id())? {
         let listener = adopt(fd)
@@ -185,6 +186,25 @@ pub async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr} ({key}): is another server using it, or does the port need root? Change {key} in the config")
     })
+}
+
+/// Raises the soft limit on open files to the hard one. Every connection, every pooled
+/// connection to an app and every tunnel is a descriptor, and systemd starts services with a
+/// soft limit of 1024 (hard 524288): a daemon that kept it would refuse visitors (EMFILE) long
+/// before `limits.max_connections`. Apps and builds inherit the raised limit, as containers'
+/// processes do.
+fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= hard {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => tracing::info!(from = soft, to = hard, "raised the open files limit"),
+        Err(error) => tracing::warn!(%error, soft, hard, "could not raise the open files limit"),
+    }
 }
 
 #[cfg(test)]

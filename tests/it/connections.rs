@@ -290,3 +290,63 @@ async fn a_slow_head_and_an_idle_keep_alive_end_at_the_header_timeout() {
     assert!(answered.elapsed() >= Duration::from_millis(1500));
     assert_eq!(daemon.healthz().await, 200);
 }
+
+/// The "Max open files" soft and hard limits of a process, from /proc.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .unwrap();
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (
+        fields.next().unwrap().to_owned(),
+        fields.next().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_open_files_limit_is_raised_so_visitors_are_not_refused() {
+    if crate::support::missing_tool("prlimit", "it starts the daemon with a low soft limit") {
+        return;
+    }
+    // systemd's default is 1024 soft; 256 makes the point with fewer sockets.
+    let daemon =
+        TestDaemon::start_with(DaemonOptions::default().extra_toml(LIMITS).launched_by(&[
+            "prlimit",
+            "--nofile=256:4096",
+            "--",
+        ]));
+    let pid = daemon.child.as_ref().unwrap().id();
+    assert_eq!(
+        open_files_limits(pid),
+        ("4096".to_owned(), "4096".to_owned())
+    );
+
+    // 300 visitors at once (100 from each of three addresses), more than the 256 the daemon
+    // was started with: every one is answered.
+    let mut streams = Vec::new();
+    for last in 2..=4u8 {
+        for _ in 0..100 {
+            let stream = connect_from(IpAddr::from([127, 0, 0, last]), daemon.http)
+                .await
+                .unwrap();
+            streams.push(stream);
+        }
+    }
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
+        daemon.control_host()
+    );
+    for stream in &mut streams {
+        stream.write_all(request.as_bytes()).await.unwrap();
+    }
+    for stream in &mut streams {
+        let mut answer = [0u8; 12];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut answer))
+            .await
+            .expect("an answer")
+            .expect("the connection stayed open");
+        assert_eq!(&answer, b"HTTP/1.1 200");
+    }
+}
