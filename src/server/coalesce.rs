@@ -7,7 +7,7 @@
 //! each. [`Coalesced`] holds the first write of each burst until the runtime has run the
 //! other tasks that are ready (and polled for new I/O): the answers that became ready meanwhile
 //! join the same write. Event-loop servers (HAProxy, nginx) get the same from writing after
-//! their whole batch of events. Measured in benches/README.md ("HTTP/2: coalesced writes").
+//! their whole batch of events. Measured in benches/README.md ("The proxy path, third pass").
 //!
 //! The wait is `tokio::task::yield_now`'s: the task's wake-up is deferred until its worker
 //! has nothing else to run. It costs one more poll of the connection's task per burst, and
