@@ -251,21 +251,20 @@ pub async fn run(
     let limits = ConnectionLimits::from_config(&config.limits);
     let budget = ConnectionBudget::new(BudgetLimits::from_config(&config.limits));
     let drain_deadline = Duration::from_secs(config.limits.shutdown_drain_s);
-    let mut visitors = vec![(http_listener, ListenerKind::Plain)];
-    if let (Some(listener), Some(tls)) = (https_listener, &tls) {
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
-        visitors.push((listener, ListenerKind::Tls(acceptor)));
-        tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
-    }
     // Visitors are served by the router threads (`server::threads`); the API's own listener,
     // when configured, by the main runtime like the rest of the control plane.
-    let mut listeners = Vec::new();
-    for (listener, kind) in visitors {
-        listeners.push(crate::server::threads::Listener {
-            socket: listener.into_std()?,
+    let visitor = |socket: tokio::net::TcpListener, kind| -> std::io::Result<_> {
+        Ok(crate::server::threads::Listener {
+            socket: socket.into_std()?,
             kind,
             dispatch: dispatch.clone(),
-        });
+        })
+    };
+    let mut listeners = vec![visitor(http_listener, ListenerKind::Plain)?];
+    if let (Some(listener), Some(tls)) = (https_listener, &tls) {
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config());
+        listeners.push(visitor(listener, ListenerKind::Tls(acceptor))?);
+        tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
     let shared = crate::server::threads::Shared {
         budget: budget.clone(),

@@ -100,11 +100,7 @@ impl Proxy {
     }
 
     pub fn with_settings(settings: ProxySettings) -> Proxy {
-        let pool = Pool::new(
-            settings.max_idle_per_app,
-            settings.pool_idle_timeout,
-            settings.connect_timeout,
-        );
+        let pool = new_pool(&settings);
         let tunnel_budget = crate::budget::ConnectionBudget::new(crate::budget::BudgetLimits {
             max_connections: settings.max_tunnels,
             control_reserved: 0,
@@ -198,11 +194,7 @@ impl Proxy {
             if let Some((_, pool)) = pools.iter().find(|(id, _)| *id == self.id) {
                 return pool.clone();
             }
-            let pool = Pool::new(
-                self.settings.max_idle_per_app,
-                self.settings.pool_idle_timeout,
-                self.settings.connect_timeout,
-            );
+            let pool = new_pool(&self.settings);
             pools.push((self.id, pool.clone()));
             pool
         })
@@ -276,6 +268,15 @@ fn origin_form(uri: Uri) -> Uri {
         .path_and_query
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     Uri::from(path_and_query)
+}
+
+/// A pool of connections to apps, with its sweeper on the current runtime.
+fn new_pool(settings: &ProxySettings) -> Arc<Pool> {
+    Pool::new(
+        settings.max_idle_per_app,
+        settings.pool_idle_timeout,
+        settings.connect_timeout,
+    )
 }
 
 fn clone_head(head: &Request<Body>) -> Request<Body> {
