@@ -31,6 +31,15 @@ function redeployBody(project) {
   return body;
 }
 
+// A run's final status: a rollback answers 202 and goes live once its app is up.
+async function finished(runId) {
+  for (;;) {
+    const status = await api("GET", `/api/provisioning/${enc(runId)}/status`);
+    if (["provisioning_complete", "provisioning_failed", "provisioning_canceled"].includes(status.status)) return status;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 async function deployments(body, project, base, selected, reload) {
   const { deployments } = await api("GET", `/api/projects/${enc(project.slug)}/deployments?limit=50`);
   const chosen = selected || (deployments[0] && deployments[0].id);
@@ -42,8 +51,12 @@ async function deployments(body, project, base, selected, reload) {
   const rows = deployments.map((d) => {
     const actions = [];
     if (d.state === "inactive" && d.mode) actions.push(h("button", { class: "rollback", "data-id": d.id, onclick: (e) => act(e.target, async () => {
-      await api("POST", `/api/projects/${enc(project.slug)}/rollback`, { deploymentId: d.id });
-      flash(`Rolled back to ${d.id}.`, "info"); await reload();
+      const run = await api("POST", `/api/projects/${enc(project.slug)}/rollback`, { deploymentId: d.id });
+      flash(`Rolling back to ${d.id}…`, "info");
+      const done = await finished(run.provisioningId);
+      if (done.status === "provisioning_complete") flash(`Rolled back to ${d.id}: it is live.`, "info");
+      else flash(`The rollback to ${d.id} ended ${done.status}${done.error ? ": " + done.error.message : ""}`);
+      await reload();
     }) }, "Roll back"));
     if (d.state === "building") actions.push(h("button", { class: "danger cancel", onclick: (e) => act(e.target, async () => {
       await api("POST", `/api/provisioning/${enc(d.provisioningId)}/cancel`); await reload();
