@@ -9,7 +9,7 @@
 #   req/s, and req/s over HAProxy's in the same round;
 #   the proxy's user and system CPU µs per request (utime/stime of all its threads);
 #   the app's CPU µs per request (its nginx workers) and the context switches per request of
-#   the proxy, the app and wrk (voluntary + involuntary).
+#   the proxy, the app and wrk (voluntary + involuntary); wrk's p99 latency (nan for H2=1).
 # Meant for quick same-machine comparisons of a change (benches/README.md, issue 17); the
 # full comparison with nginx, Caddy, TLS and HTTP/2 is daemon_router.sh.
 #
@@ -162,7 +162,9 @@ n = int(re.search(r"(\d+) requests in", out).group(1))
 rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 wu, ws, wv, wi = re.search(r"WRK ([\d.]+) ([\d.]+) (\d+) (\d+)", out).groups()
 us = lambda ticks: ticks / int(hz) * 1e6 / n
-print(label, rate, us(u), us(s), us(au + as_), c / n, ac / n, (int(wv) + int(wi)) / n)
+p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
+p99 = float(p99.group(1)) * {"us": 1e-3, "ms": 1, "s": 1e3}[p99.group(2)] if p99 else float("nan")
+print(label, rate, us(u), us(s), us(au + as_), c / n, ac / n, (int(wv) + int(wi)) / n, p99)
 PY
     tail -n1 "$RESULTS" >&2
 }
@@ -192,11 +194,11 @@ for row in rows:
         round_rows.append((label, values[0]))
 tool = "h2load -c64 -m10 (TLS, h2)" if sys.argv[4] == "1" else "wrk -t1 -c64"
 print(f"\n{tool} -d{sys.argv[3]}, medians of {sys.argv[2]} rounds\n")
-print("| target | req/s | vs HAProxy | proxy user µs/req | proxy sys µs/req | app CPU µs/req | ctx sw/req proxy | app | wrk |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| target | req/s | vs HAProxy | proxy user µs/req | proxy sys µs/req | app CPU µs/req | ctx sw/req proxy | app | wrk | p99 ms |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for label, values in by.items():
-    med = [statistics.median(v[i] for v in values) for i in range(7)]
+    med = [statistics.median(v[i] for v in values) for i in range(8)]
     vs = f"{statistics.median(ratio[label]):.3f}" if label in ratio else "1.000"
     print(f"| {label} | {med[0]:.0f} | {vs} | {med[1]:.2f} | {med[2]:.2f} | {med[3]:.2f} | "
-          f"{med[4]:.3f} | {med[5]:.3f} | {med[6]:.3f} |")
+          f"{med[4]:.3f} | {med[5]:.3f} | {med[6]:.3f} | {med[7]:.2f} |")
 PY

@@ -95,7 +95,9 @@ pub async fn run(
     );
     let daemon_metrics = Arc::new(crate::metrics::DaemonMetrics::new(
         crate::ids::now_ms() / 1000,
+        config.limits.router_threads,
     ));
+    let router_load = daemon_metrics.router_load.clone();
     let notifier = crate::notifications::Notifier::new(store.clone());
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(
@@ -271,13 +273,10 @@ pub async fn run(
         limits,
         shutdown: shutdown.clone(),
         drain: drain_deadline,
+        load: router_load,
     };
-    let mut router = crate::server::threads::RouterThreads::start(
-        config.limits.router_threads,
-        listeners,
-        shared,
-    )
-    .context("starting the router threads")?;
+    let mut router = crate::server::threads::RouterThreads::start(listeners, shared)
+        .context("starting the router threads")?;
     tracker.spawn(router.drained());
     if let Some(listener) = api_listener {
         // The extra API listener is plain HTTP without redirects.

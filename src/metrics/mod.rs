@@ -10,7 +10,8 @@
 pub mod exposition;
 pub mod process;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the request duration histogram.
@@ -181,14 +182,16 @@ pub struct DaemonMetrics {
     run_duration: Histogram,
     /// Unix seconds when the daemon started (the counters' reset time).
     pub started_unix: u64,
+    pub router_load: Arc<RouterLoad>,
 }
 
 impl DaemonMetrics {
-    pub fn new(started_unix: u64) -> DaemonMetrics {
+    pub fn new(started_unix: u64, router_threads: usize) -> DaemonMetrics {
         DaemonMetrics {
             runs: Default::default(),
             run_duration: Histogram::new(RUN_BUCKETS),
             started_unix,
+            router_load: Arc::new(RouterLoad::new(router_threads)),
         }
     }
 
@@ -204,6 +207,47 @@ impl DaemonMetrics {
 
     pub fn run_duration(&self) -> HistogramSnapshot {
         self.run_duration.snapshot()
+    }
+}
+
+/// Open visitor connections per router thread: the router places each new connection on the
+/// thread with the fewest (`server::threads`), the metrics page shows them.
+#[derive(Debug)]
+pub struct RouterLoad(Box<[AtomicUsize]>);
+
+impl RouterLoad {
+    pub fn new(threads: usize) -> RouterLoad {
+        RouterLoad((0..threads.max(1)).map(|_| AtomicUsize::new(0)).collect())
+    }
+
+    pub fn threads(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn open(&self, thread: usize) -> usize {
+        self.0[thread].load(Ordering::Relaxed)
+    }
+
+    pub fn opened(&self, thread: usize) {
+        self.0[thread].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn closed(&self, thread: usize) {
+        self.0[thread].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// `here` unless another thread has fewer open connections (then the first such with the
+    /// fewest).
+    pub fn least_loaded(&self, here: usize) -> usize {
+        let mut best = (self.open(here), here);
+        for thread in 0..self.threads() {
+            best = best.min((self.open(thread), thread));
+        }
+        if best.0 < self.open(here) {
+            best.1
+        } else {
+            here
+        }
     }
 }
 
@@ -233,5 +277,21 @@ mod tests {
         let counts = metrics.snapshot();
         assert_eq!(counts.requests, [1, 2, 1, 1, 2]);
         assert_eq!(counts.duration.count, 7);
+    }
+
+    #[test]
+    fn a_connection_goes_to_the_least_loaded_thread_and_stays_on_a_tie() {
+        let load = RouterLoad::new(3);
+        assert_eq!(load.least_loaded(1), 1, "all idle: stays");
+        load.opened(1);
+        assert_eq!(load.least_loaded(1), 0, "the first of the idle ones");
+        load.opened(0);
+        assert_eq!(load.least_loaded(0), 2);
+        load.opened(2);
+        load.opened(2);
+        assert_eq!(load.least_loaded(2), 0);
+        load.closed(2);
+        assert_eq!(load.least_loaded(2), 2, "a tie keeps it here");
+        assert_eq!(load.open(2), 1);
     }
 }

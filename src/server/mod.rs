@@ -115,7 +115,7 @@ pub async fn serve(
         };
         let kind = kind.clone();
         let watcher = graceful.watcher();
-        tokio::spawn(async move {
+        threads::spawn_connection(stream, move |stream| async move {
             let _permit = permit;
             connection.serve(stream, kind, watcher).await;
         });

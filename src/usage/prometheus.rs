@@ -122,6 +122,20 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
         &observatory.daemon.run_duration(),
     );
 
+    let load = &observatory.daemon.router_load;
+    page.family(
+        "slipway_router_connections",
+        Kind::Gauge,
+        "Open visitor connections, by router thread (each new one goes to the least loaded).",
+    );
+    for thread in 0..load.threads() {
+        page.sample(
+            "slipway_router_connections",
+            &[("thread", &thread.to_string())],
+            load.open(thread) as f64,
+        );
+    }
+
     let certificates = observatory.certificates();
     if !certificates.is_empty() {
         page.family(

@@ -152,3 +152,83 @@ fn by_default_there_is_one_router_thread_per_cpu() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(router_threads(&daemon, cpus).len(), cpus);
 }
+
+/// `slipway_router_connections` per thread, from the metrics page.
+async fn open_per_thread(daemon: &TestDaemon) -> Vec<u64> {
+    let page = daemon.api("GET", "/api/metrics", None).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let mut open = Vec::new();
+    for (thread, line) in page
+        .text()
+        .lines()
+        .filter(|line| line.starts_with("slipway_router_connections{"))
+        .enumerate()
+    {
+        assert!(line.contains(&format!("thread=\"{thread}\"")), "{line}");
+        open.push(line.rsplit(' ').next().unwrap().parse().unwrap());
+    }
+    open
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn new_connections_go_to_the_router_thread_with_the_fewest() {
+    let daemon = TestDaemon::start_with(
+        DaemonOptions::default().extra_toml("[limits]\nrouter_threads = 2\n"),
+    );
+    assert_eq!(open_per_thread(&daemon).await.len(), 2);
+    // 40 keep-alive connections opened at once: whichever thread wakes first accepts most of
+    // such a burst, and hands half of them to the other.
+    let host = daemon.control_host();
+    let mut opening = tokio::task::JoinSet::new();
+    for _ in 0..40 {
+        let (addr, host) = (daemon.http, host.clone());
+        opening.spawn(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let mut client = (sender, host);
+            healthz(&mut client).await;
+            client
+        });
+    }
+    let mut clients = Vec::new();
+    while let Some(client) = opening.join_next().await {
+        clients.push(client.unwrap());
+    }
+    let open = open_per_thread(&daemon).await;
+    // The 40, and the metrics request's own connection if it is still counted.
+    let total: u64 = open.iter().sum();
+    assert!((40..=41).contains(&total), "{open:?}");
+    assert!(open[0].abs_diff(open[1]) <= 2, "unbalanced: {open:?}");
+    // A handed-over connection is served by its new thread like any other.
+    for client in &mut clients {
+        healthz(client).await;
+    }
+    drop(clients);
+    let closed = crate::support::eventually(Duration::from_secs(5), || async {
+        open_per_thread(&daemon).await.iter().sum::<u64>() <= 1
+    })
+    .await;
+    assert!(
+        closed,
+        "closed connections still counted: {:?}",
+        open_per_thread(&daemon).await
+    );
+}
+
+async fn healthz(
+    client: &mut (
+        hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+        String,
+    ),
+) {
+    let request = http::Request::get("/healthz")
+        .header("host", &client.1)
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = client.0.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body().collect().await.unwrap();
+}
