@@ -1,0 +1,463 @@
+//! The config file as written ([`RawConfig`], every field optional) and its validation into a
+//! [`Config`] on top of the production or `--dev` defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{
+    valid_instance, Config, ConfigError, Limits, MetricsConfig, NotificationsConfig, RateLimits,
+    SandboxConfig, SandboxMode, TlsConfig, TlsMode, LETS_ENCRYPT_DIRECTORY, PROJECT_UID_RANGE,
+};
+
+/// The TOML file as written; every field optional so `--dev` and defaults can fill gaps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    data_dir: Option<PathBuf>,
+    apps_domain: Option<String>,
+    control_host: Option<String>,
+    http_listen: Option<String>,
+    https_listen: Option<String>,
+    api_listen: Option<String>,
+    metrics_listen: Option<String>,
+    #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
+    notifications: RawNotifications,
+    #[serde(default)]
+    tls: RawTls,
+    #[serde(default)]
+    rate_limits: RawRateLimits,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    sandbox: RawSandbox,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    requests: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotifications {
+    retry_first_ms: Option<u64>,
+    retry_max_ms: Option<u64>,
+    max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    mode: Option<String>,
+    acme_directory: Option<String>,
+    acme_email: Option<String>,
+    acme_ca_file: Option<String>,
+    cert_file: Option<String>,
+    key_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRateLimits {
+    requests_per_minute: Option<u32>,
+    posts_per_minute_per_endpoint: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    build_memory_mb: Option<u64>,
+    app_memory_mb: Option<u64>,
+    pids: Option<u64>,
+    build_timeout_s: Option<u64>,
+    health_timeout_s: Option<u64>,
+    health_interval_s: Option<u64>,
+    build_disk_mb: Option<u64>,
+    build_cache_mb: Option<u64>,
+    static_cache_mb: Option<u64>,
+    app_disk_mb: Option<u64>,
+    disk_reserve_mb: Option<u64>,
+    source_max_mb: Option<u64>,
+    log_retention_mb: Option<u64>,
+    log_rate_kb_s: Option<u64>,
+    log_burst_kb: Option<u64>,
+    build_cpus: Option<f64>,
+    app_cpus: Option<f64>,
+    app_stop_grace_s: Option<u64>,
+    app_drain_s: Option<u64>,
+    max_connections: Option<usize>,
+    max_connections_per_client: Option<u32>,
+    control_reserved_connections: Option<usize>,
+    idle_timeout_s: Option<u64>,
+    write_timeout_s: Option<u64>,
+    max_websockets: Option<usize>,
+    max_concurrent_builds: Option<usize>,
+    max_websockets_per_client: Option<u32>,
+    websocket_idle_timeout_s: Option<u64>,
+    handshake_timeout_s: Option<u64>,
+    header_timeout_s: Option<u64>,
+    max_header_kb: Option<usize>,
+    shutdown_drain_s: Option<u64>,
+    proxy_connect_timeout_s: Option<u64>,
+    proxy_response_timeout_s: Option<u64>,
+    router_threads: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSandbox {
+    mode: Option<String>,
+    uid_base: Option<u32>,
+    subnet: Option<String>,
+    pass_env: Option<Vec<String>>,
+    instance: Option<String>,
+    allow_smtp: Option<bool>,
+}
+
+impl Config {
+    pub(super) fn from_raw(raw: RawConfig, dev: bool) -> Result<Config, ConfigError> {
+        let data_dir = raw.data_dir.unwrap_or_else(|| {
+            PathBuf::from(if dev {
+                "./.slipway"
+            } else {
+                "/var/lib/slipway"
+            })
+        });
+        let apps_domain =
+            match raw.apps_domain {
+                Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
+                None if dev => "localhost".to_owned(),
+                None => return Err(ConfigError::Invalid {
+                    key: "apps_domain",
+                    message:
+                        "is required (e.g. apps_domain = \"apps.example.com\"), or run with --dev"
+                            .into(),
+                }),
+            };
+        if !is_hostname(&apps_domain) {
+            return Err(ConfigError::Invalid {
+                key: "apps_domain",
+                message: format!("{apps_domain:?} is not a DNS name"),
+            });
+        }
+        let control_host = raw
+            .control_host
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+            .unwrap_or_else(|| format!("slipway.{apps_domain}"));
+        if !is_hostname(&control_host) {
+            return Err(ConfigError::Invalid {
+                key: "control_host",
+                message: format!("{control_host:?} is not a DNS name"),
+            });
+        }
+        let http_listen = parse_addr(
+            "http_listen",
+            raw.http_listen
+                .as_deref()
+                .unwrap_or(if dev { "127.0.0.1:8080" } else { "0.0.0.0:80" }),
+        )?;
+        let https_listen = parse_addr(
+            "https_listen",
+            raw.https_listen.as_deref().unwrap_or(if dev {
+                "127.0.0.1:8443"
+            } else {
+                "0.0.0.0:443"
+            }),
+        )?;
+        let api_listen = match raw.api_listen.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(parse_addr("api_listen", text)?),
+        };
+        let metrics_listen = match raw.metrics_listen.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(parse_addr("metrics_listen", text)?),
+        };
+        let metrics = MetricsConfig {
+            requests: raw.metrics.requests.unwrap_or(true),
+        };
+        let notifications = NotificationsConfig {
+            retry_first_ms: positive(
+                "notifications.retry_first_ms",
+                raw.notifications.retry_first_ms,
+                1000,
+            )?,
+            retry_max_ms: positive(
+                "notifications.retry_max_ms",
+                raw.notifications.retry_max_ms,
+                3_600_000,
+            )?,
+            max_attempts: positive(
+                "notifications.max_attempts",
+                raw.notifications.max_attempts,
+                10,
+            )?,
+        };
+        if notifications.retry_max_ms < notifications.retry_first_ms {
+            return Err(ConfigError::Invalid {
+                key: "notifications.retry_max_ms",
+                message: "must not be below notifications.retry_first_ms".into(),
+            });
+        }
+
+        let tls_mode = match raw.tls.mode.as_deref() {
+            None => {
+                if dev {
+                    TlsMode::Internal
+                } else {
+                    TlsMode::Acme
+                }
+            }
+            Some("internal") => TlsMode::Internal,
+            Some("acme") => TlsMode::Acme,
+            Some("files") => TlsMode::Files,
+            Some("off") => TlsMode::Off,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    key: "tls.mode",
+                    message: format!("{other:?} is not one of internal, acme, files, off"),
+                })
+            }
+        };
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        let tls = TlsConfig {
+            mode: tls_mode,
+            acme_directory: non_empty(raw.tls.acme_directory)
+                .unwrap_or_else(|| LETS_ENCRYPT_DIRECTORY.to_owned()),
+            acme_email: raw.tls.acme_email.unwrap_or_default(),
+            acme_ca_file: non_empty(raw.tls.acme_ca_file).map(PathBuf::from),
+            cert_file: non_empty(raw.tls.cert_file).map(PathBuf::from),
+            key_file: non_empty(raw.tls.key_file).map(PathBuf::from),
+        };
+        if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
+            return Err(ConfigError::Invalid {
+                key: "tls.cert_file",
+                message: "tls.mode = \"files\" needs both tls.cert_file and tls.key_file".into(),
+            });
+        }
+
+        let rate_limits = RateLimits {
+            requests_per_minute: positive(
+                "rate_limits.requests_per_minute",
+                raw.rate_limits.requests_per_minute,
+                60,
+            )?,
+            posts_per_minute_per_endpoint: positive(
+                "rate_limits.posts_per_minute_per_endpoint",
+                raw.rate_limits.posts_per_minute_per_endpoint,
+                30,
+            )?,
+        };
+        let limits = Limits {
+            build_memory_mb: positive("limits.build_memory_mb", raw.limits.build_memory_mb, 1024)?,
+            app_memory_mb: positive("limits.app_memory_mb", raw.limits.app_memory_mb, 1024)?,
+            pids: positive("limits.pids", raw.limits.pids, 512)?,
+            build_timeout_s: positive("limits.build_timeout_s", raw.limits.build_timeout_s, 900)?,
+            health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
+            health_interval_s: positive(
+                "limits.health_interval_s",
+                raw.limits.health_interval_s,
+                10,
+            )?,
+            build_disk_mb: positive("limits.build_disk_mb", raw.limits.build_disk_mb, 4096)?,
+            build_cache_mb: positive("limits.build_cache_mb", raw.limits.build_cache_mb, 2048)?,
+            static_cache_mb: positive("limits.static_cache_mb", raw.limits.static_cache_mb, 256)?,
+            app_disk_mb: positive("limits.app_disk_mb", raw.limits.app_disk_mb, 1024)?,
+            disk_reserve_mb: raw.limits.disk_reserve_mb.unwrap_or(1024),
+            source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
+            log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
+            log_rate_kb_s: positive("limits.log_rate_kb_s", raw.limits.log_rate_kb_s, 512)?,
+            log_burst_kb: positive("limits.log_burst_kb", raw.limits.log_burst_kb, 4096)?,
+            build_cpus: positive("limits.build_cpus", raw.limits.build_cpus, 2.0)?,
+            app_cpus: positive("limits.app_cpus", raw.limits.app_cpus, 1.0)?,
+            app_stop_grace_s: positive("limits.app_stop_grace_s", raw.limits.app_stop_grace_s, 10)?,
+            app_drain_s: positive("limits.app_drain_s", raw.limits.app_drain_s, 10)?,
+            max_connections: positive(
+                "limits.max_connections",
+                raw.limits.max_connections,
+                10_000,
+            )?,
+            max_connections_per_client: positive(
+                "limits.max_connections_per_client",
+                raw.limits.max_connections_per_client,
+                256,
+            )?,
+            control_reserved_connections: positive(
+                "limits.control_reserved_connections",
+                raw.limits.control_reserved_connections,
+                128,
+            )?,
+            idle_timeout_s: positive("limits.idle_timeout_s", raw.limits.idle_timeout_s, 60)?,
+            write_timeout_s: positive("limits.write_timeout_s", raw.limits.write_timeout_s, 30)?,
+            max_concurrent_builds: positive(
+                "limits.max_concurrent_builds",
+                raw.limits.max_concurrent_builds,
+                2,
+            )?,
+            max_websockets: positive("limits.max_websockets", raw.limits.max_websockets, 4096)?,
+            max_websockets_per_client: positive(
+                "limits.max_websockets_per_client",
+                raw.limits.max_websockets_per_client,
+                64,
+            )?,
+            websocket_idle_timeout_s: positive(
+                "limits.websocket_idle_timeout_s",
+                raw.limits.websocket_idle_timeout_s,
+                300,
+            )?,
+            handshake_timeout_s: positive(
+                "limits.handshake_timeout_s",
+                raw.limits.handshake_timeout_s,
+                10,
+            )?,
+            header_timeout_s: positive("limits.header_timeout_s", raw.limits.header_timeout_s, 30)?,
+            max_header_kb: positive("limits.max_header_kb", raw.limits.max_header_kb, 64)?,
+            shutdown_drain_s: positive("limits.shutdown_drain_s", raw.limits.shutdown_drain_s, 10)?,
+            proxy_connect_timeout_s: positive(
+                "limits.proxy_connect_timeout_s",
+                raw.limits.proxy_connect_timeout_s,
+                3,
+            )?,
+            proxy_response_timeout_s: positive(
+                "limits.proxy_response_timeout_s",
+                raw.limits.proxy_response_timeout_s,
+                60,
+            )?,
+            router_threads: positive(
+                "limits.router_threads",
+                raw.limits.router_threads,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )?,
+        };
+
+        let sandbox_mode = match raw.sandbox.mode.as_deref() {
+            None if dev => SandboxMode::Auto,
+            Some("auto") => SandboxMode::Auto,
+            None | Some("namespaces") => SandboxMode::Namespaces,
+            Some("none") => SandboxMode::None,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    key: "sandbox.mode",
+                    message: format!("{other:?} is not one of auto, namespaces, none"),
+                })
+            }
+        };
+        let subnet_text = raw.sandbox.subnet.as_deref().unwrap_or("10.213.0.0/16");
+        let subnet = parse_subnet(subnet_text).ok_or_else(|| ConfigError::Invalid {
+            key: "sandbox.subnet",
+            message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
+        })?;
+        let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
+        if !(65_536..=u32::MAX - PROJECT_UID_RANGE).contains(&uid_base) {
+            return Err(ConfigError::Invalid {
+                key: "sandbox.uid_base",
+                message: format!(
+                    "{uid_base} must be between 65536 and {}",
+                    u32::MAX - PROJECT_UID_RANGE
+                ),
+            });
+        }
+        let instance = raw.sandbox.instance.unwrap_or_else(|| "slipway".into());
+        if !valid_instance(&instance) {
+            return Err(ConfigError::Invalid {
+                key: "sandbox.instance",
+                message: format!(
+                    "{instance:?} must start with a lowercase letter and hold only lowercase \
+                     letters, digits and _ (at most 24)"
+                ),
+            });
+        }
+        let sandbox = SandboxConfig {
+            instance,
+            allow_smtp: raw.sandbox.allow_smtp.unwrap_or(false),
+            mode: sandbox_mode,
+            uid_base,
+            subnet,
+            pass_env: raw.sandbox.pass_env.unwrap_or_else(|| {
+                [
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "NO_PROXY",
+                    "SSL_CERT_FILE",
+                    "SSL_CERT_DIR",
+                    "NODE_EXTRA_CA_CERTS",
+                    "REQUESTS_CA_BUNDLE",
+                    "PIP_CERT",
+                    "PIP_INDEX_URL",
+                    "CURL_CA_BUNDLE",
+                    "GIT_SSL_CAINFO",
+                ]
+                .map(String::from)
+                .to_vec()
+            }),
+        };
+
+        Ok(Config {
+            data_dir,
+            apps_domain,
+            control_host,
+            http_listen,
+            https_listen,
+            api_listen,
+            tls,
+            rate_limits,
+            limits,
+            sandbox,
+            metrics_listen,
+            metrics,
+            notifications,
+            dev,
+        })
+    }
+}
+
+fn positive<T: PartialOrd + Default + Copy>(
+    key: &'static str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, ConfigError> {
+    let value = value.unwrap_or(default);
+    if value <= T::default() {
+        return Err(ConfigError::Invalid {
+            key,
+            message: "must be greater than 0".into(),
+        });
+    }
+    Ok(value)
+}
+
+fn parse_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|_| ConfigError::Invalid {
+        key,
+        message: format!("{text:?} is not an address like \"127.0.0.1:8080\" or \"[::]:443\""),
+    })
+}
+
+fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
+    let (addr, prefix) = text.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let prefix: u8 = prefix.parse().ok()?;
+    if !(8..=28).contains(&prefix) {
+        return None;
+    }
+    let mask = u32::MAX << (32 - prefix);
+    Some((std::net::Ipv4Addr::from(u32::from(addr) & mask), prefix))
+}
+
+fn is_hostname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
