@@ -244,7 +244,7 @@ async fn domains_serve_redirect_go_away_at_once_and_survive_a_restart() {
         "another project's domain is not found here"
     );
 
-    let listed = crate::git_deploys::cli(&daemon, &["domains", "ls", "--project", "web"]);
+    let listed = crate::support::cli(&daemon, &["domains", "ls", "--project", "web"]);
     assert!(
         listed.contains("www.example.test") && listed.contains("active"),
         "{listed}"

@@ -448,3 +448,25 @@ pub fn dir_contains(dir: &Path, needle: &[u8]) -> Option<PathBuf> {
     }
     None
 }
+
+/// `slipway ARGS` against the daemon (credentials in the environment); its stdout.
+pub fn cli(daemon: &TestDaemon, args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(crate::support::BIN)
+        .args(args)
+        .env(
+            "SLIPWAY_URL",
+            format!("http://slipway.localhost:{}", daemon.http.port()),
+        )
+        .env("SLIPWAY_TOKEN", &daemon.token)
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("run slipway");
+    assert!(
+        output.status.success(),
+        "slipway {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

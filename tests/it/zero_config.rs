@@ -62,7 +62,7 @@ async fn auto_detects_a_plain_site_an_express_app_and_a_flask_app_with_a_procfil
         r#"{"name":"vite-react","scripts":{"build":"vite build"},"devDependencies":{"vite":"^6"}}"#;
     std::fs::write(dir.path().join("package.json"), vite).unwrap();
     std::fs::write(dir.path().join("package-lock.json"), "{}").unwrap();
-    let printed = crate::git_deploys::cli(
+    let printed = crate::support::cli(
         &daemon,
         &[
             "deploy",
