@@ -18,6 +18,8 @@ use crate::pages::VisitorPage;
 use crate::proxy::{Forwarded, Proxy};
 use crate::router::{Destination, Routes, Target};
 
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     Http,
@@ -55,9 +57,9 @@ impl Dispatch {
         let request_id = crate::ids::request_id();
         let span = tracing::debug_span!("request", id = %request_id, method = %request.method(), path = %request.uri().path());
         let mut response = self.route(request, client, scheme).instrument(span).await;
-        if let Ok(value) = HeaderValue::from_str(&request_id) {
-            response.headers_mut().insert("x-request-id", value);
-        }
+        response
+            .headers_mut()
+            .insert(X_REQUEST_ID, request_id.header_value());
         response
     }
 

@@ -45,18 +45,52 @@ pub fn new_token_secret() -> String {
     format!("slw_{}", base32(&random_bytes::<32>()))
 }
 
-/// A request id: a random per-process prefix and a counter, so the hot path makes no
-/// `getrandom` call per request. Unique within a process, unlikely to repeat across restarts.
-pub fn request_id() -> String {
+/// A request id: `req_`, a random per-process prefix (16 base32 characters) and a counter (at
+/// least 10 hex digits), so the hot path makes no `getrandom` call per request. Unique within
+/// a process, unlikely to repeat across restarts. Built on the stack: no allocation until it
+/// becomes a header value.
+pub fn request_id() -> RequestId {
+    use std::io::Write as _;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static PREFIX: OnceLock<String> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let prefix = PREFIX.get_or_init(|| base32(&random_bytes::<10>()));
-    format!(
-        "req_{prefix}{:010x}",
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    let mut id = RequestId {
+        bytes: [0; REQUEST_ID_MAX],
+        len: 0,
+    };
+    let mut out = &mut id.bytes[..];
+    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+    write!(out, "req_{prefix}{counter:010x}").expect("a request id fits its buffer");
+    id.len = REQUEST_ID_MAX - out.len();
+    id
+}
+
+/// `req_` + 16 + up to 16 hex digits.
+const REQUEST_ID_MAX: usize = 36;
+
+/// A request's id ([`request_id`]).
+pub struct RequestId {
+    bytes: [u8; REQUEST_ID_MAX],
+    len: usize,
+}
+
+impl RequestId {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).expect("a request id is ASCII")
+    }
+
+    pub fn header_value(&self) -> http::HeaderValue {
+        http::HeaderValue::from_bytes(&self.bytes[..self.len])
+            .expect("a request id is visible ASCII")
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 pub fn now_ms() -> u64 {
@@ -140,6 +174,16 @@ mod tests {
         assert_eq!(new_id("prj_").len(), 28);
         assert_eq!(new_token_secret().len(), 4 + 52);
         assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+
+    #[test]
+    fn request_ids_are_distinct_header_values() {
+        let (first, second) = (request_id(), request_id());
+        assert_eq!(first.as_str().len(), 4 + 16 + 10);
+        assert!(first.as_str().starts_with("req_"));
+        assert_ne!(first.as_str(), second.as_str());
+        assert_eq!(first.header_value(), first.as_str());
+        assert_eq!(first.to_string(), first.as_str());
     }
 
     #[test]
