@@ -43,6 +43,9 @@ async function finished(runId) {
 async function deployments(body, project, base, selected, reload) {
   const { deployments } = await api("GET", `/api/projects/${enc(project.slug)}/deployments?limit=50`);
   const chosen = selected || (deployments[0] && deployments[0].id);
+  // Its stream replays a finished run and ends at once: reload only when a run being
+  // watched ends, or the page would reload itself forever.
+  const watching = deployments.some((d) => d.id === chosen && d.state === "building");
   const redeploy = h("button", { class: "primary", id: "redeploy" }, "Redeploy");
   redeploy.addEventListener("click", () => act(redeploy, async () => {
     const started = await api("POST", `/api/projects/${enc(project.slug)}/provision`, redeployBody(project));
@@ -82,7 +85,7 @@ async function deployments(body, project, base, selected, reload) {
     } else if (type === "status" && data && data.steps) {
       steps.replaceChildren(...data.steps.map((s) => h("span", {}, badge(s.state), " ", s.name)));
       if (data.progress !== undefined) state.textContent = `${data.status} · ${Math.round(data.progress * 100)} %`;
-    } else if (type === "end") {
+    } else if (type === "end" && watching) {
       setTimeout(reload, 300);
     }
   }, (phase, error) => {

@@ -219,6 +219,16 @@ async fn a_person_runs_a_site_from_the_dashboard() {
             );
         }
     }
+    // A finished run's page stays put: its log stream (which replays and ends at once) is
+    // opened once, not again and again.
+    let streams = || daemon.log_text().matches("route=LogStream").count();
+    let opened = streams();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        streams(),
+        opened,
+        "the finished deployment's page keeps reloading"
+    );
     browser.click("button.rollback").await;
     browser
         .wait_for(
