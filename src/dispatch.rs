@@ -88,9 +88,8 @@ impl Dispatch {
                 };
             }
         }
-        let host = request_host(&request)
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        let mut host = request_host(&request).unwrap_or_default();
+        host.make_ascii_lowercase();
         let destination = self.routes.resolve(&host);
         if scheme == Scheme::Http && self.redirect_plain {
             let loopback_control =
@@ -193,7 +192,10 @@ impl Dispatch {
 
     /// Whether a request is for the control host.
     pub fn is_control_request<B>(&self, request: &Request<B>) -> bool {
-        request_host(request).is_some_and(|host| self.is_control_host(&host.to_ascii_lowercase()))
+        request_host(request).is_some_and(|mut host| {
+            host.make_ascii_lowercase();
+            self.is_control_host(&host)
+        })
     }
 
     /// The answer on a connection admitted from the control host's reserve to a request for
