@@ -30,16 +30,22 @@ fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// A port free for both TCP and UDP on loopback (the fake DNS listens on both).
-fn free_port() -> u16 {
-    for _ in 0..50 {
+/// `N` distinct ports free for both TCP and UDP on 127.0.0.1 (DNS uses both). Each is held
+/// until all are chosen: ports picked one by one and released can repeat.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let mut held = Vec::with_capacity(N);
+    for _ in 0..N * 50 {
+        if held.len() == N {
+            break;
+        }
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
+        if let Ok(udp) = UdpSocket::bind(("127.0.0.1", port)) {
+            held.push((port, tcp, udp));
         }
     }
-    panic!("no free port for TCP and UDP");
+    assert_eq!(held.len(), N, "no {N} free ports for TCP and UDP");
+    std::array::from_fn(|i| held[i].0)
 }
 
 fn wait_for_port(port: u16, within: Duration) -> bool {
@@ -121,8 +127,7 @@ impl Pebble {
         std::fs::write(&key_path, api_key).unwrap();
         std::fs::write(&api_ca_path, &api_ca.cert_pem).unwrap();
 
-        let (dns_port, dns_management_port, acme_port, management_port) =
-            (free_port(), free_port(), free_port(), free_port());
+        let [dns_port, dns_management_port, acme_port, management_port] = free_ports();
         let dns = tokio::process::Command::new(challtestsrv)
             .args([
                 "-http01",
