@@ -239,12 +239,13 @@ impl RouterLoad {
     /// `here` unless another thread has fewer open connections (then the first such with the
     /// fewest).
     pub fn least_loaded(&self, here: usize) -> usize {
-        let mut best = (self.open(here), here);
-        for thread in 0..self.threads() {
-            best = best.min((self.open(thread), thread));
-        }
-        if best.0 < self.open(here) {
-            best.1
+        let at_here = self.open(here);
+        let (fewest, thread) = (0..self.threads())
+            .map(|thread| (self.open(thread), thread))
+            .min()
+            .expect("at least one router thread");
+        if fewest < at_here {
+            thread
         } else {
             here
         }
