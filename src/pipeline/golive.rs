@@ -235,11 +235,23 @@ impl Pipeline {
                     Err(error) => Err(error),
                 }
             }
-            (Switch::Restore, _) => self
-                .store
-                .call(move |s| s.put_deployment(&d))
-                .await
-                .map(|()| None),
+            (Switch::Restore, _) => {
+                // A retried restore lost to a deploy or rollback made since start-up.
+                if !self.is_recorded_live(project, deployment).await {
+                    if let Prepared::Server { .. } = prepared {
+                        self.supervisor.stop(&deployment.id).await;
+                    }
+                    return Err(Failure::new(
+                        "deploy",
+                        ErrorCode::Canceled,
+                        "another deployment went live meanwhile",
+                    ));
+                }
+                self.store
+                    .call(move |s| s.put_deployment(&d))
+                    .await
+                    .map(|()| None)
+            }
         };
         let previous = recorded.map_err(|e| {
             Failure::new(

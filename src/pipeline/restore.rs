@@ -9,10 +9,14 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
+use super::failure::Failure;
 use super::golive::Switch;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
-use crate::store::records::{DeploymentState, Environment, RunError, RunStatus, StepState};
+use crate::router::Target;
+use crate::store::records::{
+    DeploymentMode, DeploymentRecord, DeploymentState, Environment, RunError, RunStatus, StepState,
+};
 
 /// Live deployments brought back at once: apps start in parallel up to this many.
 const RESTORE_CONCURRENCY: usize = 8;
@@ -116,25 +120,21 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Serves a live deployment (production's or a preview's) again.
+    /// Serves a live deployment (production's or a preview's) again. When that fails (the app
+    /// exits, a volume cannot be mounted) its visitors get the "restarting" page and it is tried
+    /// again in the background with the supervisor's backoff until it serves, is no longer live
+    /// or the daemon stops: a site is never left at 503 because of one failed start.
     async fn restore_deployment(
         self: &Arc<Self>,
         project: crate::store::records::ProjectRecord,
         live: String,
     ) {
         let id = live.clone();
-        let mut deployment = match self.store.call(move |s| s.deployment(&id)).await {
+        let deployment = match self.store.call(move |s| s.deployment(&id)).await {
             Ok(Some(deployment)) => deployment,
             Ok(None) => return,
             Err(error) => {
                 tracing::error!(project = %project.slug, %error, "cannot read the live deployment");
-                return;
-            }
-        };
-        let env = match self.environment(&project.id, &deployment.target).await {
-            Ok((env, _)) => env,
-            Err(error) => {
-                tracing::error!(project = %project.slug, %error, "cannot restore the app's environment");
                 return;
             }
         };
@@ -149,27 +149,116 @@ impl Pipeline {
                 "daemon restarted: serving this deployment again",
             );
         }
-        // The same path a deploy takes: prepare (load, adopt or start until healthy), switch.
-        let restored = match self.prepare(&project, &mut deployment, &env).await {
-            Ok(prepared) => {
-                self.switch(&project, &deployment, prepared, Switch::Restore)
-                    .await
-            }
-            Err(failure) => Err(failure),
-        };
-        match restored {
+        let failure = match self.serve_again(&project, &deployment).await {
             Ok(()) => {
-                tracing::info!(project = %project.slug, deployment = %deployment.id, adopted = adopting, "live deployment restored")
+                tracing::info!(project = %project.slug, deployment = %deployment.id, adopted = adopting, "live deployment restored");
+                return;
             }
-            Err(failure) => {
-                tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message, "the live deployment did not come back; serving 503");
-                match deployment.target.environment {
-                    Environment::Production => self.routes.set_live(&project.slug, None),
-                    Environment::Preview => self
-                        .routes
-                        .set_preview(&super::host_label(&project.slug, &deployment.target), None),
+            Err(failure) => failure,
+        };
+        tracing::error!(project = %project.slug, code = %failure.code, message = %failure.message,
+            "the live deployment did not come back; visitors get the restarting page while it is tried again");
+        // A server app's route waits for its address ("restarting"); a static site has nothing
+        // to serve meanwhile.
+        let waiting = (deployment.mode == Some(DeploymentMode::Server)).then(|| Target::Proxy {
+            upstream: None,
+            deployment_id: deployment.id.clone(),
+        });
+        match deployment.target.environment {
+            Environment::Production => self.routes.set_live(&project.slug, waiting),
+            Environment::Preview => self.routes.set_preview(
+                &super::host_label(&project.slug, &deployment.target),
+                waiting,
+            ),
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.retry_restore(project, deployment, failure).await });
+    }
+
+    /// Tries a live deployment that did not come back again, 1 s after the failure, doubling
+    /// up to 60 s.
+    async fn retry_restore(
+        self: Arc<Self>,
+        project: crate::store::records::ProjectRecord,
+        deployment: DeploymentRecord,
+        mut failure: Failure,
+    ) {
+        let mut backoff = crate::supervisor::BACKOFF_START;
+        loop {
+            self.hub.system(
+                &deployment.id,
+                &format!(
+                    "could not serve this deployment again ({}); trying again in {} s",
+                    failure.message,
+                    backoff.as_secs()
+                ),
+            );
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(crate::supervisor::BACKOFF_MAX);
+            if !self.is_recorded_live(&project, &deployment).await {
+                tracing::info!(project = %project.slug, deployment = %deployment.id, "no longer live: not trying it again");
+                return;
+            }
+            match self.serve_again(&project, &deployment).await {
+                Ok(()) => {
+                    tracing::info!(project = %project.slug, deployment = %deployment.id, "live deployment restored after a retry");
+                    return;
                 }
+                Err(again) => failure = again,
             }
         }
+    }
+
+    /// One attempt: the same path a deploy takes (prepare: load, adopt or start until healthy;
+    /// then switch), with the environment as it is now.
+    async fn serve_again(
+        &self,
+        project: &crate::store::records::ProjectRecord,
+        deployment: &DeploymentRecord,
+    ) -> Result<(), Failure> {
+        let mut deployment = deployment.clone();
+        let (env, _) = self
+            .environment(&project.id, &deployment.target)
+            .await
+            .map_err(|error| {
+                Failure::new(
+                    "deploy",
+                    ErrorCode::InternalError,
+                    format!("cannot read the app's environment: {error}"),
+                )
+            })?;
+        let prepared = self.prepare(project, &mut deployment, &env).await?;
+        self.switch(project, &deployment, prepared, Switch::Restore)
+            .await
+    }
+
+    /// Whether `deployment` is still the one its project (or preview) serves: a deploy or a
+    /// rollback since start-up ends the retries.
+    pub(super) async fn is_recorded_live(
+        &self,
+        project: &crate::store::records::ProjectRecord,
+        deployment: &DeploymentRecord,
+    ) -> bool {
+        let (project_id, id) = (project.id.clone(), deployment.id.clone());
+        let preview = deployment.target.preview.clone();
+        let environment = deployment.target.environment;
+        self.store
+            .call(move |s| -> crate::store::Result<bool> {
+                Ok(match environment {
+                    Environment::Production => s
+                        .find_project(&project_id)?
+                        .is_some_and(|p| p.live_deployment_id.as_deref() == Some(id.as_str())),
+                    Environment::Preview => s.all_previews()?.iter().any(|p| {
+                        p.project_id == project_id
+                            && Some(&p.name) == preview.as_ref()
+                            && p.deployment_id.as_deref() == Some(id.as_str())
+                    }),
+                })
+            })
+            .await
+            .unwrap_or(false)
     }
 }

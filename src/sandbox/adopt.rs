@@ -42,12 +42,17 @@ impl AppHandle {
     }
 }
 
-/// A process's start time, or `None` when there is no such process.
+/// A process's start time, or `None` when there is no such process or it has exited (a
+/// zombie that its new parent has not reaped yet is not alive).
 pub(super) fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// A pidfd for the handle's helper, opened only if it is the same process.

@@ -84,8 +84,8 @@ pub struct Supervisor {
     health_interval: Duration,
 }
 
-const BACKOFF_START: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(crate) const BACKOFF_START: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 impl Supervisor {
     /// `stop_grace`: SIGTERM → SIGKILL when an app is stopped (`limits.app_stop_grace_s`).
@@ -266,9 +266,14 @@ impl Supervisor {
         let dpl = spec.deployment_id.clone();
         let cancel = control.cancel.clone();
         loop {
+            // Whether `running` is a sandbox an earlier daemon left running.
+            let mut adopted = false;
             let spawned = match adopt.take() {
                 Some(handle) => match self.adopt(&spec, &handle) {
-                    Ok(running) => Ok(running),
+                    Ok(running) => {
+                        adopted = true;
+                        Ok(running)
+                    }
                     Err(error) => {
                         self.hub.system(
                             &dpl,
@@ -361,6 +366,16 @@ impl Supervisor {
                         Ok(exit) => exit.describe(),
                         Err(error) => format!("could not be waited for ({error})"),
                     };
+                    if adopted {
+                        // It died while no daemon watched it (killed, or the machine's OOM
+                        // killer): a start like any other, from the same build, at once.
+                        self.hub.system(
+                            &dpl,
+                            &format!("the app left running by the previous daemon {description}; starting it again"),
+                        );
+                        drop(running);
+                        continue;
+                    }
                     let message = format!(
                         "the start command {description} before accepting connections on port {}",
                         spec.port

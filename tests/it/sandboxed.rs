@@ -6,6 +6,7 @@
 
 mod attacks;
 mod chaos;
+mod comeback;
 mod disk;
 mod network;
 mod outlive;
