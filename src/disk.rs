@@ -16,6 +16,9 @@ use std::process::{Command, Stdio};
 
 use crate::error_code::ErrorCode;
 
+#[allow(unsafe_code)] // the loop device ioctls (`/dev/loop-control`, LOOP_CONFIGURE)
+mod loopdev;
+
 /// How volumes are made on this machine.
 #[derive(Debug, Clone)]
 pub struct Volumes {
@@ -77,8 +80,8 @@ impl Volumes {
             Some("root".to_owned())
         } else if !Path::new("/dev/loop-control").exists() {
             Some("/dev/loop-control (loop devices)".to_owned())
-        } else if !which("mkfs.ext4") || !which("mount") {
-            Some("mkfs.ext4 (e2fsprogs) and mount".to_owned())
+        } else if !which("mkfs.ext4") {
+            Some("mkfs.ext4 (e2fsprogs)".to_owned())
         } else {
             volumes.images = true;
             volumes.probe(probe_dir).err().map(|error| {
@@ -169,10 +172,7 @@ impl Volumes {
 
     /// Loop-mounts the image on the directory, then checks the limit really holds there.
     fn mount(&self, volume: &Volume) -> io::Result<()> {
-        run(Command::new("mount")
-            .args(["-t", "ext4", "-o", "loop,nodev,nosuid,noatime"])
-            .arg(&volume.image)
-            .arg(&volume.dir))?;
+        loopdev::mount_image(&volume.image, &volume.dir)?;
         match mounted_device(volume) {
             Ok(_) => Ok(()),
             Err(error) => {
@@ -259,6 +259,12 @@ fn mounted_device(volume: &Volume) -> io::Result<u64> {
         volume.size_mb,
         size >> 20
     )))
+}
+
+/// Mounts an ext4 image on `dir` through a free loop device (made where `/dev` lacks its
+/// node), as volumes are mounted; for tools and tests that need a small filesystem.
+pub fn mount_image(image: &Path, dir: &Path) -> io::Result<()> {
+    loopdev::mount_image(image, dir)
 }
 
 /// Unmounts every volume under `dir` (`slipway stop-apps` with no daemon running).

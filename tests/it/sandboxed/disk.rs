@@ -105,14 +105,12 @@ impl SmallDisk {
             .args(["-q", "-F"])
             .arg(&image)
             .status();
-        let mounted = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&image)
-            .arg(&mount)
-            .status();
+        // The daemon's own loop mount: it makes the loop device's node where /dev lacks it
+        // (the install test's container), which `mount -o loop` does not.
+        let mounted =
+            made.is_ok_and(|s| s.success()) && slipway::disk::mount_image(&image, &mount).is_ok();
         let _ = std::fs::remove_file(&image);
-        (made.is_ok_and(|s| s.success()) && mounted.is_ok_and(|s| s.success()))
-            .then_some(SmallDisk { mount })
+        mounted.then_some(SmallDisk { mount })
     }
 
     /// Fills the filesystem until `free_mb` are left.

@@ -1,0 +1,306 @@
+//! Loop mounts without `mount -o loop`: the daemon asks `/dev/loop-control` for a free loop
+//! device, makes its node when the machine's `/dev` does not have it (a container's static
+//! `/dev` only holds the nodes that existed when it started; devtmpfs makes them itself),
+//! attaches the image with auto-clear (the device is let go when the filesystem is unmounted)
+//! and mounts it. When a step cannot be done the error says which resource ran out and what
+//! to do about it. Called by [`super::Volumes`].
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const LOOP_MAJOR: u64 = 7;
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_SET_FD: libc::c_ulong = 0x4C00;
+const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
+const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+/// `struct loop_info64` (linux/loop.h).
+#[repr(C)]
+struct LoopInfo64 {
+    device: u64,
+    inode: u64,
+    rdevice: u64,
+    offset: u64,
+    size_limit: u64,
+    number: u32,
+    encrypt_type: u32,
+    encrypt_key_size: u32,
+    flags: u32,
+    file_name: [u8; 64],
+    crypt_name: [u8; 64],
+    encrypt_key: [u8; 32],
+    init: [u64; 2],
+}
+
+/// `struct loop_config` (linux/loop.h, `LOOP_CONFIGURE` since Linux 5.8).
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+/// Another attach took the free device between asking and attaching: ask again.
+const ATTACH_ATTEMPTS: u32 = 8;
+
+/// Mounts the ext4 `image` on `dir` (`nodev,nosuid,noatime`) through a free loop device.
+pub(super) fn mount_image(image: &Path, dir: &Path) -> io::Result<()> {
+    let backing = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(image)?;
+    let (device, path) = attach(&backing, image)?;
+    use nix::mount::MsFlags;
+    let flags = MsFlags::MS_NODEV | MsFlags::MS_NOSUID | MsFlags::MS_NOATIME;
+    let mounted = nix::mount::mount(Some(&path), dir, Some("ext4"), flags, None::<&str>);
+    if let Err(error) = mounted {
+        // SAFETY: LOOP_CLR_FD on a loop device we opened and attached.
+        unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+        return Err(io::Error::other(format!(
+            "mounting {} (through {}) on {}: {error}",
+            image.display(),
+            path.display(),
+            dir.display()
+        )));
+    }
+    // The mount holds the device now; auto-clear lets it go at the unmount.
+    Ok(())
+}
+
+/// Attaches `backing` to a free loop device: (the device, its path).
+fn attach(backing: &File, image: &Path) -> io::Result<(File, PathBuf)> {
+    let control = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/loop-control")
+        .map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!(
+                    "cannot open /dev/loop-control ({error}): loop devices are not available here"
+                ),
+            )
+        })?;
+    let mut last_error = None;
+    for _ in 0..ATTACH_ATTEMPTS {
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns an index or -1.
+        let index = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if index < 0 {
+            let error = io::Error::last_os_error();
+            return Err(io::Error::new(
+                error.kind(),
+                format!(
+                    "no free loop device ({error}; {} in use): the kernel's limit of loop \
+                     devices is reached; raise it (the loop module's max_loop, or \
+                     loop.max_loop= on the kernel command line) or remove unused deployments",
+                    in_use()
+                ),
+            ));
+        }
+        let path = PathBuf::from(format!("/dev/loop{index}"));
+        let device = open_or_make(&path, index as u64)?;
+        match configure(&device, backing, image) {
+            Ok(()) => return Ok((device, path)),
+            // Taken by someone else since we asked: ask again.
+            Err(error) if error.raw_os_error() == Some(libc::EBUSY) => last_error = Some(error),
+            Err(error) => {
+                return Err(io::Error::new(
+                    error.kind(),
+                    format!(
+                        "attaching {} to {}: {error}",
+                        image.display(),
+                        path.display()
+                    ),
+                ))
+            }
+        }
+    }
+    Err(last_error.unwrap_or_else(|| io::Error::other("every free loop device was taken")))
+}
+
+/// Opens a loop device's node, making it first where `/dev` does not have it.
+fn open_or_make(path: &Path, index: u64) -> io::Result<File> {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+    };
+    match open() {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        other => return other,
+    }
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    let mode = Mode::from_bits_truncate(0o660);
+    match mknod(path, SFlag::S_IFBLK, mode, makedev(LOOP_MAJOR, index)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => open(),
+        Err(error) => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "the kernel's free loop device is {}, but this /dev has no node for it and \
+                 one cannot be made ({error}): /dev holds {} loop nodes, {} of them in use. \
+                 This /dev does not get new device nodes (a container's static /dev, or a \
+                 device policy): make nodes ahead (`for i in $(seq 0 255); do [ -e /dev/loop$i ] \
+                 || mknod -m 0660 /dev/loop$i b 7 $i; done` on the host, then bind them in), or \
+                 give the daemon CAP_MKNOD with access to block-loop devices",
+                path.display(),
+                nodes(),
+                in_use()
+            ),
+        )),
+    }
+}
+
+/// Attaches with auto-clear: `LOOP_CONFIGURE`, or `LOOP_SET_FD` + `LOOP_SET_STATUS64` on a
+/// kernel before 5.8.
+fn configure(device: &File, backing: &File, image: &Path) -> io::Result<()> {
+    let mut info = LoopInfo64 {
+        device: 0,
+        inode: 0,
+        rdevice: 0,
+        offset: 0,
+        size_limit: 0,
+        number: 0,
+        encrypt_type: 0,
+        encrypt_key_size: 0,
+        flags: LO_FLAGS_AUTOCLEAR,
+        file_name: [0; 64],
+        crypt_name: [0; 64],
+        encrypt_key: [0; 32],
+        init: [0; 2],
+    };
+    // The name `losetup -l` shows (truncated to what the kernel keeps).
+    let name = image.as_os_str().as_encoded_bytes();
+    let kept = name.len().min(info.file_name.len() - 1);
+    info.file_name[..kept].copy_from_slice(&name[..kept]);
+    let config = LoopConfig {
+        fd: backing.as_raw_fd() as u32,
+        block_size: 0,
+        info,
+        reserved: [0; 8],
+    };
+    // SAFETY: LOOP_CONFIGURE reads one `struct loop_config`, which `config` is.
+    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::EINVAL) && error.raw_os_error() != Some(libc::ENOTTY) {
+        return Err(error);
+    }
+    // SAFETY: LOOP_SET_FD takes the backing file's descriptor.
+    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_FD, backing.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: LOOP_SET_STATUS64 reads one `struct loop_info64`.
+    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_STATUS64, &config.info) } != 0 {
+        let error = io::Error::last_os_error();
+        // SAFETY: detach what we just attached.
+        unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+        return Err(error);
+    }
+    Ok(())
+}
+
+/// How many `/dev/loopN` nodes there are.
+fn nodes() -> usize {
+    std::fs::read_dir("/dev").map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| is_loop_name(&e.file_name().to_string_lossy()))
+            .count()
+    })
+}
+
+/// How many loop devices have a backing file (in use, by anyone on the machine).
+fn in_use() -> usize {
+    std::fs::read_dir("/sys/block").map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| is_loop_name(&e.file_name().to_string_lossy()))
+            .filter(|e| e.path().join("loop/backing_file").exists())
+            .count()
+    })
+}
+
+fn is_loop_name(name: &str) -> bool {
+    name.strip_prefix("loop")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_structs_have_the_kernels_sizes() {
+        assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
+        assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
+    }
+
+    #[test]
+    fn loop_device_names_are_told_from_the_control_node() {
+        assert!(is_loop_name("loop0"));
+        assert!(is_loop_name("loop127"));
+        assert!(!is_loop_name("loop-control"));
+        assert!(!is_loop_name("loop"));
+    }
+
+    /// A node missing from `/dev` is made, as in a container whose `/dev` was filled once:
+    /// the image is attached and mounted through a node made for the occasion.
+    #[test]
+    fn a_missing_node_is_made_and_the_image_mounts() {
+        if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+            eprintln!(
+                "SKIP a_missing_node_is_made_and_the_image_mounts: needs root and loop devices"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(8 << 20)
+            .unwrap();
+        let made = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&image)
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIP a_missing_node_is_made_and_the_image_mounts: mkfs.ext4 failed");
+            return;
+        }
+        // A private mount namespace of this thread's would be cleaner; instead the node the
+        // kernel hands out next is removed from /dev (if it has one) before mounting.
+        let control = File::open("/dev/loop-control").unwrap();
+        // SAFETY: as in `attach`.
+        let index = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        assert!(index >= 0);
+        let node = PathBuf::from(format!("/dev/loop{index}"));
+        let _ = std::fs::remove_file(&node);
+        let mount_point = dir.path().join("mnt");
+        std::fs::create_dir(&mount_point).unwrap();
+        mount_image(&image, &mount_point).unwrap();
+        assert!(node.exists(), "{} was made", node.display());
+        std::fs::write(mount_point.join("f"), b"x").unwrap();
+        nix::mount::umount2(&mount_point, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        // Auto-clear: the device is free again once unmounted.
+        let backing = format!("/sys/block/loop{index}/loop/backing_file");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Path::new(&backing).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "loop{index} not cleared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
