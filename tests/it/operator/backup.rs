@@ -13,11 +13,11 @@ use serde_json::json;
 
 use crate::support::{DaemonOptions, TestDaemon, TlsSetup, BIN};
 
-fn slipway(args: &[&str]) -> std::process::Output {
+pub(crate) fn slipway(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().expect("run slipway")
 }
 
-fn text(output: &std::process::Output) -> String {
+pub(crate) fn text(output: &std::process::Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -26,7 +26,7 @@ fn text(output: &std::process::Output) -> String {
 }
 
 /// A backup of `daemon` at `file`; the command must succeed.
-fn backup(daemon: &TestDaemon, file: &Path) -> String {
+pub(crate) fn backup(daemon: &TestDaemon, file: &Path) -> String {
     let output = slipway(&[
         "backup",
         "--output",
@@ -35,6 +35,18 @@ fn backup(daemon: &TestDaemon, file: &Path) -> String {
         daemon.data_dir().to_str().unwrap(),
     ]);
     assert!(output.status.success(), "backup: {}", text(&output));
+    text(&output)
+}
+
+/// `slipway restore` of `archive` into `data_dir`; the command must succeed. Returns what it said.
+pub(crate) fn restore(archive: &Path, data_dir: &Path) -> String {
+    let output = slipway(&[
+        "restore",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "restore: {}", text(&output));
     text(&output)
 }
 
@@ -118,18 +130,8 @@ async fn a_backup_taken_under_load_restores_into_a_working_data_dir() {
 
     // Restore into a new data dir and start a second daemon there.
     let restored = TestDaemon::start_prepared(options, |data_dir| {
-        let output = slipway(&[
-            "restore",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            data_dir.to_str().unwrap(),
-        ]);
-        assert!(output.status.success(), "restore: {}", text(&output));
-        assert!(
-            text(&output).contains("restored 1 project(s)"),
-            "{}",
-            text(&output)
-        );
+        let said = restore(&archive, data_dir);
+        assert!(said.contains("restored 1 project(s)"), "{said}");
     });
     assert_eq!(
         restored.token, daemon.token,
@@ -326,7 +328,7 @@ async fn corrupt_truncated_and_newer_archives_are_refused_and_nothing_is_written
 }
 
 /// Copies the archive `from` to `to`, letting `change` edit each regular file's bytes.
-fn rewrite(from: &Path, to: &Path, mut change: impl FnMut(&str, &mut Vec<u8>)) {
+pub(crate) fn rewrite(from: &Path, to: &Path, mut change: impl FnMut(&str, &mut Vec<u8>)) {
     let mut input = tar::Archive::new(flate2::read::GzDecoder::new(
         std::fs::File::open(from).unwrap(),
     ));
