@@ -134,10 +134,16 @@ async fn handle(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<(
     write.shutdown().await
 }
 
+/// How long a write of the archive to the backup's reader may wait.
+const BACKUP_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `backup`: snapshot the store, answer with the archive's header, then stream the archive.
 async fn backup(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<()> {
     let stream = stream.into_std()?;
     stream.set_nonblocking(false)?;
+    // The backup freezes each volume while it reads it: a reader that stops taking the
+    // archive must not keep the apps' writes waiting for long.
+    stream.set_write_timeout(Some(BACKUP_WRITE_TIMEOUT))?;
     tokio::task::spawn_blocking(move || {
         let mut out = std::io::BufWriter::new(stream);
         let snapshot = crate::backup::Snapshot::take(&state.store, &state.data_dir);

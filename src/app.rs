@@ -152,8 +152,15 @@ pub async fn run(
     let volumes = {
         let (reserve, data_dir) = (config.limits.disk_reserve_mb, config.data_dir.clone());
         let want = config.sandbox.mode == crate::config::SandboxMode::Namespaces;
-        tokio::task::spawn_blocking(move || crate::disk::Volumes::detect(reserve, want, &data_dir))
-            .await?
+        tokio::task::spawn_blocking(move || {
+            let volumes = crate::disk::Volumes::detect(reserve, want, &data_dir);
+            // A daemon killed while a backup read its volumes left them frozen.
+            if volumes.limited() {
+                crate::disk::thaw_all_under(&data_dir);
+            }
+            volumes
+        })
+        .await?
     };
     let pipeline = crate::pipeline::Pipeline::new(crate::pipeline::PipelineParts {
         config: config.clone(),

@@ -8,8 +8,20 @@
 //! `manifest.json` last (the [`Manifest`]: every file's size and checksum, every link).
 //! `write` runs in the daemon (the admin socket's `backup` command streams the archive to the
 //! CLI); `restore` runs offline in the CLI (`verify` then extract into a new data dir).
+//!
+//! Volumes (a deployment's workspace, an app's data dir; see `disk.rs`) are stored as their
+//! contents, never as their images, whether or not disk limits are on: the files are read
+//! through the mount while its filesystem is frozen (`disk::Frozen`), so the archive holds
+//! what the app sees, as of one moment, and as small as the data. The restore writes them as
+//! plain directories and marks each as a volume; the daemon that serves them makes them
+//! sparse images again where its disk limits are on (`Volumes::rebuild_restored`), or serves
+//! the directories as they are. So an archive restores onto a machine with or without disk
+//! limits alike. Format 1 archives (older Slipways) also held each volume's image, copied
+//! while mounted and as large as its limit; their images are verified but never restored:
+//! the contents they hold beside them are.
 
 mod restore;
+mod sparse;
 mod write;
 
 pub use restore::{restore, verify};
@@ -17,8 +29,10 @@ pub use write::Snapshot;
 
 use serde::{Deserialize, Serialize};
 
-/// The archive format this binary writes and the newest it reads.
-pub const FORMAT: u32 = 1;
+use crate::disk::Volume;
+
+/// The archive format this binary writes and the newest it reads (format 1 is read too).
+pub const FORMAT: u32 = 2;
 pub const HEADER_NAME: &str = "slipway-backup.json";
 pub const MANIFEST_NAME: &str = "manifest.json";
 /// Every file of the data dir lives under this prefix in the archive.
@@ -58,6 +72,47 @@ pub struct FileEntry {
 pub struct LinkEntry {
     pub path: String,
     pub target: String,
+}
+
+/// What a path of the data dir (relative, `/`-separated) is to a backup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A volume's directory: `deployments/<dpl>/app`, `appdata/<project>`.
+    VolumeDir,
+    /// A volume's image (or one being made): never archived, never restored.
+    VolumeImage,
+    Other,
+}
+
+impl Place {
+    pub(crate) fn of(relative: &str) -> Place {
+        let parts: Vec<&str> = relative.split('/').collect();
+        match parts.as_slice() {
+            ["deployments", _, "workspace.img" | "workspace.img.partial"] => Place::VolumeImage,
+            ["deployments", _, "app"] => Place::VolumeDir,
+            ["appdata", name] if name.ends_with(".img") || name.ends_with(".img.partial") => {
+                Place::VolumeImage
+            }
+            ["appdata", name] if name.ends_with(".img.restored") => Place::Other,
+            ["appdata", _] => Place::VolumeDir,
+            _ => Place::Other,
+        }
+    }
+
+    /// The volume whose directory is `relative` under `data_dir` (its size does not matter
+    /// here: the daemon that mounts it applies its own limits).
+    pub(crate) fn volume(data_dir: &std::path::Path, relative: &str) -> Option<Volume> {
+        if Place::of(relative) != Place::VolumeDir {
+            return None;
+        }
+        let dir = data_dir.join(relative);
+        match relative.starts_with("deployments/") {
+            true => dir
+                .parent()
+                .map(|deployment| Volume::workspace(deployment, 0)),
+            false => Some(Volume::app_data(&dir, 0)),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,5 +177,40 @@ impl<R: std::io::Read> std::io::Read for Hashing<R> {
         self.digest.update(&buf[..n]);
         self.len += n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Place;
+
+    #[test]
+    fn volumes_and_their_images_are_known_by_their_place_in_the_data_dir() {
+        for (relative, place) in [
+            ("deployments/dpl_a/app", Place::VolumeDir),
+            ("deployments/dpl_a/workspace.img", Place::VolumeImage),
+            (
+                "deployments/dpl_a/workspace.img.partial",
+                Place::VolumeImage,
+            ),
+            ("deployments/dpl_a/workspace.img.restored", Place::Other),
+            ("deployments/dpl_a/app/workspace.img", Place::Other),
+            ("appdata/prj_a", Place::VolumeDir),
+            ("appdata/prj_a.img", Place::VolumeImage),
+            ("appdata/prj_a.img.restored", Place::Other),
+            ("appdata/prj_a/data.img", Place::Other),
+            ("sources/abc.tar.gz", Place::Other),
+        ] {
+            assert_eq!(Place::of(relative), place, "{relative}");
+        }
+        let dir = std::path::Path::new("/d");
+        let workspace = Place::volume(dir, "deployments/dpl_a/app").unwrap();
+        assert_eq!(workspace.image, dir.join("deployments/dpl_a/workspace.img"));
+        let data = Place::volume(dir, "appdata/prj_a").unwrap();
+        assert_eq!(
+            data.restored_marker(),
+            dir.join("appdata/prj_a.img.restored")
+        );
+        assert!(Place::volume(dir, "sources").is_none());
     }
 }

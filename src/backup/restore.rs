@@ -1,13 +1,15 @@
 //! The offline side: [`verify`] reads a whole archive and checks it against its manifest
 //! (every file's size and SHA-256, every link, nothing missing or extra) without writing
-//! anything; [`restore`] verifies, then unpacks the files (owners, modes and times kept) into
-//! a staging dir beside the target, opens the store there, and renames it into place. A
-//! corrupt archive, or one made by a newer Slipway, is refused before anything is written.
+//! anything; [`restore`] verifies, then unpacks the files (owners, modes and times kept, zero
+//! blocks as holes: `sparse.rs`) into a staging dir beside the target, opens the store there,
+//! and renames it into place. Each volume comes back as a directory with a marker beside it
+//! (`mod.rs`: volumes); a format 1 archive's volume images are skipped. A corrupt archive, or
+//! one made by a newer Slipway, is refused before anything is written.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use super::{io, BackupError, Hashing, Header, Manifest, DATA_PREFIX, FORMAT};
+use super::{io, BackupError, Hashing, Header, Manifest, Place, DATA_PREFIX, FORMAT};
 use super::{HEADER_NAME, MANIFEST_NAME};
 
 /// Reads `archive` end to end: its header and manifest when every byte checks out.
@@ -124,6 +126,11 @@ fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
         let Some(relative) = name.strip_prefix(&format!("{DATA_PREFIX}/")) else {
             return Ok(());
         };
+        let is_file = entry.header().entry_type() == tar::EntryType::Regular;
+        if is_file && Place::of(relative) == Place::VolumeImage {
+            // A format 1 archive's image, copied while mounted: its contents are restored.
+            return Ok(());
+        }
         let dest = root.join(relative);
         let parent = dest.parent().unwrap_or(&root);
         std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
@@ -136,16 +143,32 @@ fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
                 "{name} leads out of the data dir"
             )));
         }
-        entry.set_preserve_permissions(true);
-        entry.set_preserve_mtime(true);
-        entry.set_unpack_xattrs(false);
-        entry
-            .unpack(&dest)
-            .map_err(io(format!("restoring {}", dest.display())))?;
+        if is_file {
+            let header = entry.header().clone();
+            super::sparse::write_file(entry, &header, &dest)
+                .map_err(io(format!("restoring {}", dest.display())))?;
+        } else {
+            entry.set_preserve_permissions(true);
+            entry.set_preserve_mtime(true);
+            entry.set_unpack_xattrs(false);
+            entry
+                .unpack(&dest)
+                .map_err(io(format!("restoring {}", dest.display())))?;
+        }
+        if let Some(volume) = Place::volume(&root, relative).filter(|_| dest.is_dir()) {
+            mark_restored(&volume)?;
+        }
         Ok(())
     })?;
     std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
         .map_err(io(format!("setting the mode of {}", staging.display())))
+}
+
+/// Leaves the marker that makes the daemon turn the directory back into a disk-limited
+/// volume where its limits are on (`disk::Volumes::rebuild_restored`).
+fn mark_restored(volume: &crate::disk::Volume) -> Result<(), BackupError> {
+    let marker = volume.restored_marker();
+    std::fs::write(&marker, b"").map_err(io(format!("writing {}", marker.display())))
 }
 
 /// Reads the archive's entries in order: the header first (refusing a newer archive), each

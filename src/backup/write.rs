@@ -1,12 +1,14 @@
 //! The daemon side of `slipway backup`: [`Snapshot::take`] copies the store while the daemon
 //! serves (one redb read transaction), then [`Snapshot::write`] streams the archive —
 //! header, snapshot, `secret.key`, `initial-admin-token`, `sources/`, the live deployments' `deployments/<id>/`,
-//! `appdata/`, manifest. Called by `admin.rs` on a blocking thread.
+//! `appdata/`, manifest. A volume goes in as the files its mount shows, read while its
+//! filesystem is frozen; its image never does (`mod.rs` says why). Called by `admin.rs` on a
+//! blocking thread.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{io, BackupError, FileEntry, Hashing, Header, LinkEntry, Manifest, DATA_PREFIX};
+use super::{io, BackupError, FileEntry, Hashing, Header, LinkEntry, Manifest, Place, DATA_PREFIX};
 use super::{FORMAT, HEADER_NAME, MANIFEST_NAME};
 use crate::store::Store;
 
@@ -156,6 +158,7 @@ impl<W: Write> Archive<W> {
             .collect::<Result<_, _>>()
             .map_err(io(format!("listing {}", dir.display())))?;
         entries.sort_by_key(|entry| entry.file_name());
+        let volume_root = Place::of(relative(name)) == Place::VolumeDir;
         for entry in entries {
             let path = entry.path();
             let Some(file_name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -166,8 +169,20 @@ impl<W: Write> Archive<W> {
             let file_type = entry
                 .file_type()
                 .map_err(io(format!("reading {}", path.display())))?;
-            if file_type.is_dir() {
+            let place = Place::of(relative(&child));
+            if file_type.is_dir() && place == Place::VolumeDir {
+                // Held while the volume is read; `admin.rs` bounds how long a slow reader
+                // of the archive can keep the app's writes waiting.
+                let _frozen = crate::disk::Frozen::volume(&path);
                 self.tree(&path, &child)?;
+            } else if file_type.is_dir() {
+                // The volume filesystem's own `lost+found` (`mkfs.ext4` makes one again).
+                if !(volume_root && file_name == "lost+found") {
+                    self.tree(&path, &child)?;
+                }
+            } else if file_type.is_file() && place == Place::VolumeImage {
+                // Its contents are in the archive, read through its mount.
+                continue;
             } else if file_type.is_file() {
                 self.file(&path, &child)?;
             } else if file_type.is_symlink() {
@@ -189,4 +204,11 @@ impl<W: Write> Archive<W> {
         }
         Ok(())
     }
+}
+
+/// An archive name's path in the data dir (`data/appdata/x` → `appdata/x`).
+fn relative(name: &str) -> &str {
+    name.strip_prefix(DATA_PREFIX)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(name)
 }

@@ -2,5 +2,5 @@
 //! `slipway backup` / `slipway restore`, `slipway doctor` and `--version`.
 
 mod activation;
-mod backup;
+pub(crate) mod backup;
 mod doctor;

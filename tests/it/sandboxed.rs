@@ -5,6 +5,7 @@
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
 mod attacks;
+mod backup;
 mod chaos;
 mod comeback;
 mod disk;
@@ -39,6 +40,17 @@ impl Sandboxed {
 
     /// [`Sandboxed::start`] from `options` (e.g. with top-level keys) instead of the defaults.
     pub fn start_with(test: &str, options: DaemonOptions, extra: &str) -> Option<Sandboxed> {
+        Sandboxed::start_prepared(test, options, extra, |_| {})
+    }
+
+    /// [`Sandboxed::start_with`], with `prepare` called on the (not yet existing) data dir
+    /// first, e.g. to restore a backup into it.
+    pub fn start_prepared(
+        test: &str,
+        options: DaemonOptions,
+        extra: &str,
+        prepare: impl FnOnce(&Path),
+    ) -> Option<Sandboxed> {
         if let Some(reason) = unavailable() {
             eprintln!("SKIP {test}: {reason}");
             return None;
@@ -55,9 +67,10 @@ impl Sandboxed {
              [rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n"
         );
         // Under /var/tmp: the sandbox's own /tmp would hide a data dir under /tmp anyway.
-        let daemon = TestDaemon::start_in(
+        let daemon = TestDaemon::start_prepared_in(
             Path::new("/var/tmp"),
             options.sandbox_mode("namespaces").extra_toml(&extra_toml),
+            prepare,
         );
         Some(Sandboxed {
             daemon,

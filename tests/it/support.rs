@@ -54,7 +54,16 @@ impl TestDaemon {
     /// Like [`TestDaemon::start_with`], with `prepare` called on the (not yet existing) data
     /// dir first, e.g. to restore a backup into it.
     pub fn start_prepared(options: DaemonOptions, prepare: impl FnOnce(&Path)) -> TestDaemon {
-        let mut daemon = TestDaemon::unstarted(&std::env::temp_dir(), options);
+        TestDaemon::start_prepared_in(&std::env::temp_dir(), options, prepare)
+    }
+
+    /// [`TestDaemon::start_prepared`] with the temp dir under `parent`.
+    pub fn start_prepared_in(
+        parent: &Path,
+        options: DaemonOptions,
+        prepare: impl FnOnce(&Path),
+    ) -> TestDaemon {
+        let mut daemon = TestDaemon::unstarted(parent, options);
         prepare(&daemon.data_dir());
         daemon.spawn();
         daemon

@@ -13,11 +13,11 @@ use serde_json::json;
 
 use crate::support::{DaemonOptions, TestDaemon, TlsSetup, BIN};
 
-fn slipway(args: &[&str]) -> std::process::Output {
+pub(crate) fn slipway(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().expect("run slipway")
 }
 
-fn text(output: &std::process::Output) -> String {
+pub(crate) fn text(output: &std::process::Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -26,7 +26,7 @@ fn text(output: &std::process::Output) -> String {
 }
 
 /// A backup of `daemon` at `file`; the command must succeed.
-fn backup(daemon: &TestDaemon, file: &Path) -> String {
+pub(crate) fn backup(daemon: &TestDaemon, file: &Path) -> String {
     let output = slipway(&[
         "backup",
         "--output",
@@ -35,6 +35,18 @@ fn backup(daemon: &TestDaemon, file: &Path) -> String {
         daemon.data_dir().to_str().unwrap(),
     ]);
     assert!(output.status.success(), "backup: {}", text(&output));
+    text(&output)
+}
+
+/// `slipway restore` of `archive` into `data_dir`; the command must succeed. Returns what it said.
+pub(crate) fn restore(archive: &Path, data_dir: &Path) -> String {
+    let output = slipway(&[
+        "restore",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "restore: {}", text(&output));
     text(&output)
 }
 
@@ -118,18 +130,8 @@ async fn a_backup_taken_under_load_restores_into_a_working_data_dir() {
 
     // Restore into a new data dir and start a second daemon there.
     let restored = TestDaemon::start_prepared(options, |data_dir| {
-        let output = slipway(&[
-            "restore",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            data_dir.to_str().unwrap(),
-        ]);
-        assert!(output.status.success(), "restore: {}", text(&output));
-        assert!(
-            text(&output).contains("restored 1 project(s)"),
-            "{}",
-            text(&output)
-        );
+        let said = restore(&archive, data_dir);
+        assert!(said.contains("restored 1 project(s)"), "{said}");
     });
     assert_eq!(
         restored.token, daemon.token,
@@ -326,15 +328,8 @@ async fn corrupt_truncated_and_newer_archives_are_refused_and_nothing_is_written
 }
 
 /// Copies the archive `from` to `to`, letting `change` edit each regular file's bytes.
-fn rewrite(from: &Path, to: &Path, mut change: impl FnMut(&str, &mut Vec<u8>)) {
-    let mut input = tar::Archive::new(flate2::read::GzDecoder::new(
-        std::fs::File::open(from).unwrap(),
-    ));
-    let output = std::fs::File::create(to).unwrap();
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
-        output,
-        flate2::Compression::fast(),
-    ));
+pub(crate) fn rewrite(from: &Path, to: &Path, mut change: impl FnMut(&str, &mut Vec<u8>)) {
+    let (mut input, mut builder) = reopen(from, to);
     for entry in input.entries().unwrap() {
         let mut entry = entry.unwrap();
         let name = entry.path().unwrap().to_string_lossy().into_owned();
@@ -356,4 +351,91 @@ fn rewrite(from: &Path, to: &Path, mut change: impl FnMut(&str, &mut Vec<u8>)) {
         }
     }
     builder.into_inner().unwrap().finish().unwrap();
+}
+
+/// An archive of an older Slipway (format 1) also held each volume's image, copied while
+/// mounted: it restores from the files it holds beside them, and the images are left out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_format_1_archive_restores_without_its_volume_images() {
+    let daemon = TestDaemon::start();
+    let status = daemon.deploy_page("site", "<h1>old format</h1>").await;
+    let deployment = status["deploymentId"].as_str().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let current = dir.path().join("current.tar.gz");
+    tokio::task::block_in_place(|| backup(&daemon, &current));
+    let image = format!("data/deployments/{deployment}/workspace.img");
+    let old = dir.path().join("format-1.tar.gz");
+    as_format_1(&current, &old, &image);
+
+    let restored = TestDaemon::start_prepared(DaemonOptions::default(), |data_dir| {
+        restore(&old, data_dir);
+    });
+    let image_path = restored.data_dir().join(image.trim_start_matches("data/"));
+    assert!(!image_path.exists(), "a format 1 image is not restored");
+    let page = restored.app_get("site", "/", &[]).await;
+    assert_eq!(page.text(), "<h1>old format</h1>");
+}
+
+/// Rewrites a current archive as a format 1 one holding a (fake) volume image at `image`.
+fn as_format_1(from: &Path, to: &Path, image: &str) {
+    let bytes = vec![0xab_u8; 1 << 20];
+    let sha256 = slipway::ids::sha256_hex(&bytes);
+    let (mut input, mut builder) = reopen(from, to);
+    let append = |builder: &mut tar::Builder<_>, name: &str, data: &[u8], mode: u32| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(mode);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder.append_data(&mut header, name, data).unwrap();
+    };
+    for entry in input.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        if name == "slipway-backup.json" || name == "manifest.json" {
+            let mut json: serde_json::Value = serde_json::from_reader(&mut entry).unwrap();
+            json["format"] = json!(1);
+            if name == "manifest.json" {
+                append(&mut builder, image, &bytes, 0o644);
+                let file = json!({"path": image, "size": bytes.len(), "sha256": sha256});
+                json["files"].as_array_mut().unwrap().push(file);
+            }
+            append(
+                &mut builder,
+                &name,
+                &serde_json::to_vec(&json).unwrap(),
+                0o600,
+            );
+            continue;
+        }
+        let mut header = entry.header().clone();
+        match header.entry_type() {
+            tar::EntryType::Symlink => {
+                let target = entry.link_name().unwrap().unwrap().into_owned();
+                builder.append_link(&mut header, &name, target).unwrap();
+            }
+            _ => builder.append_data(&mut header, &name, &mut entry).unwrap(),
+        }
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+}
+
+type GzTarWriter = tar::Builder<flate2::write::GzEncoder<std::fs::File>>;
+
+/// The archive at `from`, to read, and a new one at `to`, to write.
+fn reopen(
+    from: &Path,
+    to: &Path,
+) -> (
+    tar::Archive<flate2::read::GzDecoder<std::fs::File>>,
+    GzTarWriter,
+) {
+    let input = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(from).unwrap(),
+    ));
+    let output = std::fs::File::create(to).unwrap();
+    let builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        output,
+        flate2::Compression::fast(),
+    ));
+    (input, builder)
 }

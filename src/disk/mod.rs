@@ -8,7 +8,8 @@
 //! store stays writable.
 //!
 //! Without root or `mkfs.ext4` (`sandbox.mode = "none"` on a laptop), volumes are plain
-//! directories and only the reserve check applies. Called by the pipeline and the API.
+//! directories and only the reserve check applies. Called by the pipeline and the API;
+//! `portable.rs` is what backups need of volumes (freezing, rebuilding restored ones).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ use crate::error_code::ErrorCode;
 
 #[allow(unsafe_code)] // the loop device ioctls (`/dev/loop-control`, LOOP_CONFIGURE)
 mod loopdev;
+mod portable;
+pub use portable::{thaw_all_under, Frozen};
 
 /// How volumes are made on this machine.
 #[derive(Debug, Clone)]
@@ -118,18 +121,7 @@ impl Volumes {
         if !self.images {
             return Ok(());
         }
-        let image = std::fs::File::create(&volume.image)?;
-        image.set_len(volume.size_mb.saturating_mul(1 << 20))?;
-        drop(image);
-        let features = if volume.journal {
-            "has_journal"
-        } else {
-            "^has_journal"
-        };
-        let extended = format!("lazy_itable_init=1,lazy_journal_init=1,root_owner={owner}:{owner}");
-        run(Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-m", "0", "-O", features, "-E", &extended])
-            .arg(&volume.image))?;
+        make_filesystem(volume, &volume.image, (owner, owner), None)?;
         self.mount(volume)?;
         // Nothing of the filesystem's own shows in the workspace.
         let _ = std::fs::remove_dir(volume.dir.join("lost+found"));
@@ -139,6 +131,7 @@ impl Volumes {
     /// Mounts an existing volume's image if it is not mounted (after a reboot, or a volume
     /// made before disk limits were on: then its directory is used as it is).
     pub fn ensure_mounted(&self, volume: &Volume) -> io::Result<()> {
+        self.rebuild_restored(volume)?;
         if !self.images || !volume.image.exists() || is_mount_point(&volume.dir) {
             return Ok(());
         }
@@ -148,6 +141,7 @@ impl Volumes {
 
     /// Makes the app data volume if it does not exist yet, else mounts it.
     pub fn ensure_app_data(&self, volume: &Volume, owner: u32) -> io::Result<()> {
+        self.rebuild_restored(volume)?;
         if self.images && !volume.image.exists() {
             // Data an app kept before disk limits were on stays where it is, unlimited.
             let had_data = std::fs::read_dir(&volume.dir).is_ok_and(|mut d| d.next().is_some());
@@ -194,6 +188,7 @@ impl Volumes {
         }
         remove_dir_all_quiet(&volume.dir);
         let _ = std::fs::remove_file(&volume.image);
+        let _ = std::fs::remove_file(volume.restored_marker());
     }
 
     /// Unmounts every volume under `dir` and removes the tree (a deployment's directory).
@@ -320,6 +315,32 @@ fn mount_points_under(dir: &Path) -> Vec<PathBuf> {
     found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     found.dedup();
     found
+}
+
+/// Makes a sparse ext4 image of the volume's size at `image` (root directory owned by
+/// `owner`), filled with the files of `contents` when given (`mkfs.ext4 -d`, no mount needed).
+fn make_filesystem(
+    volume: &Volume,
+    image: &Path,
+    owner: (u32, u32),
+    contents: Option<&Path>,
+) -> io::Result<()> {
+    let file = std::fs::File::create(image)?;
+    file.set_len(volume.size_mb.saturating_mul(1 << 20))?;
+    drop(file);
+    let features = if volume.journal {
+        "has_journal"
+    } else {
+        "^has_journal"
+    };
+    let (uid, gid) = owner;
+    let extended = format!("lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{gid}");
+    let mut command = Command::new("mkfs.ext4");
+    command.args(["-q", "-F", "-m", "0", "-O", features, "-E", &extended]);
+    if let Some(contents) = contents {
+        command.arg("-d").arg(contents);
+    }
+    run(command.arg(image))
 }
 
 fn which(tool: &str) -> bool {
