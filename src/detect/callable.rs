@@ -178,7 +178,8 @@ mod tests {
     #[test]
     fn every_form_of_a_callable() {
         use Interface::{Asgi, Unknown, Wsgi};
-        let table: &[(&str, Option<(&str, bool, Interface)>)] = &[
+        type Row = (&'static str, Option<(&'static str, bool, Interface)>);
+        let table: &[Row] = &[
             (
                 "def app(environ, start_response):\n    start_response('200 OK', [])\n",
                 Some(("app", false, Wsgi)),

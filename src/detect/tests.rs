@@ -216,7 +216,8 @@ fn plain_sites_procfiles_and_unknown_trees() {
 /// directory is never served. Plain sites are served from their root.
 #[test]
 fn servers_without_a_start_command_say_what_to_set() {
-    let table: &[(&[(&str, &str)], &str, &str)] = &[
+    type Tree = &'static [(&'static str, &'static str)];
+    let table: &[(Tree, &str, &str)] = &[
         (
             &[
                 ("requirements.txt", "gunicorn\n"),

@@ -83,7 +83,13 @@ async fn server_projects_without_a_start_command_fail_and_serve_nothing() {
     let express = r#"{"name":"api","dependencies":{"express":"^4.21.2"}}"#;
     let express_server = "require('express')().listen(process.env.PORT) // SERVER SOURCE\n";
     // (slug, tree, a file of it and its text, what the message must say).
-    let cases: [(&str, Vec<(&str, &str)>, (&str, &str), &str); 4] = [
+    type Case = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        (&'static str, &'static str),
+        &'static str,
+    );
+    let cases: [Case; 4] = [
         (
             "py",
             vec![
