@@ -45,6 +45,8 @@ pub enum ErrorCode {
     InstallFailed,
     BuildFailed,
     StartFailed,
+    /// A server project (detection says so) with no start command: never served as files.
+    StartCommandMissing,
     HealthcheckFailed,
     CertificateFailed,
     Timeout,
@@ -54,7 +56,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -86,6 +88,7 @@ impl ErrorCode {
         ErrorCode::InstallFailed,
         ErrorCode::BuildFailed,
         ErrorCode::StartFailed,
+        ErrorCode::StartCommandMissing,
         ErrorCode::HealthcheckFailed,
         ErrorCode::CertificateFailed,
         ErrorCode::Timeout,
@@ -127,6 +130,7 @@ impl ErrorCode {
             ErrorCode::InstallFailed => "INSTALL_FAILED",
             ErrorCode::BuildFailed => "BUILD_FAILED",
             ErrorCode::StartFailed => "START_FAILED",
+            ErrorCode::StartCommandMissing => "START_COMMAND_MISSING",
             ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
             ErrorCode::CertificateFailed => "CERTIFICATE_FAILED",
             ErrorCode::Timeout => "TIMEOUT",
@@ -170,6 +174,7 @@ impl ErrorCode {
             | ErrorCode::InstallFailed
             | ErrorCode::BuildFailed
             | ErrorCode::StartFailed
+            | ErrorCode::StartCommandMissing
             | ErrorCode::HealthcheckFailed
             | ErrorCode::CertificateFailed
             | ErrorCode::Timeout
@@ -236,6 +241,7 @@ mod tests {
             (ErrorCode::InstallFailed, "INSTALL_FAILED", 500),
             (ErrorCode::BuildFailed, "BUILD_FAILED", 500),
             (ErrorCode::StartFailed, "START_FAILED", 500),
+            (ErrorCode::StartCommandMissing, "START_COMMAND_MISSING", 500),
             (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),
             (ErrorCode::CertificateFailed, "CERTIFICATE_FAILED", 500),
             (ErrorCode::Timeout, "TIMEOUT", 500),

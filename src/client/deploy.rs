@@ -165,6 +165,9 @@ fn print_plan(plan: &DeployPlan) {
                 for reason in &detected.reasons {
                     say(format!("  because {reason}"));
                 }
+                if let Some(missing) = detected.missing_start() {
+                    say(format!("problem: {missing}"));
+                }
                 (
                     detected.install_command,
                     detected.build_command,
@@ -173,7 +176,7 @@ fn print_plan(plan: &DeployPlan) {
                 )
             }
             None => {
-                say("detected: nothing (no package.json, requirements.txt, pyproject.toml, Procfile or index.html): pass --install/--build/--start".to_owned());
+                say("detected: nothing (no package.json, requirements.txt, pyproject.toml, manage.py, Procfile or index.html): pass --install/--build/--start".to_owned());
                 (None, None, None, plan.output.clone())
             }
         },

@@ -1,5 +1,5 @@
-//! The build half of a run (`run.rs` calls it for a build, not a rollback): the source step,
-//! `framework: auto` detection, the build cache, then the install and build steps, with
+//! The build half of a run (`run.rs` calls it for a build, not a rollback): the source step
+//! with `framework: auto` detection, the build cache, then the install and build steps, with
 //! `node_modules` restored before install and kept after a successful build
 //! (`node_modules.rs`).
 
@@ -42,16 +42,18 @@ impl Pipeline {
             deadline,
             dpl,
         } = *run;
+        let explicit_install = request.install_command.is_some();
+        // Detection is part of the source step: a server whose start command cannot be found
+        // fails here, before anything is installed.
         self.step(active, "source", async {
             self.fetch_source(project, request, workspace, env, deadline, deployment)
-                .await
-                .map(|_| true)
+                .await?;
+            if request.framework.as_deref() == Some("auto") {
+                self.apply_detection(request, workspace, dpl).await?;
+            }
+            Ok(true)
         })
         .await?;
-        let explicit_install = request.install_command.is_some();
-        if request.framework.as_deref() == Some("auto") {
-            self.apply_detection(request, workspace, dpl).await;
-        }
         let request = &*request;
         let has_commands = [&request.install_command, &request.build_command]
             .iter()

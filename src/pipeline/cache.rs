@@ -92,13 +92,15 @@ impl Pipeline {
     }
 
     /// `"framework": "auto"`: fills the commands the request left out from the source tree,
-    /// and says in the run's log what it chose and why. Explicit fields win.
+    /// and says in the run's log what it chose and why. Explicit fields win. A server whose
+    /// start command was not found (and no `startCommand` or `outputDirectory` was given)
+    /// fails the run with `START_COMMAND_MISSING`: its source is never served as files.
     pub(super) async fn apply_detection(
         &self,
         request: &mut crate::store::records::ProvisionRequest,
         workspace: &Path,
         dpl: &str,
-    ) {
+    ) -> Result<(), super::failure::Failure> {
         let dir = workspace.to_owned();
         let plan = tokio::task::spawn_blocking(move || crate::detect::detect_dir(&dir))
             .await
@@ -107,13 +109,22 @@ impl Pipeline {
         let Some(plan) = plan else {
             self.hub.system(
                 dpl,
-                "detect: nothing recognised (no package.json, requirements.txt, pyproject.toml, Procfile or index.html); set the commands",
+                "detect: nothing recognised (no package.json, requirements.txt, pyproject.toml, manage.py, Procfile or index.html); set the commands",
             );
-            return;
+            return Ok(());
         };
         self.hub.system(dpl, &format!("detect: {}", plan.framework));
         for reason in &plan.reasons {
             self.hub.system(dpl, &format!("detect: {reason}"));
+        }
+        if let Some(missing) = plan.missing_start() {
+            if request.start_command.is_none() && request.output_directory.is_none() {
+                return Err(super::failure::Failure::new(
+                    "source",
+                    crate::error_code::ErrorCode::StartCommandMissing,
+                    missing,
+                ));
+            }
         }
         let fill = |slot: &mut Option<String>, value: Option<String>| {
             if slot.is_none() {
@@ -134,6 +145,7 @@ impl Pipeline {
                     .system(dpl, &format!("detect: {name} command `{value}`"));
             }
         }
+        Ok(())
     }
 
     /// `DELETE /api/projects/{projectId}/build-cache`: the bytes it held.

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::build::BuildRun;
 use super::failure::Failure;
-use super::golive::{choose_output_dir, Prepared, Switch};
+use super::golive::{choose_output_dir, refuse_source_root, Prepared, Switch};
 use super::{ActiveRun, Pipeline, RunPlan, StopReason};
 use crate::metrics::RunResult;
 use crate::notifications::{Event, EventKind};
@@ -259,10 +259,15 @@ impl Pipeline {
                     deployment.start_command = start;
                     deployment.health_check_path = request.health_check_path.clone();
                     if deployment.mode == Some(DeploymentMode::Static) {
-                        deployment.output_dir = Some(choose_output_dir(
-                            &workspace,
-                            request.output_directory.as_deref(),
-                        )?);
+                        let requested = request
+                            .output_directory
+                            .as_deref()
+                            .filter(|o| !o.trim().is_empty());
+                        let output = choose_output_dir(&workspace, requested)?;
+                        if output.is_empty() && requested.is_none() {
+                            refuse_source_root(&workspace)?;
+                        }
+                        deployment.output_dir = Some(output);
                     }
                 }
                 self.prepare(project, deployment, &env).await

@@ -24,17 +24,13 @@ fn archive(name: &str) -> Vec<u8> {
 
 /// Uploads, provisions with `framework: auto`, waits; the run's logs.
 async fn deploy(daemon: &TestDaemon, slug: &str, fixture: &str) -> String {
-    let upload = daemon.upload(slug, archive(fixture)).await;
-    assert_eq!(upload.status, 201, "{}", upload.text());
-    let started = daemon.provision(slug, json!({"framework": "auto"})).await;
-    let status = daemon
-        .wait_run(
-            started["provisioningId"].as_str().unwrap(),
+    let (status, logs) = daemon
+        .run_archive(
+            slug,
+            archive(fixture),
+            json!({"framework": "auto"}),
             Duration::from_secs(400),
         )
-        .await;
-    let logs = daemon
-        .logs_text(started["deploymentId"].as_str().unwrap())
         .await;
     assert_eq!(
         status["status"], "provisioning_complete",

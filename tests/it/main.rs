@@ -25,6 +25,7 @@ mod router_threads;
 mod sandbox;
 mod sandboxed;
 mod scopes;
+mod server_sources;
 mod support;
 mod tls;
 mod tls_daemon;

@@ -112,18 +112,9 @@ impl Sandboxed {
         body: serde_json::Value,
         timeout: Duration,
     ) -> (serde_json::Value, String) {
-        let upload = self.daemon.upload(slug, targz(files)).await;
-        assert_eq!(upload.status, 201, "upload: {}", upload.text());
-        let started = self.daemon.provision(slug, body).await;
-        let status = self
-            .daemon
-            .wait_run(started["provisioningId"].as_str().unwrap(), timeout)
-            .await;
-        let logs = self
-            .daemon
-            .logs_text(started["deploymentId"].as_str().unwrap())
-            .await;
-        (status, logs)
+        self.daemon
+            .run_archive(slug, targz(files), body, timeout)
+            .await
     }
 
     /// The host ends of this daemon's veth pairs (named `sw` + 16 bits of the instance's

@@ -14,19 +14,14 @@ async fn deploy_auto(
     slug: &str,
     files: &[(&str, &str, u32)],
 ) -> (serde_json::Value, String) {
-    let upload = daemon.upload(slug, targz(files)).await;
-    assert_eq!(upload.status, 201, "{}", upload.text());
-    let started = daemon.provision(slug, json!({"framework": "auto"})).await;
-    let status = daemon
-        .wait_run(
-            started["provisioningId"].as_str().unwrap(),
+    daemon
+        .run_archive(
+            slug,
+            targz(files),
+            json!({"framework": "auto"}),
             Duration::from_secs(240),
         )
-        .await;
-    let logs = daemon
-        .logs_text(started["deploymentId"].as_str().unwrap())
-        .await;
-    (status, logs)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

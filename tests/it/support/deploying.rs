@@ -84,6 +84,27 @@ impl TestDaemon {
         }
     }
 
+    /// Upload of `archive` + provision of `body` + wait (at most `timeout`), however the run
+    /// ends: its final status and its deployment's logs.
+    pub async fn run_archive(
+        &self,
+        slug: &str,
+        archive: Vec<u8>,
+        body: serde_json::Value,
+        timeout: Duration,
+    ) -> (serde_json::Value, String) {
+        let upload = self.upload(slug, archive).await;
+        assert_eq!(upload.status, 201, "upload: {}", upload.text());
+        let started = self.provision(slug, body).await;
+        let status = self
+            .wait_run(started["provisioningId"].as_str().unwrap(), timeout)
+            .await;
+        let logs = self
+            .logs_text(started["deploymentId"].as_str().unwrap())
+            .await;
+        (status, logs)
+    }
+
     /// Upload + provision + wait; asserts completion and returns the final status.
     pub async fn deploy(
         &self,
