@@ -16,6 +16,7 @@ const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_SET_FD: libc::c_ulong = 0x4C00;
 const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
@@ -37,6 +38,26 @@ struct LoopInfo64 {
     init: [u64; 2],
 }
 
+impl LoopInfo64 {
+    fn zeroed() -> LoopInfo64 {
+        LoopInfo64 {
+            device: 0,
+            inode: 0,
+            rdevice: 0,
+            offset: 0,
+            size_limit: 0,
+            number: 0,
+            encrypt_type: 0,
+            encrypt_key_size: 0,
+            flags: 0,
+            file_name: [0; 64],
+            crypt_name: [0; 64],
+            encrypt_key: [0; 32],
+            init: [0; 2],
+        }
+    }
+}
+
 /// `struct loop_config` (linux/loop.h, `LOOP_CONFIGURE` since Linux 5.8).
 #[repr(C)]
 struct LoopConfig {
@@ -56,13 +77,25 @@ pub(super) fn mount_image(image: &Path, dir: &Path) -> io::Result<()> {
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
         .open(image)?;
-    let (device, path) = attach(&backing, image)?;
+    // An image that is attached already (mounted in another mount namespace: the one the
+    // previous daemon's unit had, which its apps still hold) is mounted through the same
+    // device. A second device over the same file would be a second, unsynchronised cache of
+    // one filesystem: each would read stale blocks and overwrite the other's.
+    let (device, path, ours) = match attached(&backing)? {
+        Some((device, path)) => (device, path, false),
+        None => {
+            let (device, path) = attach(&backing, image)?;
+            (device, path, true)
+        }
+    };
     use nix::mount::MsFlags;
     let flags = MsFlags::MS_NODEV | MsFlags::MS_NOSUID | MsFlags::MS_NOATIME;
     let mounted = nix::mount::mount(Some(&path), dir, Some("ext4"), flags, None::<&str>);
     if let Err(error) = mounted {
-        // SAFETY: LOOP_CLR_FD on a loop device we opened and attached.
-        unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+        if ours {
+            // SAFETY: LOOP_CLR_FD on a loop device we opened and attached.
+            unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+        }
         return Err(io::Error::other(format!(
             "mounting {} (through {}) on {}: {error}",
             image.display(),
@@ -126,6 +159,45 @@ fn attach(backing: &File, image: &Path) -> io::Result<(File, PathBuf)> {
     Err(last_error.unwrap_or_else(|| io::Error::other("every free loop device was taken")))
 }
 
+/// The loop device `backing` is attached to already (whole file, from offset 0), if any.
+fn attached(backing: &File) -> io::Result<Option<(File, PathBuf)>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = backing.metadata()?;
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return Ok(None);
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(index) = name
+            .strip_prefix("loop")
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if !entry.path().join("loop/backing_file").exists() {
+            continue;
+        }
+        let path = PathBuf::from(format!("/dev/{name}"));
+        let Ok(device) = open_or_make(&path, index) else {
+            continue;
+        };
+        let mut info = LoopInfo64::zeroed();
+        // SAFETY: LOOP_GET_STATUS64 writes one `struct loop_info64` into `info`.
+        if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_GET_STATUS64, &mut info) } != 0 {
+            continue; // detached meanwhile
+        }
+        // The kernel's encoding of a device number is glibc's `st_dev` for every real disk.
+        if info.device == meta.dev()
+            && info.inode == meta.ino()
+            && info.offset == 0
+            && info.size_limit == 0
+        {
+            return Ok(Some((device, path)));
+        }
+    }
+    Ok(None)
+}
+
 /// Opens a loop device's node, making it first where `/dev` does not have it.
 fn open_or_make(path: &Path, index: u64) -> io::Result<File> {
     let open = || {
@@ -164,19 +236,8 @@ fn open_or_make(path: &Path, index: u64) -> io::Result<File> {
 /// kernel before 5.8.
 fn configure(device: &File, backing: &File, image: &Path) -> io::Result<()> {
     let mut info = LoopInfo64 {
-        device: 0,
-        inode: 0,
-        rdevice: 0,
-        offset: 0,
-        size_limit: 0,
-        number: 0,
-        encrypt_type: 0,
-        encrypt_key_size: 0,
         flags: LO_FLAGS_AUTOCLEAR,
-        file_name: [0; 64],
-        crypt_name: [0; 64],
-        encrypt_key: [0; 32],
-        init: [0; 2],
+        ..LoopInfo64::zeroed()
     };
     // The name `losetup -l` shows (truncated to what the kernel keeps).
     let name = image.as_os_str().as_encoded_bytes();
@@ -254,15 +315,39 @@ mod tests {
         assert!(!is_loop_name("loop"));
     }
 
-    /// A node missing from `/dev` is made, as in a container whose `/dev` was filled once:
-    /// the image is attached and mounted through a node made for the occasion.
+    /// An image mounted twice (as a restarted daemon does in its unit's new mount namespace,
+    /// while apps hold the old one) shares one device: what one mount wrote, the other reads.
     #[test]
-    fn a_missing_node_is_made_and_the_image_mounts() {
-        if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            eprintln!(
-                "SKIP a_missing_node_is_made_and_the_image_mounts: needs root and loop devices"
-            );
+    fn an_attached_image_is_mounted_through_its_device_again() {
+        let Some((dir, image)) =
+            small_image("an_attached_image_is_mounted_through_its_device_again")
+        else {
             return;
+        };
+        let (first, second) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&first).unwrap();
+        std::fs::create_dir(&second).unwrap();
+        mount_image(&image, &first).unwrap();
+        std::fs::write(first.join("written"), b"through the first mount").unwrap();
+        mount_image(&image, &second).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let device = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_eq!(device(&first), device(&second), "one device for one image");
+        assert_eq!(
+            std::fs::read(second.join("written")).unwrap(),
+            b"through the first mount"
+        );
+        for mount in [&second, &first] {
+            nix::mount::umount2(mount, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        }
+    }
+
+    /// An 8 MB ext4 image in a temp dir, or `None` (with the reason printed) without root,
+    /// loop devices or mkfs.ext4.
+    fn small_image(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+        if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+            eprintln!("SKIP {test}: needs root and loop devices");
+            return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let image = dir.path().join("img");
@@ -275,9 +360,19 @@ mod tests {
             .arg(&image)
             .status();
         if !made.is_ok_and(|s| s.success()) {
-            eprintln!("SKIP a_missing_node_is_made_and_the_image_mounts: mkfs.ext4 failed");
-            return;
+            eprintln!("SKIP {test}: mkfs.ext4 failed");
+            return None;
         }
+        Some((dir, image))
+    }
+
+    /// A node missing from `/dev` is made, as in a container whose `/dev` was filled once:
+    /// the image is attached and mounted through a node made for the occasion.
+    #[test]
+    fn a_missing_node_is_made_and_the_image_mounts() {
+        let Some((dir, image)) = small_image("a_missing_node_is_made_and_the_image_mounts") else {
+            return;
+        };
         // A private mount namespace of this thread's would be cleaner; instead the node the
         // kernel hands out next is removed from /dev (if it has one) before mounting.
         let control = File::open("/dev/loop-control").unwrap();

@@ -376,24 +376,6 @@ pub(crate) fn choose_output_dir(
     Ok(String::new())
 }
 
-/// The deploy step's check before it serves a build's root as static files (no
-/// `outputDirectory`, and none of `dist`, `build`, `out`, `public`): a tree detection knows as
-/// a server (`START_COMMAND_MISSING`) or as a static build (`START_FAILED`) is never served
-/// from its root, whatever the request said, so its source is never published.
-pub(crate) fn refuse_source_root(workspace: &Path) -> Result<(), Failure> {
-    let Some(plan) = crate::detect::detect_dir(workspace) else {
-        return Ok(());
-    };
-    let Some(message) = plan.refuse_root() else {
-        return Ok(());
-    };
-    let code = match plan.kind {
-        crate::detect::Kind::StaticBuild { .. } => ErrorCode::StartFailed,
-        _ => ErrorCode::StartCommandMissing,
-    };
-    Err(Failure::new("deploy", code, message))
-}
-
 /// The one rule for `outputDirectory` (the API checks it at the edge, the deploy step again on
 /// the built tree): a relative path of plain names inside the project.
 pub fn output_directory(requested: &str) -> Option<PathBuf> {

@@ -15,6 +15,7 @@ mod node_modules;
 mod progress;
 mod restore;
 mod run;
+mod source_root;
 mod status;
 mod tree;
 

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use super::build::BuildRun;
 use super::failure::Failure;
-use super::golive::{choose_output_dir, refuse_source_root, Prepared, Switch};
+use super::golive::{choose_output_dir, Prepared, Switch};
+use super::source_root::refuse_source_root;
 use super::{ActiveRun, Pipeline, RunPlan, StopReason};
 use crate::metrics::RunResult;
 use crate::notifications::{Event, EventKind};

@@ -205,6 +205,38 @@ async fn server_projects_without_a_start_command_fail_and_serve_nothing() {
         .assert_unserved("nodebuild", "/package.json", "mkdir")
         .await;
 
+    // No manifest at all: a lone `app.py`, a `server.js` without `package.json` or an
+    // `index.html` next to a `config.php` is still a server's source, never a site.
+    for (slug, tree, (path, source)) in [
+        (
+            "lonepy",
+            vec![("app.py", WSGI_APP)],
+            ("/app.py", "start_response"),
+        ),
+        (
+            "lonejs",
+            vec![("server.js", "require('http') // LONE SERVER\n")],
+            ("/server.js", "LONE SERVER"),
+        ),
+        (
+            "php",
+            vec![
+                ("index.html", "<h1>php</h1>"),
+                ("config.php", "<?php $db_password = 'hunter2';"),
+            ],
+            ("/config.php", "hunter2"),
+        ),
+    ] {
+        let (status, logs) = daemon.deploy(slug, files(&tree), json!({})).await;
+        assert_eq!(
+            status["error"]["code"], "START_COMMAND_MISSING",
+            "{slug}: {status}\n{logs}"
+        );
+        let message = status["error"]["message"].as_str().unwrap();
+        assert!(message.contains("set startCommand"), "{slug}: {message}");
+        daemon.assert_unserved(slug, path, source).await;
+    }
+
     // A plain site is still served from its root.
     let (status, _) = daemon
         .deploy(
