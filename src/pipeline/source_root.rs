@@ -1,9 +1,10 @@
 //! The deploy step's check before it serves a build's root as static files (no
 //! `outputDirectory`, and none of `dist`, `build`, `out`, `public`): a project's source is never
 //! published. A tree detection knows as a server (`START_COMMAND_MISSING`) or as a static build
-//! (`START_FAILED`) is refused whatever the request said; so is a tree detection does not
-//! know (no manifest) whose root holds server code: a file of a language browsers do not run
-//! (`.py`, `.php`, `.rb`, …) at all, or a script (`server.js`) where there is no `index.html`.
+//! (`START_FAILED`) is refused whatever the request said; so is a plain site, or a tree
+//! detection does not know (no manifest), whose root holds server code: a file of a language
+//! browsers do not run (`.py`, `.php`, `.rb`, …) at all, or a script (`server.js`) where
+//! there is no `index.html`.
 
 use std::path::Path;
 
@@ -18,17 +19,15 @@ const SCRIPTS: &[&str] = &["js", "mjs", "cjs", "ts"];
 
 pub(crate) fn refuse_source_root(workspace: &Path) -> Result<(), Failure> {
     if let Some(plan) = crate::detect::detect_dir(workspace) {
-        return match plan.refuse_root() {
-            None => Ok(()),
-            Some(message) => {
-                let code = match plan.kind {
-                    crate::detect::Kind::StaticBuild { .. } => ErrorCode::StartFailed,
-                    _ => ErrorCode::StartCommandMissing,
-                };
-                Err(Failure::new("deploy", code, message))
-            }
-        };
+        if let Some(message) = plan.refuse_root() {
+            let code = match plan.kind {
+                crate::detect::Kind::StaticBuild { .. } => ErrorCode::StartFailed,
+                _ => ErrorCode::StartCommandMissing,
+            };
+            return Err(Failure::new("deploy", code, message));
+        }
     }
+    // Nothing recognised, or a plain site: its root must not hold server code either.
     let names: Vec<String> = std::fs::read_dir(workspace)
         .map(|entries| {
             entries
