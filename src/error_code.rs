@@ -45,7 +45,7 @@ pub enum ErrorCode {
     InstallFailed,
     BuildFailed,
     StartFailed,
-    /// A server project (detection says so) with no start command: never served as files.
+    // A server project (detection says so) with no start command: never served as files.
     StartCommandMissing,
     HealthcheckFailed,
     CertificateFailed,
