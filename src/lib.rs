@@ -37,6 +37,7 @@ pub mod logs;
 pub mod metrics;
 pub mod notifications;
 pub mod notify;
+pub mod operator;
 pub mod pages;
 pub mod pipeline;
 pub mod proxy;
