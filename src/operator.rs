@@ -232,4 +232,3 @@ pub fn config_error(error: crate::config::ConfigError) -> ExitCode {
     eprintln!("slipway: {error}");
     ExitCode::from(EXIT_CONFIG as u8)
 }
-

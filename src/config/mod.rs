@@ -23,7 +23,7 @@ pub enum ConfigError {
     #[error("invalid config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid config: `{key}`: {message}")]
-    Invalid { key: &'static str, message: String },
+    Invalid { key: String, message: String },
 }
 
 /// The validated configuration the daemon runs with.
@@ -101,7 +101,10 @@ pub struct RateLimits {
     pub posts_per_minute_per_endpoint: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// `[limits]` as written, with these defaults for what it leaves out; every value must be
+/// greater than 0 but `disk_reserve_mb` ([`Limits::check`]).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     pub build_memory_mb: u64,
     pub app_memory_mb: u64,
@@ -162,6 +165,67 @@ pub struct Limits {
     /// Threads serving visitors' connections, each with a runtime of its own (default: one
     /// per CPU the daemon may run on).
     pub router_threads: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            build_memory_mb: 1024,
+            app_memory_mb: 1024,
+            pids: 512,
+            build_timeout_s: 900,
+            health_timeout_s: 60,
+            health_interval_s: 10,
+            build_disk_mb: 4096,
+            build_cache_mb: 2048,
+            static_cache_mb: 256,
+            app_disk_mb: 1024,
+            disk_reserve_mb: 1024,
+            source_max_mb: 100,
+            log_retention_mb: 10,
+            log_rate_kb_s: 512,
+            log_burst_kb: 4096,
+            build_cpus: 2.0,
+            app_cpus: 1.0,
+            app_stop_grace_s: 10,
+            app_drain_s: 10,
+            max_connections: 10_000,
+            max_connections_per_client: 256,
+            control_reserved_connections: 128,
+            idle_timeout_s: 60,
+            write_timeout_s: 30,
+            max_concurrent_builds: 2,
+            max_websockets: 4096,
+            max_websockets_per_client: 64,
+            websocket_idle_timeout_s: 300,
+            handshake_timeout_s: 10,
+            header_timeout_s: 30,
+            max_header_kb: 64,
+            shutdown_drain_s: 10,
+            proxy_connect_timeout_s: 3,
+            proxy_response_timeout_s: 60,
+            router_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+impl Limits {
+    /// The one positivity pass: every limit is a count, a size or a duration that 0 (or less)
+    /// would turn off or break, but the data dir's reserve, which 0 turns off on purpose.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(self) else {
+            return Ok(());
+        };
+        for (name, value) in fields {
+            if name != "disk_reserve_mb" && value.as_f64().is_some_and(|v| v <= 0.0) {
+                return Err(ConfigError::Invalid {
+                    key: format!("limits.{name}"),
+                    message: "must be greater than 0".into(),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,7 +31,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     rate_limits: RawRateLimits,
     #[serde(default)]
-    limits: RawLimits,
+    limits: Limits,
     #[serde(default)]
     sandbox: RawSandbox,
 }
@@ -70,46 +70,6 @@ pub(super) struct RawRateLimits {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawLimits {
-    build_memory_mb: Option<u64>,
-    app_memory_mb: Option<u64>,
-    pids: Option<u64>,
-    build_timeout_s: Option<u64>,
-    health_timeout_s: Option<u64>,
-    health_interval_s: Option<u64>,
-    build_disk_mb: Option<u64>,
-    build_cache_mb: Option<u64>,
-    static_cache_mb: Option<u64>,
-    app_disk_mb: Option<u64>,
-    disk_reserve_mb: Option<u64>,
-    source_max_mb: Option<u64>,
-    log_retention_mb: Option<u64>,
-    log_rate_kb_s: Option<u64>,
-    log_burst_kb: Option<u64>,
-    build_cpus: Option<f64>,
-    app_cpus: Option<f64>,
-    app_stop_grace_s: Option<u64>,
-    app_drain_s: Option<u64>,
-    max_connections: Option<usize>,
-    max_connections_per_client: Option<u32>,
-    control_reserved_connections: Option<usize>,
-    idle_timeout_s: Option<u64>,
-    write_timeout_s: Option<u64>,
-    max_websockets: Option<usize>,
-    max_concurrent_builds: Option<usize>,
-    max_websockets_per_client: Option<u32>,
-    websocket_idle_timeout_s: Option<u64>,
-    handshake_timeout_s: Option<u64>,
-    header_timeout_s: Option<u64>,
-    max_header_kb: Option<usize>,
-    shutdown_drain_s: Option<u64>,
-    proxy_connect_timeout_s: Option<u64>,
-    proxy_response_timeout_s: Option<u64>,
-    router_threads: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawSandbox {
     mode: Option<String>,
     uid_base: Option<u32>,
@@ -133,7 +93,7 @@ impl Config {
                 Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
                 None if dev => "localhost".to_owned(),
                 None => return Err(ConfigError::Invalid {
-                    key: "apps_domain",
+                    key: "apps_domain".into(),
                     message:
                         "is required (e.g. apps_domain = \"apps.example.com\"), or run with --dev"
                             .into(),
@@ -141,7 +101,7 @@ impl Config {
             };
         if !is_hostname(&apps_domain) {
             return Err(ConfigError::Invalid {
-                key: "apps_domain",
+                key: "apps_domain".into(),
                 message: format!("{apps_domain:?} is not a DNS name"),
             });
         }
@@ -151,7 +111,7 @@ impl Config {
             .unwrap_or_else(|| format!("slipway.{apps_domain}"));
         if !is_hostname(&control_host) {
             return Err(ConfigError::Invalid {
-                key: "control_host",
+                key: "control_host".into(),
                 message: format!("{control_host:?} is not a DNS name"),
             });
         }
@@ -199,7 +159,7 @@ impl Config {
         };
         if notifications.retry_max_ms < notifications.retry_first_ms {
             return Err(ConfigError::Invalid {
-                key: "notifications.retry_max_ms",
+                key: "notifications.retry_max_ms".into(),
                 message: "must not be below notifications.retry_first_ms".into(),
             });
         }
@@ -218,7 +178,7 @@ impl Config {
             Some("off") => TlsMode::Off,
             Some(other) => {
                 return Err(ConfigError::Invalid {
-                    key: "tls.mode",
+                    key: "tls.mode".into(),
                     message: format!("{other:?} is not one of internal, acme, files, off"),
                 })
             }
@@ -235,7 +195,7 @@ impl Config {
         };
         if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
             return Err(ConfigError::Invalid {
-                key: "tls.cert_file",
+                key: "tls.cert_file".into(),
                 message: "tls.mode = \"files\" needs both tls.cert_file and tls.key_file".into(),
             });
         }
@@ -252,87 +212,8 @@ impl Config {
                 30,
             )?,
         };
-        let limits = Limits {
-            build_memory_mb: positive("limits.build_memory_mb", raw.limits.build_memory_mb, 1024)?,
-            app_memory_mb: positive("limits.app_memory_mb", raw.limits.app_memory_mb, 1024)?,
-            pids: positive("limits.pids", raw.limits.pids, 512)?,
-            build_timeout_s: positive("limits.build_timeout_s", raw.limits.build_timeout_s, 900)?,
-            health_timeout_s: positive("limits.health_timeout_s", raw.limits.health_timeout_s, 60)?,
-            health_interval_s: positive(
-                "limits.health_interval_s",
-                raw.limits.health_interval_s,
-                10,
-            )?,
-            build_disk_mb: positive("limits.build_disk_mb", raw.limits.build_disk_mb, 4096)?,
-            build_cache_mb: positive("limits.build_cache_mb", raw.limits.build_cache_mb, 2048)?,
-            static_cache_mb: positive("limits.static_cache_mb", raw.limits.static_cache_mb, 256)?,
-            app_disk_mb: positive("limits.app_disk_mb", raw.limits.app_disk_mb, 1024)?,
-            disk_reserve_mb: raw.limits.disk_reserve_mb.unwrap_or(1024),
-            source_max_mb: positive("limits.source_max_mb", raw.limits.source_max_mb, 100)?,
-            log_retention_mb: positive("limits.log_retention_mb", raw.limits.log_retention_mb, 10)?,
-            log_rate_kb_s: positive("limits.log_rate_kb_s", raw.limits.log_rate_kb_s, 512)?,
-            log_burst_kb: positive("limits.log_burst_kb", raw.limits.log_burst_kb, 4096)?,
-            build_cpus: positive("limits.build_cpus", raw.limits.build_cpus, 2.0)?,
-            app_cpus: positive("limits.app_cpus", raw.limits.app_cpus, 1.0)?,
-            app_stop_grace_s: positive("limits.app_stop_grace_s", raw.limits.app_stop_grace_s, 10)?,
-            app_drain_s: positive("limits.app_drain_s", raw.limits.app_drain_s, 10)?,
-            max_connections: positive(
-                "limits.max_connections",
-                raw.limits.max_connections,
-                10_000,
-            )?,
-            max_connections_per_client: positive(
-                "limits.max_connections_per_client",
-                raw.limits.max_connections_per_client,
-                256,
-            )?,
-            control_reserved_connections: positive(
-                "limits.control_reserved_connections",
-                raw.limits.control_reserved_connections,
-                128,
-            )?,
-            idle_timeout_s: positive("limits.idle_timeout_s", raw.limits.idle_timeout_s, 60)?,
-            write_timeout_s: positive("limits.write_timeout_s", raw.limits.write_timeout_s, 30)?,
-            max_concurrent_builds: positive(
-                "limits.max_concurrent_builds",
-                raw.limits.max_concurrent_builds,
-                2,
-            )?,
-            max_websockets: positive("limits.max_websockets", raw.limits.max_websockets, 4096)?,
-            max_websockets_per_client: positive(
-                "limits.max_websockets_per_client",
-                raw.limits.max_websockets_per_client,
-                64,
-            )?,
-            websocket_idle_timeout_s: positive(
-                "limits.websocket_idle_timeout_s",
-                raw.limits.websocket_idle_timeout_s,
-                300,
-            )?,
-            handshake_timeout_s: positive(
-                "limits.handshake_timeout_s",
-                raw.limits.handshake_timeout_s,
-                10,
-            )?,
-            header_timeout_s: positive("limits.header_timeout_s", raw.limits.header_timeout_s, 30)?,
-            max_header_kb: positive("limits.max_header_kb", raw.limits.max_header_kb, 64)?,
-            shutdown_drain_s: positive("limits.shutdown_drain_s", raw.limits.shutdown_drain_s, 10)?,
-            proxy_connect_timeout_s: positive(
-                "limits.proxy_connect_timeout_s",
-                raw.limits.proxy_connect_timeout_s,
-                3,
-            )?,
-            proxy_response_timeout_s: positive(
-                "limits.proxy_response_timeout_s",
-                raw.limits.proxy_response_timeout_s,
-                60,
-            )?,
-            router_threads: positive(
-                "limits.router_threads",
-                raw.limits.router_threads,
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-            )?,
-        };
+        let limits = raw.limits;
+        limits.check()?;
 
         let sandbox_mode = match raw.sandbox.mode.as_deref() {
             None if dev => SandboxMode::Auto,
@@ -341,20 +222,20 @@ impl Config {
             Some("none") => SandboxMode::None,
             Some(other) => {
                 return Err(ConfigError::Invalid {
-                    key: "sandbox.mode",
+                    key: "sandbox.mode".into(),
                     message: format!("{other:?} is not one of auto, namespaces, none"),
                 })
             }
         };
         let subnet_text = raw.sandbox.subnet.as_deref().unwrap_or("10.213.0.0/16");
         let subnet = parse_subnet(subnet_text).ok_or_else(|| ConfigError::Invalid {
-            key: "sandbox.subnet",
+            key: "sandbox.subnet".into(),
             message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
         })?;
         let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
         if !(65_536..=u32::MAX - PROJECT_UID_RANGE).contains(&uid_base) {
             return Err(ConfigError::Invalid {
-                key: "sandbox.uid_base",
+                key: "sandbox.uid_base".into(),
                 message: format!(
                     "{uid_base} must be between 65536 and {}",
                     u32::MAX - PROJECT_UID_RANGE
@@ -364,7 +245,7 @@ impl Config {
         let instance = raw.sandbox.instance.unwrap_or_else(|| "slipway".into());
         if !valid_instance(&instance) {
             return Err(ConfigError::Invalid {
-                key: "sandbox.instance",
+                key: "sandbox.instance".into(),
                 message: format!(
                     "{instance:?} must start with a lowercase letter and hold only lowercase \
                      letters, digits and _ (at most 24)"
@@ -423,7 +304,7 @@ fn positive<T: PartialOrd + Default + Copy>(
     let value = value.unwrap_or(default);
     if value <= T::default() {
         return Err(ConfigError::Invalid {
-            key,
+            key: key.into(),
             message: "must be greater than 0".into(),
         });
     }
@@ -432,7 +313,7 @@ fn positive<T: PartialOrd + Default + Copy>(
 
 fn parse_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
     text.parse().map_err(|_| ConfigError::Invalid {
-        key,
+        key: key.into(),
         message: format!("{text:?} is not an address like \"127.0.0.1:8080\" or \"[::]:443\""),
     })
 }

@@ -39,10 +39,26 @@ fn invalid_values_are_named() {
         ("[sandbox]\nsubnet = \"10.0.0.0/30\"", "sandbox.subnet"),
         ("[sandbox]\ninstance = \"Bad-Name\"", "sandbox.instance"),
         ("[limits]\npids = 0", "limits.pids"),
+        ("[limits]\napp_cpus = 0.0", "limits.app_cpus"),
+        (
+            "[limits]\nproxy_response_timeout_s = 0",
+            "limits.proxy_response_timeout_s",
+        ),
     ] {
         let error = Config::from_toml(text, true).unwrap_err();
         assert!(error.to_string().contains(key), "{text}: {error}");
     }
+}
+
+#[test]
+fn limits_left_out_get_their_defaults_and_a_zero_reserve_is_allowed() {
+    let config =
+        Config::from_toml("[limits]\napp_memory_mb = 256\ndisk_reserve_mb = 0", true).unwrap();
+    assert_eq!(config.limits.app_memory_mb, 256);
+    assert_eq!(config.limits.disk_reserve_mb, 0);
+    assert_eq!(config.limits.build_memory_mb, 1024);
+    assert_eq!(config.limits.proxy_connect_timeout_s, 3);
+    assert!(config.limits.router_threads >= 1);
 }
 
 #[test]
