@@ -1,7 +1,7 @@
 // The dashboard: a client of the public API only. Hash routes (#/projects, #/projects/<slug>,
 // #/tokens, #/notifications, #/audit); every page is rebuilt from the API when shown.
 import { api, ApiError, session, enc } from "./api.js";
-import { h, field, byId, flash, act, describe, ago, badge, table } from "./ui.js";
+import { h, field, form, byId, flash, act, describe, ago, badge, table } from "./ui.js";
 import { projectPage } from "./project.js";
 import { notificationsPage } from "./notifications.js";
 
@@ -82,25 +82,22 @@ function newProjectPage(show) {
   const start = h("input", { id: "new-start", placeholder: "auto (empty: static site)" });
   const output = h("input", { id: "new-output", placeholder: "auto" });
   const submit = h("button", { class: "primary", type: "submit", id: "new-submit" }, "Create and deploy");
-  const form = h("form", { class: "card", onsubmit: (/** @type {Event} */ event) => {
-    event.preventDefault();
-    act(submit, async () => {
-      const name = slug.value.trim();
-      await api("POST", "/api/projects", { slug: name });
-      /** @type {Record<string, string>} */
-      const body = { projectSlug: name };
-      const commands = { installCommand: install, buildCommand: build, startCommand: start, outputDirectory: output };
-      let any = false;
-      for (const [key, input] of Object.entries(commands)) if (input.value.trim()) { body[key] = input.value.trim(); any = true; }
-      if (!any) body.framework = "auto";
-      const archive = file.files && file.files[0];
-      if (archive) await api("POST", `/api/projects/${enc(name)}/source`, archive, "application/gzip");
-      else if (gitUrl.value.trim()) body.gitUrl = gitUrl.value.trim();
-      else throw new Error("Choose a .tar.gz archive or give a git repository URL.");
-      const started = await api("POST", `/api/projects/${enc(name)}/provision`, body);
-      location.hash = `#/projects/${enc(name)}/deployments/${enc(started.deploymentId)}`;
-    });
-  } },
+  const page = form({ class: "card" }, async () => {
+    const name = slug.value.trim();
+    await api("POST", "/api/projects", { slug: name });
+    /** @type {Record<string, string>} */
+    const body = { projectSlug: name };
+    const commands = { installCommand: install, buildCommand: build, startCommand: start, outputDirectory: output };
+    let any = false;
+    for (const [key, input] of Object.entries(commands)) if (input.value.trim()) { body[key] = input.value.trim(); any = true; }
+    if (!any) body.framework = "auto";
+    const archive = file.files && file.files[0];
+    if (archive) await api("POST", `/api/projects/${enc(name)}/source`, archive, "application/gzip");
+    else if (gitUrl.value.trim()) body.gitUrl = gitUrl.value.trim();
+    else throw new Error("Choose a .tar.gz archive or give a git repository URL.");
+    const started = await api("POST", `/api/projects/${enc(name)}/provision`, body);
+    location.hash = `#/projects/${enc(name)}/deployments/${enc(started.deploymentId)}`;
+  },
     h("h1", {}, "New project"),
     field("Project name (lower case, digits, dashes)", slug),
     h("p", { class: "muted" }, "Source: a .tar.gz of the project, or a git repository."),
@@ -109,7 +106,7 @@ function newProjectPage(show) {
     field("Install command", install), field("Build command", build), field("Start command", start),
     field("Output directory", output),
     h("p", {}, submit));
-  show(form);
+  show(page);
   slug.focus();
 }
 
@@ -121,8 +118,8 @@ async function tokensPage(show) {
   const only = h("select", { id: "token-projects", multiple: true },
     projects.map((/** @type {any} */ p) => h("option", { value: p.slug }, p.slug)));
   const days = h("input", { id: "token-days", type: "number", min: 1, max: 3650, placeholder: "never" });
-  const create = h("button", { class: "primary", id: "token-create" }, "Create token");
-  create.addEventListener("click", () => act(create, async () => {
+  const create = h("button", { class: "primary", type: "submit", id: "token-create" }, "Create token");
+  const createToken = async () => {
     /** @type {{name: string, scope: string, projects?: string[], expiresInDays?: number}} */
     const body = { name: name.value.trim() || "dashboard", scope: scope.value };
     /** @type {string[]} */
@@ -133,14 +130,14 @@ async function tokensPage(show) {
     await tokensPage(show);
     byId("token-created").replaceChildren(h("div", { class: "secret" },
       `New ${token.scope} token "${token.name}" (shown once; keep it in a secret store):`, h("br"), h("code", { id: "token-secret" }, token.token)));
-  }));
+  };
   const rows = tokens.map((/** @type {any} */ t) => [t.name, badge(t.scope), t.projects ? t.projects.join(", ") : "all",
     ago(t.lastUsedAt), t.expiresAt ? ago(t.expiresAt).replace(" ago", "") : "never",
     h("button", { class: "danger", onclick: (/** @type {Event} */ e) => confirm(`Revoke ${t.name}?`) &&
       act(e.target, async () => { await api("DELETE", `/api/tokens/${enc(t.id)}`); await tokensPage(show); flash("Token revoked.", "info"); }) }, "Revoke")]);
   show(h("h1", {}, "API tokens"),
     h("div", { class: "card" }, h("h2", {}, "Create a token"),
-      h("div", { class: "row fields" }, field("Name", name), field("Scope", scope),
+      form({ class: "row fields" }, createToken, field("Name", name), field("Scope", scope),
         field("Only these projects (none: all)", only), field("Expires in (days)", days), create),
       h("p", { class: "muted" }, "read: look only · deploy: deploy and change env vars · admin: everything, tokens included. Select projects to limit the token to them."),
       h("div", { id: "token-created" })),

@@ -1,7 +1,7 @@
 // One project: deployments with live logs (redeploy, rollback, cancel), env vars, domains,
 // git settings with webhook and deploy hooks, previews.
 import { api, enc, absolute, followLogs } from "./api.js";
-import { h, field, byId, flash, act, describe, ago, duration, badge, table } from "./ui.js";
+import { h, field, form, byId, flash, act, describe, ago, duration, badge, table } from "./ui.js";
 
 /** @typedef {(body: HTMLElement, project: any, base: string, deploymentId: string | undefined, reload: () => Promise<void>) => Promise<void>} Tab */
 
@@ -124,8 +124,8 @@ async function env(body, project, _base, _id, reload) {
       }) }, "Delete")];
   });
   const text = h("textarea", { id: "env-input", rows: 4, class: "grow mono", placeholder: "KEY=value, one per line" });
-  const save = h("button", { class: "primary", id: "env-save" }, "Save");
-  save.addEventListener("click", () => act(save, async () => {
+  const save = h("button", { class: "primary", type: "submit", id: "env-save" }, "Save");
+  const saveVars = async () => {
     /** @type {Record<string, string>} */
     const vars = {};
     for (const line of text.value.split("\n")) {
@@ -136,10 +136,10 @@ async function env(body, project, _base, _id, reload) {
     }
     await api("POST", `/api/projects/${enc(project.slug)}/env-vars`, vars);
     await reload(); flash("Saved (all or nothing). Redeploy to apply.", "info");
-  }));
+  };
   body.append(h("div", { class: "card" }, table(["Key", "Value", ""], rows)),
     h("div", { class: "card" }, h("h2", {}, "Add or change"),
-      h("div", { class: "row fields" }, field("Variables, KEY=value per line", text), save),
+      form({ class: "row fields" }, saveVars, field("Variables, KEY=value per line", text), save),
       h("p", { class: "muted" }, "Values are encrypted at rest. A new deployment gets them.")));
 }
 
@@ -155,15 +155,15 @@ async function domains(body, project, _base, _id, reload) {
     }) }, "Remove")]);
   const name = h("input", { id: "domain-name", class: "grow", placeholder: "www.example.com" });
   const redirect = h("input", { id: "domain-redirect", placeholder: "example.com" });
-  const add = h("button", { class: "primary", id: "domain-add" }, "Add domain");
-  add.addEventListener("click", () => act(add, async () => {
+  const add = h("button", { class: "primary", type: "submit", id: "domain-add" }, "Add domain");
+  const addDomain = async () => {
     /** @type {{domain: string, redirectTo?: string}} */
     const body = { domain: name.value.trim() };
     if (redirect.value.trim()) body.redirectTo = redirect.value.trim();
     await api("POST", `/api/projects/${enc(project.slug)}/domains`, body); await reload();
-  }));
+  };
   body.append(h("div", { class: "card" }, table(["Domain", "Status", "Serves", "Certificate", ""], rows, [2])),
-    h("div", { class: "card" }, h("div", { class: "row fields" }, field("Domain", name), field("Redirect to (optional)", redirect), add),
+    h("div", { class: "card" }, form({ class: "row fields" }, addDomain, field("Domain", name), field("Redirect to (optional)", redirect), add),
       h("p", { class: "muted" }, "Point the name's DNS (A/AAAA or CNAME) at this machine first.")));
 }
 
@@ -178,14 +178,14 @@ async function git(body, project, _base, _id, reload) {
   const fields = SETTINGS.map(([key, words, placeholder]) =>
     ({ key, words, input: h("input", { id: `git-${key}`, name: key, class: "grow", value: s[key] || "", placeholder }) }));
   const previews = h("input", { type: "checkbox", id: "git-previews", checked: s.previews || null });
-  const save = h("button", { class: "primary" }, "Save settings");
-  save.addEventListener("click", () => act(save, async () => {
+  const save = h("button", { class: "primary", type: "submit" }, "Save settings");
+  const saveSettings = async () => {
     /** @type {Record<string, string | boolean | null>} */
     const patch = { previews: previews.checked };
     for (const { key, input } of fields) patch[key] = input.value.trim() || null;
     if (!patch.productionBranch) delete patch.productionBranch;
     await api("PATCH", `/api/projects/${enc(project.slug)}`, patch); await reload(); flash("Settings saved.", "info");
-  }));
+  };
   const secretBox = h("div");
   const rotate = h("button", { id: "webhook-rotate" }, "Create / rotate webhook secret");
   rotate.addEventListener("click", () => act(rotate, async () => {
@@ -196,22 +196,22 @@ async function git(body, project, _base, _id, reload) {
   const { deployHooks: hooks } = await api("GET", `/api/projects/${enc(project.slug)}/deploy-hooks`);
   const hookName = h("input", { id: "hook-name", placeholder: "cms" });
   const hookBranch = h("input", { id: "hook-branch", placeholder: s.productionBranch || "main" });
-  const addHook = h("button", { id: "hook-create" }, "Create deploy hook");
-  addHook.addEventListener("click", () => act(addHook, async () => {
+  const addHook = h("button", { type: "submit", id: "hook-create" }, "Create deploy hook");
+  const createHook = async () => {
     const created = await api("POST", `/api/projects/${enc(project.slug)}/deploy-hooks`, { name: hookName.value.trim() || "hook", branch: hookBranch.value.trim() || s.productionBranch || "main" });
     await reload();
     // The API's `url` is absolute already; a path would be made absolute on this origin.
     byId("deploy-hook-created").replaceChildren(h("div", { class: "secret" }, `Deploy hook "${created.name}" (shown once; anyone with it can deploy): POST `,
       h("code", { id: "deploy-hook-url" }, absolute(created.url))));
-  }));
+  };
   const hookRows = (hooks || []).map((/** @type {any} */ k) => [k.name, k.branch, ago(k.createdAt), h("button", { class: "danger", onclick: (/** @type {Event} */ e) => act(e.target, async () => {
     await api("DELETE", `/api/projects/${enc(project.slug)}/deploy-hooks/${enc(k.id)}`); await reload(); }) }, "Delete")]);
-  body.append(h("div", { class: "card" }, h("h2", {}, "Build settings"),
+  body.append(form({ class: "card" }, saveSettings, h("h2", {}, "Build settings"),
       ...fields.map(({ words, input }) => h("div", { class: "row fields" }, field(words, input))),
       h("label", { class: "row", for: "git-previews" }, previews, " Deploy previews of other branches and pull requests"), h("p", {}, save)),
     h("div", { class: "card" }, h("h2", {}, "Deploy on push"), h("p", { class: "muted" }, "Add the webhook URL and secret to your git provider (GitHub, GitLab, Gitea, Forgejo)."), rotate, secretBox),
     h("div", { class: "card" }, h("h2", {}, "Deploy hooks"), table(["Name", "Branch", "Created", ""], hookRows),
-      h("div", { class: "row fields" }, field("Hook name", hookName), field("Branch", hookBranch), addHook),
+      form({ class: "row fields" }, createHook, field("Hook name", hookName), field("Branch", hookBranch), addHook),
       h("div", { id: "deploy-hook-created" })));
 }
 

@@ -36,6 +36,20 @@ export function field(text, input) {
   return h("label", { class: "field", for: input.id || null }, h("span", { class: "label" }, text), input);
 }
 
+/**
+ * A form whose submission (its submit button, or Enter in a field) runs `work` through act().
+ * @param {Record<string, any>} attrs
+ * @param {() => Promise<unknown>} work
+ * @param {...(Child | Child[])} children
+ * @returns {HTMLFormElement}
+ */
+export function form(attrs, work, ...children) {
+  return h("form", { ...attrs, onsubmit: (/** @type {SubmitEvent} */ event) => {
+    event.preventDefault();
+    act(event.submitter, work);
+  } }, ...children);
+}
+
 /** @param {string} id @returns {HTMLElement} an element the page always has */
 export function byId(id) {
   const element = document.getElementById(id);
