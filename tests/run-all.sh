@@ -2,6 +2,7 @@
 # Runs every Slipway test. As root on Debian it first installs what the tests use
 # (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds;
 # lintian, debootstrap, systemd-container and cargo-deb for the package and its install test);
+# the dashboard's type check fetches a pinned TypeScript from npm;
 # tests whose tool or privilege is missing print "SKIP: <reason>" instead of failing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,8 @@ else
 fi
 
 cargo build --locked --all-targets
+# The dashboard's JavaScript, type-checked (TypeScript from npm, pinned; SKIPs without node).
+bash tests/dashboard/typecheck.sh
 # Benches are built above (so they keep compiling) but are run by benches/*.sh, not here.
 cargo test --locked --lib --bins --tests -- --test-threads="${SLIPWAY_TEST_THREADS:-4}"
 # The OpenAPI document against the real daemon: schemathesis (every phase and check), and a

@@ -3,17 +3,30 @@
 const KEY = "slipway-token";
 
 export const session = {
+  /** @returns {string} */
   get token() { return sessionStorage.getItem(KEY) || ""; },
+  /** @param {string} token */
   signIn(token) { sessionStorage.setItem(KEY, token); },
   signOut() { sessionStorage.removeItem(KEY); },
 };
 
+// A refused call: the HTTP status and the envelope's `{"error": {"code", "message"}}`.
 export class ApiError extends Error {
+  /** @param {number} status @param {string} code @param {string} message */
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
 }
 
-// One API call; JSON in and out, or a raw body (`Blob`) with its content type.
+/**
+ * One API call; JSON in and out, or a raw body (`Blob`) with its content type. A refusal
+ * throws an ApiError carrying the API's code and message.
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @param {string} [contentType]
+ * @returns {Promise<any>} the JSON answer (its shape is the API's, docs/api.md)
+ */
 export async function api(method, path, body, contentType) {
+  /** @type {Record<string, string>} */
   const headers = { "Authorization": "Bearer " + session.token };
   let payload;
   if (body instanceof Blob) { payload = body; headers["Content-Type"] = contentType || "application/gzip"; }
@@ -32,24 +45,45 @@ export async function api(method, path, body, contentType) {
 
 export const enc = encodeURIComponent;
 
+/**
+ * An absolute address on this origin for a URL the API gives (absolute already, or a path).
+ * @param {string} url
+ * @returns {string}
+ */
+export function absolute(url) { return new URL(url, location.origin).href; }
+
 // Follows a deployment's log stream (server-sent events over fetch, so the token goes in a
 // header): calls onEvent(type, data) for `log`, `status` and `end`; reconnects after a drop
 // from the last line seen. Returns a function that stops following.
+/**
+ * @param {string} deploymentId
+ * @param {(type: string, data: any) => void} onEvent
+ * @param {(phase: "live" | "ended" | "error" | "reconnecting", error?: Error) => void} onState
+ * @returns {() => void}
+ */
 export function followLogs(deploymentId, onEvent, onState) {
-  let stopped = false, lastId = null, controller = null, retry = 500;
+  let stopped = false, retry = 500;
+  /** @type {string | null} */
+  let lastId = null;
+  /** @type {AbortController | null} */
+  let controller = null;
+  /** @type {Error | undefined} why the last connection ended, when it failed */
+  let dropped;
   async function connect() {
     while (!stopped) {
       controller = new AbortController();
       try {
+        /** @type {Record<string, string>} */
         const headers = { "Authorization": "Bearer " + session.token, "Accept": "text/event-stream" };
         if (lastId !== null) headers["Last-Event-ID"] = String(lastId);
         const response = await fetch(`/api/deployments/${enc(deploymentId)}/logs/stream`,
           { headers, signal: controller.signal, cache: "no-store" });
         if (!response.ok) {
           const data = await response.json().catch(() => null);
-          throw new ApiError(response.status, data?.error?.code, data?.error?.message || response.statusText);
+          throw new ApiError(response.status, data?.error?.code || "HTTP_" + response.status, data?.error?.message || response.statusText);
         }
-        onState && onState("live");
+        if (!response.body) throw new Error("the log stream has no body");
+        onState("live");
         retry = 500;
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
@@ -70,17 +104,19 @@ export function followLogs(deploymentId, onEvent, onState) {
             let parsed = null;
             try { parsed = JSON.parse(data); } catch { parsed = data; }
             onEvent(type, parsed);
-            if (type === "end") { stopped = true; onState && onState("ended"); return; }
+            if (type === "end") { stopped = true; onState("ended"); return; }
           }
         }
       } catch (error) {
         if (stopped) return;
         if (error instanceof ApiError && error.status < 500 && error.status !== 429) {
-          onState && onState("error", error); return;
+          onState("error", error); return;
         }
+        dropped = error instanceof Error ? error : new Error(String(error));
       }
       if (stopped) return;
-      onState && onState("reconnecting");
+      onState("reconnecting", dropped);
+      dropped = undefined;
       await new Promise((resolve) => setTimeout(resolve, retry));
       retry = Math.min(retry * 2, 10000);
     }

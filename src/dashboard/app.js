@@ -1,14 +1,19 @@
 // The dashboard: a client of the public API only. Hash routes (#/projects, #/projects/<slug>,
 // #/tokens, #/notifications, #/audit); every page is rebuilt from the API when shown.
-import { api, session, enc } from "./api.js";
-import { h, flash, act, ago, badge, table } from "./ui.js";
+import { api, ApiError, session, enc } from "./api.js";
+import { h, field, form, byId, flash, act, describe, ago, badge, table } from "./ui.js";
 import { projectPage } from "./project.js";
+import { notificationsPage } from "./notifications.js";
 
-const main = document.getElementById("main");
+/** @typedef {(...nodes: Node[]) => void} Show puts a page's nodes in <main> */
+
+const main = byId("main");
 
 // A page renders after its API calls: it shows only if the address is still the one it was
 // made for (a slow page, or a reload after a deployment ends, never covers a newer one).
+/** @type {Show} */
 let show = () => {};
+/** @param {string} hash @returns {Show} */
 function showFor(hash) {
   return (...nodes) => {
     if ((location.hash || "#/projects") !== hash) return;
@@ -17,20 +22,21 @@ function showFor(hash) {
   };
 }
 
+/** @param {string} [message] */
 function loginPage(message) {
-  document.getElementById("nav").hidden = true;
-  const input = h("input", { id: "token", type: "password", autocomplete: "off", placeholder: "slw_…", "aria-label": "API token" });
-  const form = h("form", { class: "card login", onsubmit: async (event) => {
+  byId("nav").hidden = true;
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", placeholder: "slw_…" });
+  const form = h("form", { class: "card login", onsubmit: async (/** @type {Event} */ event) => {
     event.preventDefault();
     session.signIn(input.value.trim());
     try { await api("GET", "/api/system"); route(); }
-    catch (error) { session.signOut(); flash(`${error.code}: ${error.message}`); }
+    catch (error) { session.signOut(); flash(describe(error)); }
   } },
     h("h1", {}, "Sign in"),
     h("p", {}, "Paste an API token. On the server: ", h("code", {}, "cat /var/lib/slipway/initial-admin-token"),
       " (with ", h("code", {}, "serve --dev"), ": ", h("code", {}, "cat .slipway/initial-admin-token"),
       " where it runs), or ", h("code", {}, "slipway token create --name me"), ". It is kept for this tab only."),
-    input, h("button", { class: "primary", type: "submit" }, "Sign in"));
+    h("label", { for: "token" }, "API token"), input, h("button", { class: "primary", type: "submit" }, "Sign in"));
   if (message) flash(message);
   show(form);
   input.focus();
@@ -38,17 +44,22 @@ function loginPage(message) {
 
 async function systemLine() {
   const system = await api("GET", "/api/system");
-  const line = document.getElementById("system");
+  const line = byId("system");
   line.hidden = false;
   line.textContent = `Slipway ${system.version} · sandbox ${system.sandboxMode} · TLS ${system.tlsMode} · apps at *.${system.appsDomain}`;
   line.className = system.sandboxMode === "none" ? "system warning" : "system";
   if (system.sandboxMode === "none") line.textContent += " — builds and apps run without isolation";
 }
 
+/** @param {Show} show */
 async function projectsPage(show) {
+  /** @type {{projects: any[]}} */
   const { projects } = await api("GET", "/api/projects?limit=200");
+  /** @type {string[]} */
+  const failures = [];
   const lastDeployments = await Promise.all(projects.map((p) =>
-    api("GET", `/api/projects/${enc(p.slug)}/deployments?limit=1`).then((d) => d.deployments[0]).catch(() => null)));
+    api("GET", `/api/projects/${enc(p.slug)}/deployments?limit=1`).then((d) => d.deployments[0])
+      .catch((error) => { failures.push(`${p.slug}: ${describe(error)}`); return null; })));
   const rows = projects.map((p, i) => {
     const last = lastDeployments[i];
     return [h("a", { href: `#/projects/${enc(p.slug)}` }, p.slug), badge(p.state),
@@ -58,99 +69,89 @@ async function projectsPage(show) {
   show(h("div", { class: "row" }, h("h1", { class: "grow" }, "Projects"),
       h("a", { href: "#/new" }, h("button", { class: "primary", tabindex: -1 }, "New project"))),
     h("div", { class: "card" }, table(["Project", "State", "URL", "Last deployment"], rows, [2])));
+  if (failures.length) flash(`Could not read the last deployment of ${failures.join("; ")}`);
 }
 
+/** @param {Show} show */
 function newProjectPage(show) {
-  const slug = h("input", { id: "new-slug", required: true, pattern: "[a-z0-9]+(-[a-z0-9]+)*", placeholder: "my-site", "aria-label": "Project slug" });
-  const file = h("input", { id: "new-archive", type: "file", accept: ".tar.gz,.tgz,application/gzip", "aria-label": "Source archive (.tar.gz)" });
-  const gitUrl = h("input", { id: "new-git", placeholder: "https://git.example.com/me/site.git", class: "grow", "aria-label": "Git URL" });
-  const field = (label, input) => h("label", { class: "row" }, h("span", { class: "label" }, label), input);
-  const install = h("input", { id: "new-install", placeholder: "auto", "aria-label": "Install command" });
-  const build = h("input", { id: "new-build", placeholder: "auto", "aria-label": "Build command" });
-  const start = h("input", { id: "new-start", placeholder: "auto (empty: static site)", "aria-label": "Start command" });
-  const output = h("input", { id: "new-output", placeholder: "auto", "aria-label": "Output directory" });
+  const slug = h("input", { id: "new-slug", required: true, pattern: "[a-z0-9]+(-[a-z0-9]+)*", placeholder: "my-site" });
+  const file = h("input", { id: "new-archive", type: "file", accept: ".tar.gz,.tgz,application/gzip" });
+  const gitUrl = h("input", { id: "new-git", placeholder: "https://git.example.com/me/site.git", class: "grow" });
+  const install = h("input", { id: "new-install", placeholder: "auto" });
+  const build = h("input", { id: "new-build", placeholder: "auto" });
+  const start = h("input", { id: "new-start", placeholder: "auto (empty: static site)" });
+  const output = h("input", { id: "new-output", placeholder: "auto" });
   const submit = h("button", { class: "primary", type: "submit", id: "new-submit" }, "Create and deploy");
-  const form = h("form", { class: "card", onsubmit: (event) => {
-    event.preventDefault();
-    act(submit, async () => {
-      const name = slug.value.trim();
-      await api("POST", "/api/projects", { slug: name });
-      const body = { projectSlug: name };
-      const commands = { installCommand: install, buildCommand: build, startCommand: start, outputDirectory: output };
-      let any = false;
-      for (const [key, input] of Object.entries(commands)) if (input.value.trim()) { body[key] = input.value.trim(); any = true; }
-      if (!any) body.framework = "auto";
-      if (file.files.length) await api("POST", `/api/projects/${enc(name)}/source`, file.files[0], "application/gzip");
-      else if (gitUrl.value.trim()) body.gitUrl = gitUrl.value.trim();
-      else throw new Error("Choose a .tar.gz archive or give a git URL.");
-      const started = await api("POST", `/api/projects/${enc(name)}/provision`, body);
-      location.hash = `#/projects/${enc(name)}/deployments/${enc(started.deploymentId)}`;
-    });
-  } },
+  const page = form({ class: "card" }, async () => {
+    const name = slug.value.trim();
+    await api("POST", "/api/projects", { slug: name });
+    /** @type {Record<string, string>} */
+    const body = { projectSlug: name };
+    const commands = { installCommand: install, buildCommand: build, startCommand: start, outputDirectory: output };
+    let any = false;
+    for (const [key, input] of Object.entries(commands)) if (input.value.trim()) { body[key] = input.value.trim(); any = true; }
+    if (!any) body.framework = "auto";
+    const archive = file.files && file.files[0];
+    if (archive) await api("POST", `/api/projects/${enc(name)}/source`, archive, "application/gzip");
+    else if (gitUrl.value.trim()) body.gitUrl = gitUrl.value.trim();
+    else throw new Error("Choose a .tar.gz archive or give a git repository URL.");
+    const started = await api("POST", `/api/projects/${enc(name)}/provision`, body);
+    location.hash = `#/projects/${enc(name)}/deployments/${enc(started.deploymentId)}`;
+  },
     h("h1", {}, "New project"),
-    field("Slug", slug),
+    field("Project name (lower case, digits, dashes)", slug),
     h("p", { class: "muted" }, "Source: a .tar.gz of the project, or a git repository."),
-    field("Archive", file), field("or git URL", gitUrl),
+    field("Source archive (.tar.gz)", file), field("or Git repository URL", gitUrl),
     h("p", { class: "muted" }, "Commands: leave all empty and Slipway detects them from the source."),
-    field("Install", install), field("Build", build), field("Start", start), field("Output directory", output),
+    field("Install command", install), field("Build command", build), field("Start command", start),
+    field("Output directory", output),
     h("p", {}, submit));
-  show(form);
+  show(page);
   slug.focus();
 }
 
+/** @param {Show} show */
 async function tokensPage(show) {
   const [{ tokens }, { projects }] = await Promise.all([api("GET", "/api/tokens?limit=200"), api("GET", "/api/projects?limit=200")]);
-  const name = h("input", { id: "token-name", placeholder: "ci-deploy", maxlength: 100, "aria-label": "Token name" });
-  const scope = h("select", { id: "token-scope", "aria-label": "Scope" }, ["read", "deploy", "admin"].map((s) => h("option", { value: s }, s)));
-  const only = h("select", { id: "token-projects", multiple: true, "aria-label": "Limit to projects (none: all)" },
-    projects.map((p) => h("option", { value: p.slug }, p.slug)));
-  const days = h("input", { id: "token-days", type: "number", min: 1, max: 3650, placeholder: "never", "aria-label": "Expires in days" });
-  const create = h("button", { class: "primary", id: "token-create" }, "Create token");
-  create.addEventListener("click", () => act(create, async () => {
+  const name = h("input", { id: "token-name", placeholder: "ci-deploy", maxlength: 100 });
+  const scope = h("select", { id: "token-scope" }, ["read", "deploy", "admin"].map((s) => h("option", { value: s }, s)));
+  const only = h("select", { id: "token-projects", multiple: true },
+    projects.map((/** @type {any} */ p) => h("option", { value: p.slug }, p.slug)));
+  const days = h("input", { id: "token-days", type: "number", min: 1, max: 3650, placeholder: "never" });
+  const create = h("button", { class: "primary", type: "submit", id: "token-create" }, "Create token");
+  const createToken = async () => {
+    /** @type {{name: string, scope: string, projects?: string[], expiresInDays?: number}} */
     const body = { name: name.value.trim() || "dashboard", scope: scope.value };
+    /** @type {string[]} */
     const chosen = [...only.selectedOptions].map((o) => o.value);
     if (chosen.length) body.projects = chosen;
     if (days.value) body.expiresInDays = Number(days.value);
     const token = await api("POST", "/api/tokens", body);
     await tokensPage(show);
-    main.querySelector("#token-created").replaceChildren(h("div", { class: "secret" },
+    byId("token-created").replaceChildren(h("div", { class: "secret" },
       `New ${token.scope} token "${token.name}" (shown once; keep it in a secret store):`, h("br"), h("code", { id: "token-secret" }, token.token)));
-  }));
-  const rows = tokens.map((t) => [t.name, badge(t.scope), t.projects ? t.projects.join(", ") : "all",
+  };
+  const rows = tokens.map((/** @type {any} */ t) => [t.name, badge(t.scope), t.projects ? t.projects.join(", ") : "all",
     ago(t.lastUsedAt), t.expiresAt ? ago(t.expiresAt).replace(" ago", "") : "never",
-    h("button", { class: "danger", onclick: (e) => confirm(`Revoke ${t.name}?`) &&
+    h("button", { class: "danger", onclick: (/** @type {Event} */ e) => confirm(`Revoke ${t.name}?`) &&
       act(e.target, async () => { await api("DELETE", `/api/tokens/${enc(t.id)}`); await tokensPage(show); flash("Token revoked.", "info"); }) }, "Revoke")]);
   show(h("h1", {}, "API tokens"),
     h("div", { class: "card" }, h("h2", {}, "Create a token"),
-      h("div", { class: "row" }, name, scope, only, days, create),
+      form({ class: "row fields" }, createToken, field("Name", name), field("Scope", scope),
+        field("Only these projects (none: all)", only), field("Expires in (days)", days), create),
       h("p", { class: "muted" }, "read: look only · deploy: deploy and change env vars · admin: everything, tokens included. Select projects to limit the token to them."),
       h("div", { id: "token-created" })),
     h("div", { class: "card" }, table(["Name", "Scope", "Projects", "Last used", "Expires", ""], rows, [2, 4])));
 }
 
-async function notificationsPage(show) {
-  const { notifications } = await api("GET", "/api/notifications");
-  const url = h("input", { id: "hook-url", class: "grow", placeholder: "https://hooks.example.com/slipway", "aria-label": "Webhook URL" });
-  const events = h("input", { id: "hook-events", value: "deployment.*", "aria-label": "Events (comma-separated)" });
-  const add = h("button", { class: "primary" }, "Subscribe");
-  add.addEventListener("click", () => act(add, async () => {
-    const created = await api("POST", "/api/notifications", { url: url.value.trim(), events: events.value.split(",").map((e) => e.trim()).filter(Boolean) });
-    await notificationsPage(show);
-    main.querySelector("#hook-secret").replaceChildren(h("div", { class: "secret" }, "Signing secret (shown once): ", h("code", {}, created.secret)));
-  }));
-  const rows = notifications.map((n) => [n.url, n.events.join(", "), n.format, ago(n.createdAt),
-    h("button", { class: "danger", onclick: (e) => act(e.target, async () => { await api("DELETE", `/api/notifications/${enc(n.id)}`); await notificationsPage(show); }) }, "Delete")]);
-  show(h("h1", {}, "Notifications"),
-    h("div", { class: "card" }, h("div", { class: "row" }, url, events, add), h("div", { id: "hook-secret" })),
-    h("div", { class: "card" }, table(["URL", "Events", "Format", "Created", ""], rows, [2, 3])));
-}
-
+/** @param {Show} show */
 async function auditPage(show) {
   const { entries } = await api("GET", "/api/audit?limit=100");
-  const rows = entries.map((e) => [ago(e.at), e.tokenName, h("span", { class: "mono" }, `${e.method} ${e.route}`), e.target || "—", badge(String(e.status)), e.ip]);
+  const rows = entries.map((/** @type {any} */ e) => [ago(e.at), e.tokenName, h("span", { class: "mono" }, `${e.method} ${e.route}`), e.target || "—", badge(String(e.status)), e.ip]);
   show(h("h1", {}, "Audit log"), h("div", { class: "card" }, table(["When", "Token", "Request", "Target", "Status", "From"], rows, [3, 5])));
 }
 
+/** @type {[RegExp, (match: RegExpMatchArray) => Promise<void> | void][]} */
 const routes = [
   [/^#\/projects\/([^/]+)(?:\/([a-z]+)(?:\/([^/]+))?)?$/, (m) => projectPage(show, decodeURIComponent(m[1]), m[2] || "deployments", m[3] && decodeURIComponent(m[3]))],
   [/^#\/new$/, () => newProjectPage(show)],
@@ -164,8 +165,8 @@ export async function route() {
   const hash = location.hash || "#/projects";
   show = showFor(hash);
   if (!session.token) return loginPage();
-  document.getElementById("nav").hidden = false;
-  for (const link of document.querySelectorAll("#nav a")) link.toggleAttribute("aria-current", hash.startsWith(link.getAttribute("href")));
+  byId("nav").hidden = false;
+  for (const link of document.querySelectorAll("#nav a")) link.toggleAttribute("aria-current", hash.startsWith(link.getAttribute("href") || "#"));
   try {
     await systemLine();
     for (const [pattern, page] of routes) {
@@ -173,11 +174,12 @@ export async function route() {
       if (match) { await page(match); break; }
     }
   } catch (error) {
-    if (error.status === 401) { session.signOut(); return loginPage(`${error.code}: ${error.message}`); }
-    flash(error.code ? `${error.code}: ${error.message}` : error.message);
+    if (error instanceof ApiError && error.status === 401) { session.signOut(); return loginPage(describe(error)); }
+    flash(describe(error));
   }
+  return undefined;
 }
 
-document.getElementById("signout").addEventListener("click", () => { session.signOut(); location.hash = ""; loginPage(); });
+byId("signout").addEventListener("click", () => { session.signOut(); location.hash = ""; loginPage(); });
 window.addEventListener("hashchange", () => { flash(""); route(); });
 route();

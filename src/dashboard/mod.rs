@@ -41,6 +41,11 @@ const FILES: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("project.js"),
     ),
+    (
+        "/assets/notifications.js",
+        "text/javascript; charset=utf-8",
+        include_str!("notifications.js"),
+    ),
 ];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \

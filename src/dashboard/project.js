@@ -1,13 +1,23 @@
 // One project: deployments with live logs (redeploy, rollback, cancel), env vars, domains,
 // git settings with webhook and deploy hooks, previews.
-import { api, enc, followLogs } from "./api.js";
-import { h, flash, act, ago, duration, badge, table } from "./ui.js";
+import { api, enc, absolute, followLogs } from "./api.js";
+import { h, field, form, byId, flash, act, describe, ago, duration, badge, table } from "./ui.js";
 
+/** @typedef {(body: HTMLElement, project: any, base: string, deploymentId: string | undefined, reload: () => Promise<void>) => Promise<void>} Tab */
+
+/** @type {(() => void) | null} */
 let stopFollowing = null;
 window.addEventListener("hashchange", () => { if (stopFollowing) { stopFollowing(); stopFollowing = null; } });
 
 const TABS = [["deployments", "Deployments"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
 
+/**
+ * @param {(...nodes: Node[]) => void} show
+ * @param {string} slug
+ * @param {string} tab
+ * @param {string} [deploymentId]
+ * @returns {Promise<void>}
+ */
 export async function projectPage(show, slug, tab, deploymentId) {
   const project = await api("GET", `/api/projects/${enc(slug)}`);
   const base = `#/projects/${enc(slug)}`;
@@ -18,12 +28,15 @@ export async function projectPage(show, slug, tab, deploymentId) {
       h("a", { href: `${base}/${id}`, "aria-current": tab === id ? "page" : null }, label))));
   const body = h("div");
   show(header, body);
+  /** @type {Record<string, Tab>} */
   const pages = { deployments, env, domains, git, previews };
   await (pages[tab] || deployments)(body, project, base, deploymentId, () => projectPage(show, slug, tab, deploymentId));
 }
 
+/** @param {any} project @returns {Record<string, string>} */
 function redeployBody(project) {
   const s = project.settings || {};
+  /** @type {Record<string, string>} */
   const body = { projectSlug: project.slug };
   for (const key of ["installCommand", "buildCommand", "startCommand", "outputDirectory", "healthCheckPath", "gitUrl"]) if (s[key]) body[key] = s[key];
   if (s.gitUrl) body.gitRef = s.productionBranch || "main";
@@ -32,6 +45,7 @@ function redeployBody(project) {
 }
 
 // A run's final status: a rollback answers 202 and goes live once its app is up.
+/** @param {string} runId @returns {Promise<any>} */
 async function finished(runId) {
   for (;;) {
     const status = await api("GET", `/api/provisioning/${enc(runId)}/status`);
@@ -40,20 +54,21 @@ async function finished(runId) {
   }
 }
 
+/** @type {Tab} */
 async function deployments(body, project, base, selected, reload) {
   const { deployments } = await api("GET", `/api/projects/${enc(project.slug)}/deployments?limit=50`);
   const chosen = selected || (deployments[0] && deployments[0].id);
   // Its stream replays a finished run and ends at once: reload only when a run being
   // watched ends, or the page would reload itself forever.
-  const watching = deployments.some((d) => d.id === chosen && d.state === "building");
+  const watching = deployments.some((/** @type {any} */ d) => d.id === chosen && d.state === "building");
   const redeploy = h("button", { class: "primary", id: "redeploy" }, "Redeploy");
   redeploy.addEventListener("click", () => act(redeploy, async () => {
     const started = await api("POST", `/api/projects/${enc(project.slug)}/provision`, redeployBody(project));
     location.hash = `${base}/deployments/${enc(started.deploymentId)}`;
   }));
-  const rows = deployments.map((d) => {
+  const rows = deployments.map((/** @type {any} */ d) => {
     const actions = [];
-    if (d.state === "inactive" && d.mode) actions.push(h("button", { class: "rollback", "data-id": d.id, onclick: (e) => act(e.target, async () => {
+    if (d.state === "inactive" && d.mode) actions.push(h("button", { class: "rollback", "data-id": d.id, onclick: (/** @type {Event} */ e) => act(e.target, async () => {
       const run = await api("POST", `/api/projects/${enc(project.slug)}/rollback`, { deploymentId: d.id });
       flash(`Rolling back to ${d.id}…`, "info");
       const done = await finished(run.provisioningId);
@@ -61,7 +76,7 @@ async function deployments(body, project, base, selected, reload) {
       else flash(`The rollback to ${d.id} ended ${done.status}${done.error ? ": " + done.error.message : ""}`);
       await reload();
     }) }, "Roll back"));
-    if (d.state === "building") actions.push(h("button", { class: "danger cancel", onclick: (e) => act(e.target, async () => {
+    if (d.state === "building") actions.push(h("button", { class: "danger cancel", onclick: (/** @type {Event} */ e) => act(e.target, async () => {
       await api("POST", `/api/provisioning/${enc(d.provisioningId)}/cancel`); await reload();
     }) }, "Cancel"));
     return [h("a", { href: `${base}/deployments/${enc(d.id)}`, class: "mono", "aria-current": d.id === chosen ? "true" : null }, d.id.slice(0, 12)),
@@ -74,7 +89,8 @@ async function deployments(body, project, base, selected, reload) {
   const steps = h("div", { class: "steps", id: "steps" });
   body.append(h("div", { class: "row" }, h("div", { class: "grow muted" }, `${deployments.length} deployment(s)`), redeploy),
     h("div", { class: "card" }, table(["Deployment", "State", "Environment", "Commit", "Trigger", "Duration", "Created", ""], rows, [2, 3, 4])),
-    chosen ? h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), steps, logs) : null);
+    // Only when there is a deployment to show (append writes a null as the text "null").
+    ...(chosen ? [h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), steps, logs)] : []));
   if (!chosen) return;
   if (stopFollowing) stopFollowing();
   stopFollowing = followLogs(chosen, (type, data) => {
@@ -83,16 +99,18 @@ async function deployments(body, project, base, selected, reload) {
       logs.append(h("div", { class: data.stream }, `[${data.stream}] ${data.message}`));
       if (stick) logs.scrollTop = logs.scrollHeight;
     } else if (type === "status" && data && data.steps) {
-      steps.replaceChildren(...data.steps.map((s) => h("span", {}, badge(s.state), " ", s.name)));
+      steps.replaceChildren(...data.steps.map((/** @type {any} */ s) => h("span", {}, badge(s.state), " ", s.name)));
       if (data.progress !== undefined) state.textContent = `${data.status} · ${Math.round(data.progress * 100)} %`;
     } else if (type === "end" && watching) {
       setTimeout(reload, 300);
     }
   }, (phase, error) => {
-    state.textContent = phase === "live" ? "following live" : phase === "ended" ? "finished" : phase === "error" ? error.message : "reconnecting…";
+    state.textContent = phase === "live" ? "following live" : phase === "ended" ? "finished"
+      : phase === "error" ? describe(error) : error ? `reconnecting… (${describe(error)})` : "reconnecting…";
   });
 }
 
+/** @type {Tab} */
 async function env(body, project, _base, _id, reload) {
   const { envVars } = await api("GET", `/api/projects/${enc(project.slug)}/env-vars`);
   const rows = Object.entries(envVars).map(([key, value]) => {
@@ -101,13 +119,14 @@ async function env(body, project, _base, _id, reload) {
     const reveal = h("button", { class: "link" }, "Reveal");
     reveal.addEventListener("click", () => { visible = !visible; shown.textContent = visible ? value : "••••••••"; reveal.textContent = visible ? "Hide" : "Reveal"; });
     return [h("code", {}, key), h("span", {}, shown, " ", reveal),
-      h("button", { class: "danger", onclick: (e) => confirm(`Delete ${key}?`) && act(e.target, async () => {
+      h("button", { class: "danger", onclick: (/** @type {Event} */ e) => confirm(`Delete ${key}?`) && act(e.target, async () => {
         await api("DELETE", `/api/projects/${enc(project.slug)}/env-vars/${enc(key)}`); await reload(); flash(`${key} deleted; redeploy to apply.`, "info");
       }) }, "Delete")];
   });
-  const text = h("textarea", { id: "env-input", rows: 4, class: "grow mono", placeholder: "KEY=value, one per line", "aria-label": "Variables, KEY=value per line" });
-  const save = h("button", { class: "primary", id: "env-save" }, "Save");
-  save.addEventListener("click", () => act(save, async () => {
+  const text = h("textarea", { id: "env-input", rows: 4, class: "grow mono", placeholder: "KEY=value, one per line" });
+  const save = h("button", { class: "primary", type: "submit", id: "env-save" }, "Save");
+  const saveVars = async () => {
+    /** @type {Record<string, string>} */
     const vars = {};
     for (const line of text.value.split("\n")) {
       if (!line.trim()) continue;
@@ -117,76 +136,89 @@ async function env(body, project, _base, _id, reload) {
     }
     await api("POST", `/api/projects/${enc(project.slug)}/env-vars`, vars);
     await reload(); flash("Saved (all or nothing). Redeploy to apply.", "info");
-  }));
+  };
   body.append(h("div", { class: "card" }, table(["Key", "Value", ""], rows)),
-    h("div", { class: "card" }, h("h2", {}, "Add or change"), h("div", { class: "row" }, text, save),
+    h("div", { class: "card" }, h("h2", {}, "Add or change"),
+      form({ class: "row fields" }, saveVars, field("Variables, KEY=value per line", text), save),
       h("p", { class: "muted" }, "Values are encrypted at rest. A new deployment gets them.")));
 }
 
+/** @type {Tab} */
 async function domains(body, project, _base, _id, reload) {
   const { domains } = await api("GET", `/api/projects/${enc(project.slug)}/domains`);
-  const rows = domains.map((d) => [h("a", { href: `https://${d.domain}`, target: "_blank", rel: "noopener noreferrer" }, d.domain),
+  const rows = domains.map((/** @type {any} */ d) => [h("a", { href: `https://${d.domain}`, target: "_blank", rel: "noopener noreferrer" }, d.domain),
     h("span", {}, badge(d.status), d.lastError ? h("div", { class: "muted" }, d.lastError) : null),
     d.redirectTo ? `→ ${d.redirectTo}` : "serves the site",
     d.certificate ? `${d.certificate.issuer}, until ${new Date(d.certificate.notAfter).toLocaleDateString()}` : "—",
-    h("button", { class: "danger", onclick: (e) => confirm(`Remove ${d.domain}?`) && act(e.target, async () => {
+    h("button", { class: "danger", onclick: (/** @type {Event} */ e) => confirm(`Remove ${d.domain}?`) && act(e.target, async () => {
       await api("DELETE", `/api/projects/${enc(project.slug)}/domains/${enc(d.domain)}`); await reload();
     }) }, "Remove")]);
-  const name = h("input", { id: "domain-name", class: "grow", placeholder: "www.example.com", "aria-label": "Domain" });
-  const redirect = h("input", { id: "domain-redirect", placeholder: "redirect to (optional)", "aria-label": "Redirect to" });
-  const add = h("button", { class: "primary", id: "domain-add" }, "Add domain");
-  add.addEventListener("click", () => act(add, async () => {
+  const name = h("input", { id: "domain-name", class: "grow", placeholder: "www.example.com" });
+  const redirect = h("input", { id: "domain-redirect", placeholder: "example.com" });
+  const add = h("button", { class: "primary", type: "submit", id: "domain-add" }, "Add domain");
+  const addDomain = async () => {
+    /** @type {{domain: string, redirectTo?: string}} */
     const body = { domain: name.value.trim() };
     if (redirect.value.trim()) body.redirectTo = redirect.value.trim();
     await api("POST", `/api/projects/${enc(project.slug)}/domains`, body); await reload();
-  }));
+  };
   body.append(h("div", { class: "card" }, table(["Domain", "Status", "Serves", "Certificate", ""], rows, [2])),
-    h("div", { class: "card" }, h("div", { class: "row" }, name, redirect, add),
+    h("div", { class: "card" }, form({ class: "row fields" }, addDomain, field("Domain", name), field("Redirect to (optional)", redirect), add),
       h("p", { class: "muted" }, "Point the name's DNS (A/AAAA or CNAME) at this machine first.")));
 }
 
+/** The build settings, in words; the keys are the API's field names. */
+const SETTINGS = [["gitUrl", "Git repository URL", "https://…/repo.git"], ["productionBranch", "Production branch", "main"],
+  ["installCommand", "Install command", "auto"], ["buildCommand", "Build command", "auto"],
+  ["startCommand", "Start command", "empty: a static site"], ["outputDirectory", "Output directory", "auto"]];
+
+/** @type {Tab} */
 async function git(body, project, _base, _id, reload) {
   const s = project.settings || {};
-  const input = (key, placeholder) => h("input", { id: `git-${key}`, class: "grow", value: s[key] || "", placeholder, "aria-label": key });
-  const fields = { gitUrl: input("gitUrl", "https://…/repo.git"), productionBranch: input("productionBranch", "main"),
-    installCommand: input("installCommand", "auto"), buildCommand: input("buildCommand", "auto"),
-    startCommand: input("startCommand", "static site"), outputDirectory: input("outputDirectory", "auto") };
+  const fields = SETTINGS.map(([key, words, placeholder]) =>
+    ({ key, words, input: h("input", { id: `git-${key}`, name: key, class: "grow", value: s[key] || "", placeholder }) }));
   const previews = h("input", { type: "checkbox", id: "git-previews", checked: s.previews || null });
-  const save = h("button", { class: "primary" }, "Save settings");
-  save.addEventListener("click", () => act(save, async () => {
+  const save = h("button", { class: "primary", type: "submit" }, "Save settings");
+  const saveSettings = async () => {
+    /** @type {Record<string, string | boolean | null>} */
     const patch = { previews: previews.checked };
-    for (const [key, field] of Object.entries(fields)) patch[key] = field.value.trim() || null;
+    for (const { key, input } of fields) patch[key] = input.value.trim() || null;
     if (!patch.productionBranch) delete patch.productionBranch;
     await api("PATCH", `/api/projects/${enc(project.slug)}`, patch); await reload(); flash("Settings saved.", "info");
-  }));
+  };
   const secretBox = h("div");
-  const rotate = h("button", {}, "Create / rotate webhook secret");
+  const rotate = h("button", { id: "webhook-rotate" }, "Create / rotate webhook secret");
   rotate.addEventListener("click", () => act(rotate, async () => {
     const w = await api("POST", `/api/projects/${enc(project.slug)}/webhook-secret`);
-    secretBox.replaceChildren(h("div", { class: "secret" }, "Webhook URL: ", h("code", {}, location.origin + w.webhookUrl), h("br"), "Secret (shown once): ", h("code", {}, w.secret)));
+    secretBox.replaceChildren(h("div", { class: "secret" }, "Webhook URL: ", h("code", { id: "webhook-url" }, absolute(w.webhookUrl)),
+      h("br"), "Secret (shown once): ", h("code", {}, w.secret)));
   }));
   const { deployHooks: hooks } = await api("GET", `/api/projects/${enc(project.slug)}/deploy-hooks`);
-  const hookName = h("input", { placeholder: "cms", "aria-label": "Hook name" });
-  const hookBranch = h("input", { placeholder: s.productionBranch || "main", "aria-label": "Hook branch" });
-  const addHook = h("button", {}, "Create deploy hook");
-  addHook.addEventListener("click", () => act(addHook, async () => {
+  const hookName = h("input", { id: "hook-name", placeholder: "cms" });
+  const hookBranch = h("input", { id: "hook-branch", placeholder: s.productionBranch || "main" });
+  const addHook = h("button", { type: "submit", id: "hook-create" }, "Create deploy hook");
+  const createHook = async () => {
     const created = await api("POST", `/api/projects/${enc(project.slug)}/deploy-hooks`, { name: hookName.value.trim() || "hook", branch: hookBranch.value.trim() || s.productionBranch || "main" });
     await reload();
-    flash(`Deploy hook created: POST ${location.origin}${created.url} (shown once)`, "info");
-  }));
-  const hookRows = (hooks || []).map((k) => [k.name, k.branch, ago(k.createdAt), h("button", { class: "danger", onclick: (e) => act(e.target, async () => {
+    // The API's `url` is absolute already; a path would be made absolute on this origin.
+    byId("deploy-hook-created").replaceChildren(h("div", { class: "secret" }, `Deploy hook "${created.name}" (shown once; anyone with it can deploy): POST `,
+      h("code", { id: "deploy-hook-url" }, absolute(created.url))));
+  };
+  const hookRows = (hooks || []).map((/** @type {any} */ k) => [k.name, k.branch, ago(k.createdAt), h("button", { class: "danger", onclick: (/** @type {Event} */ e) => act(e.target, async () => {
     await api("DELETE", `/api/projects/${enc(project.slug)}/deploy-hooks/${enc(k.id)}`); await reload(); }) }, "Delete")]);
-  body.append(h("div", { class: "card" }, h("h2", {}, "Build settings"),
-      ...Object.entries(fields).map(([key, field]) => h("label", { class: "row" }, h("span", { class: "label" }, key), field)),
-      h("label", { class: "row" }, previews, " Deploy previews of other branches and pull requests"), h("p", {}, save)),
+  body.append(form({ class: "card" }, saveSettings, h("h2", {}, "Build settings"),
+      ...fields.map(({ words, input }) => h("div", { class: "row fields" }, field(words, input))),
+      h("label", { class: "row", for: "git-previews" }, previews, " Deploy previews of other branches and pull requests"), h("p", {}, save)),
     h("div", { class: "card" }, h("h2", {}, "Deploy on push"), h("p", { class: "muted" }, "Add the webhook URL and secret to your git provider (GitHub, GitLab, Gitea, Forgejo)."), rotate, secretBox),
     h("div", { class: "card" }, h("h2", {}, "Deploy hooks"), table(["Name", "Branch", "Created", ""], hookRows),
-      h("div", { class: "row" }, hookName, hookBranch, addHook)));
+      form({ class: "row fields" }, createHook, field("Hook name", hookName), field("Branch", hookBranch), addHook),
+      h("div", { id: "deploy-hook-created" })));
 }
 
+/** @type {Tab} */
 async function previews(body, project, _base, _id, reload) {
   const { previews } = await api("GET", `/api/projects/${enc(project.slug)}/previews`);
-  const rows = previews.map((p) => [p.name, p.pullRequest ? `#${p.pullRequest}` : p.branch, h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url), badge(p.state), ago(p.updatedAt),
-    h("button", { class: "danger", onclick: (e) => act(e.target, async () => { await api("DELETE", `/api/projects/${enc(project.slug)}/previews/${enc(p.name)}`); await reload(); }) }, "Tear down")]);
+  const rows = previews.map((/** @type {any} */ p) => [p.name, p.pullRequest ? `#${p.pullRequest}` : p.branch, h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url), badge(p.state), ago(p.updatedAt),
+    h("button", { class: "danger", onclick: (/** @type {Event} */ e) => act(e.target, async () => { await api("DELETE", `/api/projects/${enc(project.slug)}/previews/${enc(p.name)}`); await reload(); }) }, "Tear down")]);
   body.append(h("div", { class: "card" }, table(["Preview", "Branch / PR", "URL", "State", "Updated", ""], rows, [2])));
 }

@@ -1,6 +1,16 @@
 // Small DOM helpers: elements built with textContent only (nothing from the API is ever
-// parsed as HTML), the flash line, dates and badges.
+// parsed as HTML), labelled form fields, the flash line, dates and badges.
 
+/** @typedef {Node | string | number | null | undefined | false} Child */
+
+/**
+ * An element with attributes (`on…` ones are listeners) and children (text or nodes).
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any> | null} [attrs]
+ * @param {...(Child | Child[])} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function h(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -16,21 +26,88 @@ export function h(tag, attrs, ...children) {
   return node;
 }
 
+/**
+ * A form field: its label in words, tied to the input by `for` (the input needs an id).
+ * @param {string} text
+ * @param {HTMLElement} input
+ * @returns {HTMLLabelElement}
+ */
+export function field(text, input) {
+  return h("label", { class: "field", for: input.id || null }, h("span", { class: "label" }, text), input);
+}
+
+/**
+ * A form whose submission (its submit button, or Enter in a field) runs `work` through act().
+ * @param {Record<string, any>} attrs
+ * @param {() => Promise<unknown>} work
+ * @param {...(Child | Child[])} children
+ * @returns {HTMLFormElement}
+ */
+export function form(attrs, work, ...children) {
+  return h("form", { ...attrs, onsubmit: (/** @type {SubmitEvent} */ event) => {
+    event.preventDefault();
+    act(event.submitter, work);
+  } }, ...children);
+}
+
+/** @param {string} id @returns {HTMLElement} an element the page always has */
+export function byId(id) {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`the page has no #${id}`);
+  return element;
+}
+
+/**
+ * The flash line under the header: an error stays until the next action, news goes after 4 s.
+ * @param {string} message
+ * @param {"error" | "info"} [kind]
+ */
 export function flash(message, kind = "error") {
-  const box = document.getElementById("flash");
+  const box = byId("flash");
   box.className = kind;
   box.textContent = message || "";
+  if (message && kind === "error") box.scrollIntoView({ block: "nearest" });
   if (message && kind === "info") setTimeout(() => { if (box.textContent === message) box.textContent = ""; }, 4000);
 }
 
-// Runs an action from a button: disables it meanwhile, shows the API's message on failure.
-export async function act(button, work) {
+/**
+ * What a failure says: the API's `CODE: message`, or the error's own message.
+ * @param {unknown} error
+ * @returns {string}
+ */
+export function describe(error) {
+  if (error && typeof error === "object" && "message" in error) {
+    const code = "code" in error && error.code ? `${error.code}: ` : "";
+    return code + String(error.message);
+  }
+  return String(error);
+}
+
+/**
+ * Runs an action from a button: disables it meanwhile, shows the API's message on failure
+ * (in the flash line, and next to the button so it is seen where the form is).
+ * @template T
+ * @param {EventTarget | null} target the button (or an event's target)
+ * @param {() => Promise<T>} work
+ * @returns {Promise<T | undefined>}
+ */
+export async function act(target, work) {
+  const button = target instanceof HTMLButtonElement ? target : null;
+  const place = button && button.parentElement;
+  const inline = place && place.querySelector(":scope > .form-error");
+  if (inline) inline.remove();
   if (button) button.disabled = true;
   try { flash(""); return await work(); }
-  catch (error) { flash(error.code ? `${error.code}: ${error.message}` : error.message); return undefined; }
+  catch (error) {
+    const message = describe(error);
+    flash(message);
+    if (place && place.isConnected) place.append(h("span", { class: "form-error" }, message));
+    return undefined;
+  }
   finally { if (button) button.disabled = false; }
 }
 
+/** @param {string | null | undefined} iso @returns {string} */
 export function ago(iso) {
   if (!iso) return "—";
   const seconds = Math.round((Date.now() - Date.parse(iso)) / 1000);
@@ -40,14 +117,23 @@ export function ago(iso) {
   return new Date(iso).toLocaleDateString();
 }
 
+/** @param {string | null | undefined} from @param {string | null | undefined} to @returns {string} */
 export function duration(from, to) {
   if (!from || !to) return "—";
   const ms = Date.parse(to) - Date.parse(from);
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** @param {string | null | undefined} text @returns {HTMLSpanElement} */
 export function badge(text) { return h("span", { class: "badge " + String(text || "").toLowerCase() }, text || "—"); }
 
+/**
+ * A table in a scroll box; columns listed in `narrow` hide on small screens.
+ * @param {string[]} headers
+ * @param {Child[][]} rows
+ * @param {number[]} [narrow]
+ * @returns {HTMLDivElement}
+ */
 export function table(headers, rows, narrow = []) {
   return h("div", { class: "scroll" }, h("table", {},
     h("thead", {}, h("tr", {}, headers.map((title, i) => h("th", { class: narrow.includes(i) ? "hide-narrow" : null }, title)))),

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::support::browser::Browser;
-use crate::support::{targz, DaemonOptions, TestDaemon};
+use crate::support::browser::{self, Browser};
+use crate::support::targz;
 
 async fn shoot(browser: &mut Browser, name: &str) {
     let dir = std::env::var_os("SLIPWAY_SCREENSHOTS");
@@ -26,17 +26,10 @@ async fn shoot(browser: &mut Browser, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_runs_a_site_from_the_dashboard() {
-    let mut browser = match Browser::start().await {
-        Ok(browser) => browser,
-        Err(reason) => {
-            eprintln!("SKIP: dashboard browser test: {reason}");
-            return;
-        }
+    let Some((mut browser, daemon, base)) = browser::dashboard("dashboard browser test").await
+    else {
+        return;
     };
-    let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(
-        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
-    ));
-    let base = format!("http://slipway.localhost:{}", daemon.http.port());
 
     // The page's own headers: strict CSP, no framing.
     let page = daemon
@@ -64,14 +57,7 @@ async fn a_person_runs_a_site_from_the_dashboard() {
             "the API's refusal",
         )
         .await;
-    browser.fill("#token", &daemon.token).await;
-    browser.click("form button[type=submit]").await;
-    browser
-        .wait_for(
-            "document.querySelector('h1')?.textContent === 'Projects'",
-            "the project list",
-        )
-        .await;
+    browser.sign_in(&daemon.token, "the project list").await;
     assert!(
         !browser
             .eval("location.href")
@@ -346,13 +332,8 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     browser
         .wait_for("document.querySelector('#token')", "the sign-in form")
         .await;
-    browser.fill("#token", viewer.as_str().unwrap()).await;
-    browser.click("form button[type=submit]").await;
     browser
-        .wait_for(
-            "document.querySelector('h1')?.textContent === 'Projects'",
-            "the list for the viewer",
-        )
+        .sign_in(viewer.as_str().unwrap(), "the list for the viewer")
         .await;
     browser
         .navigate(&format!("{base}/#/projects/web/env"))

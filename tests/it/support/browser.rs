@@ -22,6 +22,24 @@ pub struct Browser {
     pub errors: Vec<String>,
 }
 
+/// A browser and a daemon for a dashboard test (its rate limits out of the way: a page makes
+/// many calls), with the dashboard's origin; `None` after printing a SKIP when Chromium
+/// cannot run.
+pub async fn dashboard(test: &str) -> Option<(Browser, super::TestDaemon, String)> {
+    let browser = match Browser::start().await {
+        Ok(browser) => browser,
+        Err(reason) => {
+            eprintln!("SKIP: {test}: {reason}");
+            return None;
+        }
+    };
+    let daemon = super::TestDaemon::start_with(super::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
+    let origin = format!("http://slipway.localhost:{}", daemon.http.port());
+    Some((browser, daemon, origin))
+}
+
 impl Browser {
     /// Starts Chromium, or says why not (printed by the caller as a SKIP).
     pub async fn start() -> Result<Browser, String> {
@@ -143,6 +161,37 @@ impl Browser {
         self.call("Page.navigate", json!({"url": url})).await;
         self.wait_for("document.readyState === 'complete'", "the page to load")
             .await;
+    }
+
+    /// Goes to `url` and waits until `selector` is on the page (pages render after their
+    /// API calls); `what` names the page in the failure.
+    pub async fn open(&mut self, url: &str, selector: &str, what: &str) {
+        self.navigate(url).await;
+        let selector = serde_json::to_string(selector).unwrap();
+        self.wait_for(&format!("document.querySelector({selector})"), what)
+            .await;
+    }
+
+    /// The text of the first element matching `selector` (empty when there is none).
+    pub async fn text(&mut self, selector: &str) -> String {
+        let selector = serde_json::to_string(selector).unwrap();
+        let value = self
+            .eval(&format!(
+                "document.querySelector({selector})?.textContent ?? ''"
+            ))
+            .await;
+        value.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Signs in on the sign-in form with `token` and waits for the project list.
+    pub async fn sign_in(&mut self, token: &str, what: &str) {
+        self.fill("#token", token).await;
+        self.click("form button[type=submit]").await;
+        self.wait_for(
+            "document.querySelector('h1')?.textContent === 'Projects'",
+            what,
+        )
+        .await;
     }
 
     /// Evaluates `expression` in the page (promises awaited); its value.
