@@ -7,12 +7,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use hyper::body::Incoming;
 
 use crate::api::Context;
 use crate::dispatch::ControlHandler;
-use crate::http_util::{full, Body};
+use crate::http_util::Body;
+
+/// `/healthz`'s answer.
+#[derive(serde::Serialize)]
+struct Health {
+    status: &'static str,
+}
 
 pub struct ControlHost {
     api: Arc<Context>,
@@ -43,12 +49,7 @@ impl ControlHost {
             return crate::api::handle(api, request, client).await;
         }
         if path == "/healthz" {
-            let mut response = Response::new(full(r#"{"status":"ok"}"#));
-            response.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            return response;
+            return crate::api::json_response(http::StatusCode::OK, &Health { status: "ok" });
         }
         crate::dashboard::handle(request).await
     }

@@ -38,6 +38,20 @@ use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
 use upstream::{Failure, Pool, SendError};
 
+thread_local! {
+    /// Whether this thread keeps its own pools ([`pools_per_thread`]).
+    static OWN_POOLS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This thread's own pools, one per `Proxy` (by [`Proxy::id`]).
+    static POOLS: std::cell::RefCell<Vec<(u64, Arc<Pool>)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Makes every proxy keep this thread's app connections in pools of its own: called once by
+/// each router thread before its runtime starts (`server::threads`), so that a connection is
+/// used only on the runtime that opened it.
+pub fn pools_per_thread() {
+    OWN_POOLS.set(true);
+}
+
 /// Timeouts and pool bounds of the upstream client.
 #[derive(Clone, Debug)]
 pub struct ProxySettings {
@@ -181,13 +195,11 @@ impl Proxy {
     }
 
     /// The pool of this thread: a connection is registered with the runtime that made it, so
-    /// a router thread (`server::threads`) keeps connections of its own, made and used on its
-    /// runtime; any other thread uses the shared pool.
+    /// a thread that called [`pools_per_thread`] (each router thread, `server::threads`) keeps
+    /// connections of its own, made and used on its runtime; any other thread uses the shared
+    /// pool.
     fn pool(&self) -> Arc<Pool> {
-        thread_local! {
-            static POOLS: std::cell::RefCell<Vec<(u64, Arc<Pool>)>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        if crate::server::threads::current().is_none() {
+        if !OWN_POOLS.get() {
             return self.pool.clone();
         }
         POOLS.with_borrow_mut(|pools| {

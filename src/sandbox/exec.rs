@@ -22,12 +22,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{Gid, Pid};
 
-use super::init::{self, ChildContext, ExitReport};
+use super::init::{self, ChildContext, ExitReport, SETUP_FAILED};
 use super::spec::{self, HelperSpec, SANDBOX_ID};
 use super::{firewall, mounts, net, seccomp};
-
-/// The helper's exit code when the sandbox could not be built (the reason is on stderr).
-pub const SETUP_FAILED: i32 = 125;
 
 /// Entry point of the hidden `slipway sandbox-exec` subcommand. Call it before anything
 /// starts a thread (no tokio runtime, no tracing worker).

@@ -17,10 +17,13 @@ use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
-use super::exec::SETUP_FAILED;
 use super::mounts::{self, RootPlan};
 use super::seccomp::{self, Filters};
 use super::spec::{HelperSpec, SANDBOX_ID};
+
+/// The exit code of a sandbox that could not be built (the reason is on stderr): the
+/// helper's ([`super::exec`]) and this init's alike.
+pub const SETUP_FAILED: i32 = 125;
 
 /// What the clone needs; it owns its copy of the helper's memory.
 pub(crate) struct ChildContext {

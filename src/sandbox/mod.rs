@@ -27,6 +27,7 @@ mod mounts;
 mod net;
 pub mod ns;
 mod seccomp;
+mod shared;
 mod spec;
 mod step;
 mod subid;

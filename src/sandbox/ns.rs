@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,6 +28,7 @@ use super::firewall::{self, FirewallSpec};
 use super::machine::check_machine;
 pub use super::machine::{MissingTool, SandboxError};
 use super::net::{self, AddressPool};
+use super::shared::Shared;
 use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
 use super::step::{NamespaceProcess, StepResources};
 use super::{LogPipe, Runner, Running, StepKind, StepSpec};
@@ -36,23 +37,6 @@ use crate::config::SandboxConfig;
 /// Runs every step in its own namespaces, cgroup and network.
 pub struct NamespaceRunner {
     shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    daemon_exe: PathBuf,
-    /// Apps' exit files.
-    run_dir: PathBuf,
-    table: String,
-    /// The host table's full script, to put it back when it went missing.
-    host_rules: String,
-    subnet: (Ipv4Addr, u8),
-    allow_smtp: bool,
-    interface_prefix: String,
-    pub(super) addresses: AddressPool,
-    pub(super) cgroups: Cgroups,
-    nameservers: Vec<Ipv4Addr>,
-    next_step: AtomicU64,
-    stopped: AtomicBool,
 }
 
 impl NamespaceRunner {

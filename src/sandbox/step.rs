@@ -19,7 +19,7 @@ use tokio::io::unix::AsyncFd;
 use super::adopt::{self, AppHandle};
 use super::cgroup::StepCgroup;
 use super::net::Link;
-use super::ns::Shared;
+use super::shared::Shared;
 use super::{Exit, RunningProcess};
 
 /// What a step holds on the host until it is gone.

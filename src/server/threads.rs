@@ -5,7 +5,7 @@
 //! streams, the connection itself) wake each other across threads, and every hop parks and
 //! unparks a worker. Each router thread runs its own current-thread runtime instead, with its
 //! own copy of each listener (the same socket: whichever thread is free accepts), its own
-//! timers and its own pool of connections to apps ([`current`] tells the proxy which): a
+//! timers and its own pool of connections to apps (`proxy::pools_per_thread`): a
 //! connection's tasks never leave the thread that accepted it.
 //!
 //! Placement: a listener's readiness wakes every thread and the first one free accepts, so on
@@ -38,11 +38,6 @@ use crate::metrics::RouterLoad;
 
 thread_local! {
     static ROUTER_THREAD: RefCell<Option<(usize, Arc<Placement>)>> = const { RefCell::new(None) };
-}
-
-/// The index of the router thread running this code, if it is one.
-pub fn current() -> Option<usize> {
-    ROUTER_THREAD.with(|thread| thread.borrow().as_ref().map(|(index, _)| *index))
 }
 
 /// Serves an accepted connection: `serve` gets the stream registered with the runtime that
@@ -190,6 +185,7 @@ impl RouterThreads {
                 .name(format!("router-{index}"))
                 .spawn(move || {
                     ROUTER_THREAD.with(|thread| *thread.borrow_mut() = Some((index, placement)));
+                    crate::proxy::pools_per_thread();
                     runtime.block_on(async {
                         tokio::spawn(receive(queue));
                         run(copies, &shared, done, release).await
