@@ -44,6 +44,10 @@ pub(crate) struct HelperSpec {
 /// the app opens again).
 pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
 
+/// Where every helper gets the write end of its "reachable" pipe: it writes one byte there
+/// once the sandbox's link is up and its firewall installed (see `sandbox::Reachable`).
+pub(crate) const REACHABLE_FD: i32 = 5;
+
 /// Which host directories appear at `/app` and `/data`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum FilesystemView {
