@@ -131,7 +131,8 @@ pub struct Running {
 /// link, route and firewall: a connection opened before then leaves by the host's default
 /// route (and keeps that source address, which the sandbox's table refuses), or waits for a
 /// neighbour resolution the link cannot carry yet (retried after 1 s). The helper writes one
-/// byte into a pipe once the link is up and the firewall in place (`exec.rs`); a step of mode none, or an adopted app, is reachable at once (as is
+/// byte into a pipe once the link is up, its host end started by the kernel and the firewall
+/// in place (`exec.rs`); a step of mode none, or an adopted app, is reachable at once (as is
 /// the `Default`, which lets a prober take it out of a [`Running`]).
 #[derive(Debug, Default)]
 pub struct Reachable {

@@ -2,7 +2,9 @@
 //! address through the step's own link at once. Before, the health probe was sent as soon as
 //! `spawn` returned, while the helper was still wiring the link: the SYN left by the host's
 //! default route, or waited a second in the neighbour queue, and the app's start lost one or
-//! two seconds. Deterministic: it checks the route and that a connection is answered (refused:
+//! two seconds; and even after the link was made, its host end drops everything (the
+//! neighbour request too) until the kernel's link watcher has started it. Deterministic: it
+//! checks the route, the host end's state and that a connection is answered (refused:
 //! nothing listens) without a retry, not how fast an app boots.
 
 use std::net::SocketAddr;
@@ -53,6 +55,10 @@ async fn once_reachable_the_sandbox_answers_through_its_own_link() {
             "{} is not routed through its link: {route}",
             app.address
         );
+        // The kernel has started the link's host end: until then it drops what the host sends,
+        // the neighbour request too, and the SYN waits a second for the next one.
+        let operstate = std::fs::read_to_string(format!("/sys/class/net/{device}/operstate"));
+        assert_eq!(operstate.unwrap().trim(), "up", "the host end {device}");
 
         // The sandbox end is up and its firewall lets the host's end in: the SYN is answered
         // at once (a lost one would be retried only after 1 s).
