@@ -49,16 +49,23 @@ pub async fn wait_healthy(
         }
         Err(_) => return false,
     }
-    let mut delay = Duration::from_millis(20);
+    let mut delay = START_POLL_FIRST;
     while tokio::time::Instant::now() < deadline {
         if probe(address, path, slug).await {
             return true;
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(250));
+        delay = (delay * 2).min(START_POLL_MAX);
     }
     false
 }
+
+/// A starting app is probed again after this, then at doubling intervals up to
+/// [`START_POLL_MAX`]: at most that much is added to its boot time.
+const START_POLL_FIRST: Duration = Duration::from_millis(10);
+/// A probe of an app that does not listen yet costs a SYN and a reset on its own link (or on
+/// loopback), so a starting app can be asked often.
+const START_POLL_MAX: Duration = Duration::from_millis(50);
 
 async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
     let connect = tokio::time::timeout(

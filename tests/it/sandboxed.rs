@@ -9,6 +9,7 @@ mod chaos;
 mod disk;
 mod network;
 mod outlive;
+mod starts;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
