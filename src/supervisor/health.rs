@@ -142,6 +142,9 @@ mod tests {
         let healthy = wait_healthy(address, None, "app", Duration::from_millis(300), reachable);
         assert!(!healthy.await);
         let probe = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
-        assert!(probe.is_err(), "a probe left for a sandbox whose helper died");
+        assert!(
+            probe.is_err(),
+            "a probe left for a sandbox whose helper died"
+        );
     }
 }

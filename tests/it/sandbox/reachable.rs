@@ -29,10 +29,7 @@ async fn once_reachable_the_sandbox_answers_through_its_own_link() {
             output: output.path().to_owned(),
             data_dir: data.path().join("data"),
         };
-        let mut app = runner
-            .runner
-            .spawn(runner.spec(kind, "sleep 60"))
-            .unwrap();
+        let mut app = runner.runner.spawn(runner.spec(kind, "sleep 60")).unwrap();
         let reachable = std::mem::take(&mut app.reachable);
         tokio::time::timeout(Duration::from_secs(20), reachable.wait())
             .await
