@@ -10,6 +10,7 @@
 #   RUNS=10 MODES=namespaces bash benches/app_start.sh
 #   BIN=target/debug/slipway RUNS=5 bash benches/app_start.sh   # a quick look, no release build
 #   SAMPLES=/tmp/starts.tsv bash benches/app_start.sh   # also keep every sample (app, mode, ms)
+#   BENCH_SUBNET=10.231.78.0/24 bash benches/app_start.sh   # the namespaced daemon's /24, fixed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-30}"
@@ -18,7 +19,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "not root: the namespaces mode is left out" >&2
     MODES="${MODES//namespaces/}"
 fi
-for tool in curl python3 node; do
+for tool in python3 node; do
     command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 1; }
 done
 if [ -z "${BIN:-}" ]; then
