@@ -424,26 +424,7 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         held.push((stdout_read.as_raw_fd(), spec::HELD_LOG_FDS[0]));
         held.push((stderr_read.as_raw_fd(), spec::HELD_LOG_FDS[1]));
     }
-    // SAFETY: between fork and exec only fcntl and dup2 (async-signal-safe) run; the targets
-    // are the fixed numbers the helper expects, and dup2 clears close-on-exec on them.
-    unsafe {
-        command.pre_exec(move || {
-            // Copies above the targets first: a source may itself be numbered 3, 4 or 5.
-            let mut copies = [0; 3];
-            for (copy, (from, _)) in copies.iter_mut().zip(&held) {
-                *copy = libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10);
-                if *copy < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            for (copy, (_, to)) in copies.into_iter().zip(&held) {
-                if libc::dup2(copy, *to) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    spec::pass_fds(&mut command, held);
     let child = command.spawn()?;
     // Only the helper holds the write end now: its exit reads as end-of-file.
     drop(reachable_write);
