@@ -6,6 +6,7 @@
 # SANDBOX, default none; EXTRA_TOML appended, e.g. a [limits] table; the [tls] table's body
 # from $BENCH_TLS when set, e.g. files mode with bench_certificate's files), starts "$BIN" serve
 # (${WRAP:-} in front, e.g. WRAP=heaptrack) with its stdout in DIR/out and its log in DIR/log,
+# $BENCH_SANDBOX_TOML is added to the [sandbox] table when set (e.g. instance and subnet),
 # waits up to 30 s for "ready" and sets DAEMON_PID, DAEMON_ADDR (http host:port),
 # DAEMON_HTTPS_ADDR (empty with TLS off) and DAEMON_TOKEN. Stops the script, showing the log, if the daemon does not start.
 #
@@ -51,6 +52,7 @@ https_listen = "127.0.0.1:0"
 $tls
 [sandbox]
 mode = "$sandbox"
+${BENCH_SANDBOX_TOML:-}
 [rate_limits]
 requests_per_minute = 10000000
 posts_per_minute_per_endpoint = 10000000

@@ -27,23 +27,15 @@ tar czf "$WORK/src.tgz" -C "$WORK/src" .
 curl -sf "${auth[@]}" -H 'Content-Type: application/gzip' --data-binary @"$WORK/src.tgz" "$API/projects/bench/source" > /dev/null
 
 python3 - "$API" "$TOKEN" "$RUNS" "$INSTALL" "$BUILD" "$WORK" <<'PY'
-import json, statistics, subprocess, sys, time, urllib.request, os, shutil
+import os, shutil, statistics, subprocess, sys, time
+sys.dont_write_bytecode = True
+sys.path.insert(0, "benches")
+from bench_api import Api
 api, token, runs, install, build, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-def call(method, path, body=None):
-    req = urllib.request.Request(api + path, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": "Bearer " + token, "Host": "slipway.localhost", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req) as r:
-        return json.load(r)
 slipway = []
 for i in range(runs):
     t0 = time.perf_counter()
-    started = call("POST", "/projects/bench/provision", {"projectSlug": "bench", "installCommand": install, "buildCommand": build})
-    while True:
-        status = call("GET", "/provisioning/%s/status" % started["provisioningId"])
-        if status["status"] != "provisioning_in_progress":
-            break
-        time.sleep(0.005)
-    assert status["status"] == "provisioning_complete", status
+    Api(api, token).provision("bench", {"installCommand": install, "buildCommand": build}, poll=0.005)
     slipway.append((time.perf_counter() - t0) * 1000)
 plain = []
 for i in range(runs):

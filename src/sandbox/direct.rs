@@ -62,6 +62,7 @@ impl Runner for DirectRunner {
             stdout: stdout.transpose()?,
             stderr: stderr.transpose()?,
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            reachable: super::Reachable::now(),
             inner: Box::new(DirectProcess {
                 child,
                 pgid: pid,

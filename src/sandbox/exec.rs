@@ -5,8 +5,10 @@
 //! clones the host trees the sandbox will see, `clone()`s the sandbox init (see
 //! [`super::init`]) into new user, mount, pid, net, ipc and uts namespaces, writes its uid/gid
 //! maps, puts it in the step's cgroups, wires its veth, installs the firewall inside its
-//! network namespace ([`super::firewall`]), and lets it go. Then it relays signals
-//! (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as its own.
+//! network namespace ([`super::firewall`]), lets it go, and tells the daemon that the
+//! sandbox's address can be reached (one byte on [`spec::REACHABLE_FD`]). Then it relays
+//! signals (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as
+//! its own.
 //! If the daemon dies (stdin hangs up) a build's sandbox is killed, while an app's goes on
 //! (its spec names an exit file): the helper keeps holding the app's log pipes so that the
 //! next daemon can adopt it, and records the command's exit in that file. If the helper dies,
@@ -48,6 +50,7 @@ fn run() -> io::Result<ExitReport> {
     }
     // SAFETY: fcntl returned a new descriptor that nothing else owns.
     let lifeline = unsafe { OwnedFd::from_raw_fd(lifeline) };
+    let reachable = take_reachable_fd()?;
     let spec = spec::decode(File::from(lifeline.try_clone()?))?;
     let null = File::open("/dev/null")?;
     nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
@@ -87,6 +90,7 @@ fn run() -> io::Result<ExitReport> {
         status_read.as_raw_fd(),
         lifeline.as_raw_fd(),
         signals.as_fd().as_raw_fd(),
+        reachable.as_raw_fd(),
     ];
     if spec.exit_file.is_some() {
         helper_only.extend(spec::HELD_LOG_FDS);
@@ -131,12 +135,31 @@ fn run() -> io::Result<ExitReport> {
         let _ = waitpid(pid, None);
         return Err(error);
     }
+    // The link is up and the firewall in place: the daemon may probe the sandbox's address
+    // now. A daemon that already went away does not matter here.
+    let _ = nix::unistd::write(&reachable, b"r");
+    drop(reachable);
     let detached = spec.exit_file.is_some();
     let report = supervise(pid, &signals, &lifeline, detached, status_read, go_write)?;
     if let Some(path) = &spec.exit_file {
         write_exit_file(path, report)?;
     }
     Ok(report)
+}
+
+/// The write end of the "reachable" pipe the daemon passed at [`spec::REACHABLE_FD`], made
+/// close-on-exec so that neither `ip`, `nft` nor the sandbox inherit it.
+fn take_reachable_fd() -> io::Result<OwnedFd> {
+    // SAFETY: F_SETFD on a descriptor number; it fails with EBADF when nothing is there.
+    if unsafe { libc::fcntl(spec::REACHABLE_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        let error = io::Error::last_os_error();
+        return Err(io::Error::new(
+            error.kind(),
+            format!("the daemon passed no reachable pipe: {error}"),
+        ));
+    }
+    // SAFETY: the daemon dup'ed this descriptor for the helper alone; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(spec::REACHABLE_FD) })
 }
 
 /// Records how an app's command ended, for a daemon that is not the helper's parent. Written

@@ -122,7 +122,49 @@ pub struct Running {
     pub stderr: Option<LogPipe>,
     /// Where the process can be reached (apps listen on `addr:PORT`).
     pub address: IpAddr,
+    /// When `address` can be reached; taken by whoever probes it.
+    pub reachable: Reachable,
     pub(crate) inner: Box<dyn RunningProcess>,
+}
+
+/// Tells when a step's address can be reached from the host. In namespaces mode `spawn`
+/// returns as soon as the helper runs, while the helper still has to create the sandbox's
+/// link, route and firewall: a connection opened before then leaves by the host's default
+/// route (and keeps that source address, which the sandbox's table refuses), or waits for a
+/// neighbour resolution the link cannot carry yet (retried after 1 s). The helper writes one
+/// byte into a pipe once the link is up, its host end started by the kernel and the firewall
+/// in place (`exec.rs`); a step of mode none, or an adopted app, is reachable at once (as is
+/// the `Default`, which lets a prober take it out of a [`Running`]).
+#[derive(Debug, Default)]
+pub struct Reachable {
+    /// The read end of the helper's pipe; `None` once known to be reachable.
+    pipe: Option<LogPipe>,
+}
+
+impl Reachable {
+    /// An address that is reachable already.
+    pub fn now() -> Reachable {
+        Reachable { pipe: None }
+    }
+
+    pub(crate) fn from_helper(pipe: LogPipe) -> Reachable {
+        Reachable { pipe: Some(pipe) }
+    }
+
+    /// Returns once the address can be reached; an error when the helper exited before (the
+    /// step's own exit says why).
+    pub async fn wait(self) -> std::io::Result<()> {
+        let Some(mut pipe) = self.pipe else {
+            return Ok(());
+        };
+        let mut byte = [0u8; 1];
+        match tokio::io::AsyncReadExt::read(&mut pipe, &mut byte).await? {
+            1 => Ok(()),
+            _ => Err(std::io::Error::other(
+                "the sandbox helper exited before the step's network was up",
+            )),
+        }
+    }
 }
 
 /// How a step ended.

@@ -6,11 +6,12 @@
 //! side ([`super::exec`]) creates the veth pair once the sandbox's network namespace exists,
 //! with the `ip` command.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::firewall::run_with_stdin;
 use super::spec::NetworkSpec;
@@ -190,7 +191,8 @@ pub fn host_nameservers() -> Vec<Ipv4Addr> {
 }
 
 /// Helper side: creates the veth pair with `eth0` inside the sandbox's network namespace
-/// (`netns` is an open `/proc/<pid>/ns/net`) and configures both ends.
+/// (`netns` is an open `/proc/<pid>/ns/net`), configures both ends and waits until the kernel
+/// has put the host end to work.
 pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> io::Result<()> {
     let host = &network.host_interface;
     ip_batch(
@@ -217,7 +219,42 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
             network.sandbox_address, network.host_address
         ),
         Some(netns.as_fd()),
-    )
+    )?;
+    wait_operational(host);
+    Ok(())
+}
+
+/// How long the helper waits for the kernel to put the host end of a new link to work.
+const LINK_UP_WITHIN: Duration = Duration::from_secs(2);
+
+/// Waits until the host end `interface` is operational. `eth0` came up second, so the kernel
+/// started its queue at once; the host end got its carrier from `eth0` and is started later by
+/// the kernel's link watcher, which needs the RTNL lock that every namespace and link being
+/// made on the machine takes too. Until then whatever the host sends on the link is dropped
+/// unseen, a neighbour request included, and the first connection to the sandbox waits a
+/// second for the next one (issue 29 §4). The link watcher sets `operstate` just before it
+/// starts the queue, and the sandbox's firewall is installed after this, so by the time the
+/// daemon hears the sandbox is reachable the queue runs. A link still down after
+/// [`LINK_UP_WITHIN`] is said on stderr (the step's log) and left to TCP's retransmissions.
+fn wait_operational(interface: &str) {
+    let path = format!("/sys/class/net/{interface}/operstate");
+    let deadline = Instant::now() + LINK_UP_WITHIN;
+    loop {
+        let state = std::fs::read_to_string(&path).unwrap_or_default();
+        if state.trim() == "up" {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let _ = writeln!(
+                io::stderr(),
+                "slipway sandbox: the sandbox's link is not up after {} s (operstate {:?})",
+                LINK_UP_WITHIN.as_secs(),
+                state.trim()
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn ip_batch(batch: &str, netns: Option<std::os::fd::BorrowedFd<'_>>) -> io::Result<()> {

@@ -31,7 +31,7 @@ use super::net::{self, AddressPool};
 use super::shared::Shared;
 use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
 use super::step::{NamespaceProcess, StepResources};
-use super::{LogPipe, Runner, Running, StepKind, StepSpec};
+use super::{LogPipe, Reachable, Runner, Running, StepKind, StepSpec};
 use crate::config::SandboxConfig;
 
 /// Runs every step in its own namespaces, cgroup and network.
@@ -232,6 +232,7 @@ impl Runner for NamespaceRunner {
             Ok(launched) => {
                 let Launched {
                     child,
+                    reachable,
                     lifeline,
                     stdout,
                     stderr,
@@ -243,6 +244,7 @@ impl Runner for NamespaceRunner {
                     stdout: Some(LogPipe::from_owned_fd(stdout)?),
                     stderr: Some(LogPipe::from_owned_fd(stderr)?),
                     address: IpAddr::V4(link.sandbox),
+                    reachable: Reachable::from_helper(LogPipe::from_owned_fd(reachable)?),
                     inner: Box::new(NamespaceProcess {
                         child: Some(child),
                         pidfd,
@@ -278,6 +280,8 @@ impl Runner for NamespaceRunner {
             stdout: Some(LogPipe::from_owned_fd(stdout)?),
             stderr: Some(LogPipe::from_owned_fd(stderr)?),
             address: IpAddr::V4(link.sandbox),
+            // Its link came up long ago, under the daemon that started it.
+            reachable: Reachable::now(),
             inner: Box::new(NamespaceProcess {
                 child: None,
                 pidfd: adopt::watch(pidfd)?,
@@ -295,6 +299,8 @@ impl Runner for NamespaceRunner {
 /// A started helper: the daemon's ends of its pipes.
 struct Launched {
     child: tokio::process::Child,
+    /// Readable once the sandbox's link and firewall are up (see [`super::Reachable`]).
+    reachable: OwnedFd,
     lifeline: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
@@ -392,35 +398,23 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         .process_group(0)
         // An app's helper must survive this daemon; a build's dies with its lifeline.
         .kill_on_drop(exit_file.is_none());
+    // Every helper tells through a pipe of its own when the sandbox's network is up.
+    let (reachable_read, reachable_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut held = vec![(reachable_write.as_raw_fd(), spec::REACHABLE_FD)];
     if exit_file.is_some() {
         for pipe in [&stdout_read, &stderr_read] {
             adopt::grow_pipe(pipe, APP_LOG_PIPE_BYTES);
         }
-        let held = [stdout_read.as_raw_fd(), stderr_read.as_raw_fd()];
-        // SAFETY: between fork and exec only dup2 (async-signal-safe) runs; the targets are
-        // the fixed numbers the helper expects, and dup2 clears close-on-exec on them.
-        unsafe {
-            command.pre_exec(move || {
-                // Copies above the targets first: a source may itself be numbered 3 or 4.
-                let mut copies = [0; 2];
-                for (copy, from) in copies.iter_mut().zip(held) {
-                    *copy = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10);
-                    if *copy < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                for (copy, to) in copies.into_iter().zip(spec::HELD_LOG_FDS) {
-                    if libc::dup2(copy, to) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
+        held.push((stdout_read.as_raw_fd(), spec::HELD_LOG_FDS[0]));
+        held.push((stderr_read.as_raw_fd(), spec::HELD_LOG_FDS[1]));
     }
+    spec::pass_fds(&mut command, held);
     let child = command.spawn()?;
+    // Only the helper holds the write end now: its exit reads as end-of-file.
+    drop(reachable_write);
     Ok(Launched {
         child,
+        reachable: reachable_read,
         lifeline: write_end,
         stdout: stdout_read,
         stderr: stderr_read,

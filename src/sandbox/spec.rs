@@ -1,9 +1,11 @@
 //! The message the daemon sends to the `slipway sandbox-exec` helper through its stdin pipe,
-//! and how it is framed. Written by [`super::ns`], read by [`super::exec`]; nothing else
-//! crosses from the daemon into the helper (never argv, never the environment).
+//! how it is framed, and the descriptors the helper starts with. Written by [`super::ns`],
+//! read by [`super::exec`]; nothing else crosses from the daemon into the helper (never argv,
+//! never the environment).
 
 use std::io::{self, Read};
 use std::net::Ipv4Addr;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,35 @@ pub(crate) struct HelperSpec {
 /// that started it; they are named pipes next to the exit file, which a daemon that adopts
 /// the app opens again).
 pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
+
+/// Where every helper gets the write end of its "reachable" pipe: it writes one byte there
+/// once the sandbox's link is up and its firewall installed (see `sandbox::Reachable`).
+pub(crate) const REACHABLE_FD: i32 = 5;
+
+/// Makes the helper `command` start with each `(fd, number)` of `held` open at `number`
+/// ([`REACHABLE_FD`], [`HELD_LOG_FDS`]); everything else the daemon holds is close-on-exec.
+pub(crate) fn pass_fds(command: &mut tokio::process::Command, held: Vec<(RawFd, i32)>) {
+    // SAFETY: between fork and exec only fcntl and dup2 (async-signal-safe) run; the targets
+    // are the fixed numbers the helper expects, and dup2 clears close-on-exec on them.
+    unsafe {
+        command.pre_exec(move || {
+            // Copies above the targets first: a source may itself be numbered 3, 4 or 5.
+            let mut copies = [0; 3];
+            for (copy, (from, _)) in copies.iter_mut().zip(&held) {
+                *copy = libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10);
+                if *copy < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            for (copy, (_, to)) in copies.into_iter().zip(&held) {
+                if libc::dup2(copy, *to) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
 
 /// Which host directories appear at `/app` and `/data`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -311,6 +311,7 @@ impl Supervisor {
                 }
             };
             let address = SocketAddr::new(running.address, spec.port);
+            let reachable = std::mem::take(&mut running.reachable);
             let started = tokio::time::Instant::now();
             // Wait for health, the process exiting, or cancellation.
             let healthy = tokio::select! {
@@ -318,7 +319,7 @@ impl Supervisor {
                     return self.end(running, &dpl, &control).await;
                 }
                 exit = running.wait() => Err(exit),
-                healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, health_timeout) => Ok(healthy),
+                healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, health_timeout, reachable) => Ok(healthy),
             };
             match healthy {
                 Ok(true) => {

@@ -5,6 +5,7 @@ mod firewall;
 mod limited;
 mod network;
 mod outside;
+mod reachable;
 pub(crate) mod support;
 
 use std::time::Duration;

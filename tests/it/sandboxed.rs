@@ -11,6 +11,7 @@ mod comeback;
 mod disk;
 mod network;
 mod outlive;
+mod starts;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
