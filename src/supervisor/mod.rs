@@ -261,49 +261,20 @@ impl Supervisor {
         first: tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>,
         mut adopt: Option<AppHandle>,
     ) -> bool {
-        let mut first = Some(first);
+        let mut first = FirstStart(Some(first));
         let mut backoff = BACKOFF_START;
         let dpl = spec.deployment_id.clone();
         let cancel = control.cancel.clone();
         loop {
-            // Whether `running` is a sandbox an earlier daemon left running.
-            let mut adopted = false;
-            let spawned = match adopt.take() {
-                Some(handle) => match self.adopt(&spec, &handle) {
-                    Ok(running) => {
-                        adopted = true;
-                        Ok(running)
-                    }
-                    Err(error) => {
-                        self.hub.system(
-                            &dpl,
-                            &format!("the app's sandbox could not be adopted ({error}); starting it again"),
-                        );
-                        // Still running but not ours to watch: it must not hold the port,
-                        // the address or a second copy of the app.
-                        let (grace, stale) = (self.stop_grace, handle.clone());
-                        let _ = tokio::task::spawn_blocking(move || {
-                            crate::sandbox::stop_outliving(&[stale], grace)
-                        })
-                        .await;
-                        self.spawn(&spec)
-                    }
-                },
-                None => self.spawn(&spec),
-            };
+            let (spawned, adopted) = self.launch(&spec, adopt.take()).await;
             let mut running = match spawned {
                 Ok(running) => running,
                 Err(error) => {
                     let message = format!("could not start the app: {error}");
                     self.hub.system(&dpl, &message);
-                    if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure {
-                            code: ErrorCode::StartFailed,
-                            message,
-                        }));
-                        return false;
-                    }
-                    if sleep_or_cancel(backoff, &cancel).await {
+                    if first.fail(ErrorCode::StartFailed, message)
+                        || sleep_or_cancel(backoff, &cancel).await
+                    {
                         return false;
                     }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -323,9 +294,8 @@ impl Supervisor {
             };
             match healthy {
                 Ok(true) => {
-                    let handle = running.handle();
-                    self.remember(&dpl, handle).await;
-                    if let Some(first) = first.take() {
+                    self.remember(&dpl, running.handle()).await;
+                    if first.succeed(address) {
                         self.hub.system(
                             &dpl,
                             &format!(
@@ -333,7 +303,6 @@ impl Supervisor {
                                 spec.port
                             ),
                         );
-                        let _ = first.send(Ok(address));
                     } else {
                         self.hub
                             .system(&dpl, "app restarted and is accepting connections again");
@@ -341,32 +310,15 @@ impl Supervisor {
                     }
                 }
                 Ok(false) => {
-                    let what = match &spec.health_check_path {
-                        Some(path) => format!(
-                            "accept connections on port {} and answer {path} with 2xx/3xx",
-                            spec.port
-                        ),
-                        None => format!("accept connections on port {}", spec.port),
-                    };
-                    let message = format!(
-                        "the app did not {what} within {} s; make it listen on the port in $PORT",
-                        health_timeout.as_secs()
-                    );
+                    let message = not_healthy(&spec, health_timeout);
                     self.hub.system(&dpl, &message);
                     let _ = running.stop(self.stop_grace).await;
-                    if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure {
-                            code: ErrorCode::HealthcheckFailed,
-                            message,
-                        }));
+                    if first.fail(ErrorCode::HealthcheckFailed, message) {
                         return false;
                     }
                 }
                 Err(exit) => {
-                    let description = match &exit {
-                        Ok(exit) => exit.describe(),
-                        Err(error) => format!("could not be waited for ({error})"),
-                    };
+                    let description = describe(&exit);
                     if adopted {
                         // It died while no daemon watched it (killed, or the machine's OOM
                         // killer): a start like any other, from the same build, at once.
@@ -382,11 +334,7 @@ impl Supervisor {
                         spec.port
                     );
                     self.hub.system(&dpl, &message);
-                    if let Some(first) = first.take() {
-                        let _ = first.send(Err(StartFailure {
-                            code: ErrorCode::StartFailed,
-                            message,
-                        }));
+                    if first.fail(ErrorCode::StartFailed, message) {
                         return false;
                     }
                 }
@@ -396,10 +344,7 @@ impl Supervisor {
                     return self.end(running, &dpl, &control).await;
                 }
                 exit = running.wait() => {
-                    let description = match exit {
-                        Ok(exit) => exit.describe(),
-                        Err(error) => format!("could not be waited for ({error})"),
-                    };
+                    let description = describe(&exit);
                     self.hub.system(&dpl, &format!("the app {description}"));
                     description
                 }
@@ -413,35 +358,73 @@ impl Supervisor {
                     format!("stopped accepting connections on port {}", spec.port)
                 }
             };
-            self.forget(&dpl).await;
-            // The app is gone; its sandbox address is given back when `running` is dropped
-            // below, and may then go to another project's sandbox: the route lets go first.
-            self.routes.unpoint(&spec.slug, &dpl);
-            if let Some(metrics) = self.routes.metrics(&spec.slug) {
-                metrics.app_restarted();
-            }
-            self.notifier.emit(
-                Event::new(EventKind::AppCrashed)
-                    .project(&spec.slug)
-                    .deployment(&dpl)
-                    .error(&format!(
-                        "the app {exit}; restarting it in {} s",
-                        backoff.as_secs()
-                    )),
-            );
             // Ran for a while healthily: start the backoff again from the beginning.
             if started.elapsed() > BACKOFF_MAX {
                 backoff = BACKOFF_START;
             }
-            self.hub.system(
-                &dpl,
-                &format!("restarting the app in {} s", backoff.as_secs()),
-            );
+            self.gone(&spec, &exit, backoff).await;
+            // The app is gone; its sandbox address is given back here, after the route let go.
+            drop(running);
             if sleep_or_cancel(backoff, &cancel).await {
                 return false;
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+    }
+
+    /// Adopts the sandbox an earlier daemon left running, else (or when that fails) starts
+    /// the app. Also says whether the app is an adopted one.
+    async fn launch(
+        &self,
+        spec: &AppSpec,
+        adopt: Option<AppHandle>,
+    ) -> (std::io::Result<Running>, bool) {
+        let Some(handle) = adopt else {
+            return (self.spawn(spec), false);
+        };
+        match self.adopt(spec, &handle) {
+            Ok(running) => (Ok(running), true),
+            Err(error) => {
+                self.hub.system(
+                    &spec.deployment_id,
+                    &format!("the app's sandbox could not be adopted ({error}); starting it again"),
+                );
+                // Still running but not ours to watch: it must not hold the port, the
+                // address or a second copy of the app.
+                let grace = self.stop_grace;
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::sandbox::stop_outliving(&[handle], grace)
+                })
+                .await;
+                (self.spawn(spec), false)
+            }
+        }
+    }
+
+    /// A live app ended (`exit` says how): its record and route let go, the crash counted and
+    /// announced, the restart in `backoff` said.
+    async fn gone(&self, spec: &AppSpec, exit: &str, backoff: Duration) {
+        let dpl = &spec.deployment_id;
+        self.forget(dpl).await;
+        // Its sandbox address may go to another project's sandbox next: the route lets go
+        // before the caller drops the app.
+        self.routes.unpoint(&spec.slug, dpl);
+        if let Some(metrics) = self.routes.metrics(&spec.slug) {
+            metrics.app_restarted();
+        }
+        self.notifier.emit(
+            Event::new(EventKind::AppCrashed)
+                .project(&spec.slug)
+                .deployment(dpl)
+                .error(&format!(
+                    "the app {exit}; restarting it in {} s",
+                    backoff.as_secs()
+                )),
+        );
+        self.hub.system(
+            dpl,
+            &format!("restarting the app in {} s", backoff.as_secs()),
+        );
     }
 
     /// Ends an app's loop: lets the app go when the daemon stops and it can outlive it, else
@@ -531,6 +514,51 @@ impl Supervisor {
 struct LoopControl {
     cancel: CancellationToken,
     leave: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The answer an app's first start owes [`Supervisor::start`]; later starts owe none.
+struct FirstStart(Option<tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>>);
+
+impl FirstStart {
+    /// Reports a failed first start; whether this was it (the loop then ends).
+    fn fail(&mut self, code: ErrorCode, message: String) -> bool {
+        let Some(first) = self.0.take() else {
+            return false;
+        };
+        let _ = first.send(Err(StartFailure { code, message }));
+        true
+    }
+
+    /// Reports a healthy first start; whether this was it.
+    fn succeed(&mut self, address: SocketAddr) -> bool {
+        let Some(first) = self.0.take() else {
+            return false;
+        };
+        let _ = first.send(Ok(address));
+        true
+    }
+}
+
+/// What a start that never became healthy is told, with what to do.
+fn not_healthy(spec: &AppSpec, health_timeout: Duration) -> String {
+    let what = match &spec.health_check_path {
+        Some(path) => format!(
+            "accept connections on port {} and answer {path} with 2xx/3xx",
+            spec.port
+        ),
+        None => format!("accept connections on port {}", spec.port),
+    };
+    format!(
+        "the app did not {what} within {} s; make it listen on the port in $PORT",
+        health_timeout.as_secs()
+    )
+}
+
+fn describe(exit: &std::io::Result<crate::sandbox::Exit>) -> String {
+    match exit {
+        Ok(exit) => exit.describe(),
+        Err(error) => format!("could not be waited for ({error})"),
+    }
 }
 
 async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
