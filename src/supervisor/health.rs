@@ -94,6 +94,46 @@ async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
     }
 }
 
+/// The answer an app's first start owes [`super::Supervisor::start`]; later starts owe none.
+pub(super) struct FirstStart(
+    pub(super) Option<tokio::sync::oneshot::Sender<Result<SocketAddr, super::StartFailure>>>,
+);
+
+impl FirstStart {
+    /// Reports a failed first start; whether this was it (the loop then ends).
+    pub(super) fn fail(&mut self, code: crate::error_code::ErrorCode, message: String) -> bool {
+        let Some(first) = self.0.take() else {
+            return false;
+        };
+        let _ = first.send(Err(super::StartFailure { code, message }));
+        true
+    }
+
+    /// Reports a healthy first start; whether this was it.
+    pub(super) fn succeed(&mut self, address: SocketAddr) -> bool {
+        let Some(first) = self.0.take() else {
+            return false;
+        };
+        let _ = first.send(Ok(address));
+        true
+    }
+}
+
+/// What a start that never became healthy is told, with what to do.
+pub(super) fn not_healthy(spec: &super::AppSpec, health_timeout: Duration) -> String {
+    let what = match &spec.health_check_path {
+        Some(path) => format!(
+            "accept connections on port {} and answer {path} with 2xx/3xx",
+            spec.port
+        ),
+        None => format!("accept connections on port {}", spec.port),
+    };
+    format!(
+        "the app did not {what} within {} s; make it listen on the port in $PORT",
+        health_timeout.as_secs()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 mod health;
 
 pub use health::wait_healthy;
-use health::{unresponsive, UNRESPONSIVE_PROBES};
+use health::{not_healthy, unresponsive, FirstStart, UNRESPONSIVE_PROBES};
 
 use crate::logs::{pump_lines, LogHub, LogStream};
 use crate::notifications::{Event, EventKind, Notifier};
@@ -514,44 +514,6 @@ impl Supervisor {
 struct LoopControl {
     cancel: CancellationToken,
     leave: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// The answer an app's first start owes [`Supervisor::start`]; later starts owe none.
-struct FirstStart(Option<tokio::sync::oneshot::Sender<Result<SocketAddr, StartFailure>>>);
-
-impl FirstStart {
-    /// Reports a failed first start; whether this was it (the loop then ends).
-    fn fail(&mut self, code: ErrorCode, message: String) -> bool {
-        let Some(first) = self.0.take() else {
-            return false;
-        };
-        let _ = first.send(Err(StartFailure { code, message }));
-        true
-    }
-
-    /// Reports a healthy first start; whether this was it.
-    fn succeed(&mut self, address: SocketAddr) -> bool {
-        let Some(first) = self.0.take() else {
-            return false;
-        };
-        let _ = first.send(Ok(address));
-        true
-    }
-}
-
-/// What a start that never became healthy is told, with what to do.
-fn not_healthy(spec: &AppSpec, health_timeout: Duration) -> String {
-    let what = match &spec.health_check_path {
-        Some(path) => format!(
-            "accept connections on port {} and answer {path} with 2xx/3xx",
-            spec.port
-        ),
-        None => format!("accept connections on port {}", spec.port),
-    };
-    format!(
-        "the app did not {what} within {} s; make it listen on the port in $PORT",
-        health_timeout.as_secs()
-    )
 }
 
 fn describe(exit: &std::io::Result<crate::sandbox::Exit>) -> String {
