@@ -85,10 +85,12 @@ pub async fn run(
             .transpose()?,
     };
 
-    let (public_scheme, public_port) = match bound.https {
-        Some(addr) => ("https", port_suffix(addr.port(), 443)),
-        None => ("http", port_suffix(bound.http.port(), 80)),
-    };
+    let urls = crate::urls::PublicUrls::new(
+        bound.https.map(|a| a.port()),
+        bound.http.port(),
+        &config.control_host,
+        &config.apps_domain,
+    );
     let routes = Arc::new(
         crate::router::Routes::new(config.control_host.clone(), config.apps_domain.clone())
             .with_request_metrics(config.metrics.requests),
@@ -173,8 +175,7 @@ pub async fn run(
         secrets: secrets.clone(),
         tls: tls.clone(),
         https_addr: bound.https,
-        scheme: public_scheme,
-        port_suffix: public_port.clone(),
+        urls: urls.clone(),
         volumes,
         shutdown: runs_shutdown.clone(),
         notifier: notifier.clone(),
@@ -220,8 +221,7 @@ pub async fn run(
         )),
         hub: hub.clone(),
         sources,
-        public_scheme,
-        public_port_suffix: public_port,
+        urls,
         idempotency: Default::default(),
     });
     load_routes(&ctx).await?;
@@ -253,7 +253,7 @@ pub async fn run(
         redirect_plain: config.tls.mode != TlsMode::Off,
         https_port_suffix: bound
             .https
-            .map(|a| port_suffix(a.port(), 443))
+            .map(|a| crate::urls::port_suffix(a.port(), 443))
             .unwrap_or_default(),
     });
     let tracker = TaskTracker::new();
@@ -474,14 +474,6 @@ fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("setting mode 0700 on {}", dir.display()))?;
     Ok(())
-}
-
-fn port_suffix(port: u16, default: u16) -> String {
-    if port == default {
-        String::new()
-    } else {
-        format!(":{port}")
-    }
 }
 
 /// Publishes every project into the route table (no live target until the pipeline runs).

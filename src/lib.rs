@@ -52,4 +52,5 @@ pub mod static_files;
 pub mod store;
 pub mod supervisor;
 pub mod tls;
+pub mod urls;
 pub mod usage;

@@ -30,8 +30,7 @@ pub struct Context {
     /// Webhooks from git providers, deploy hooks, previews.
     pub autodeploy: Arc<crate::autodeploy::AutoDeploy>,
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
-    pub public_scheme: &'static str,
-    pub public_port_suffix: String,
+    pub urls: crate::urls::PublicUrls,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
 }
@@ -39,16 +38,10 @@ pub struct Context {
 impl Context {
     /// `https://<control host>[:port]`: where the API (and so webhooks) is reached.
     pub fn control_url(&self) -> String {
-        format!(
-            "{}://{}{}",
-            self.public_scheme, self.config.control_host, self.public_port_suffix
-        )
+        self.urls.control()
     }
 
     pub fn app_url(&self, slug: &str) -> String {
-        format!(
-            "{}://{slug}.{}{}",
-            self.public_scheme, self.config.apps_domain, self.public_port_suffix
-        )
+        self.urls.app(slug)
     }
 }

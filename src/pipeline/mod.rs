@@ -113,7 +113,7 @@ pub struct Pipeline {
     pub(crate) tls: Option<Arc<crate::tls::TlsManager>>,
     pub(crate) https_addr: Option<std::net::SocketAddr>,
     /// `https://<slug>.<apps_domain>[:port]`
-    pub(crate) url_prefix: (String, String),
+    pub(crate) urls: crate::urls::PublicUrls,
     runs: Mutex<HashMap<String, Arc<ActiveRun>>>,
     /// project id (production) or `<project id>#<preview>` → its run in flight.
     by_project: Mutex<HashMap<String, String>>,
@@ -166,8 +166,7 @@ pub struct PipelineParts {
     pub secrets: Arc<SecretBox>,
     pub tls: Option<Arc<crate::tls::TlsManager>>,
     pub https_addr: Option<std::net::SocketAddr>,
-    pub scheme: &'static str,
-    pub port_suffix: String,
+    pub urls: crate::urls::PublicUrls,
     pub shutdown: CancellationToken,
     pub volumes: crate::disk::Volumes,
     pub notifier: crate::notifications::Notifier,
@@ -177,10 +176,6 @@ pub struct PipelineParts {
 impl Pipeline {
     pub fn new(parts: PipelineParts) -> Arc<Pipeline> {
         let build_slots = parts.config.limits.max_concurrent_builds;
-        let url_prefix = (
-            format!("{}://", parts.scheme),
-            format!(".{}{}", parts.config.apps_domain, parts.port_suffix),
-        );
         let static_budget =
             crate::static_files::MemoryBudget::new(parts.config.limits.static_cache_mb << 20);
         Arc::new(Pipeline {
@@ -197,7 +192,7 @@ impl Pipeline {
             secrets: parts.secrets,
             tls: parts.tls,
             https_addr: parts.https_addr,
-            url_prefix,
+            urls: parts.urls,
             runs: Mutex::new(HashMap::new()),
             by_project: Mutex::new(HashMap::new()),
             deploy_locks: Mutex::new(HashMap::new()),
@@ -210,7 +205,7 @@ impl Pipeline {
     }
 
     pub fn app_url(&self, slug: &str) -> String {
-        format!("{}{slug}{}", self.url_prefix.0, self.url_prefix.1)
+        self.urls.app(slug)
     }
 
     /// The URL a deployment with `target` is served at: the project's, or its preview's.
