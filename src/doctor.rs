@@ -151,36 +151,8 @@ pub fn user_namespaces(max_user_namespaces: Option<&str>, sandboxed: bool) -> Ch
 /// v1 (their own hierarchies).
 pub fn cgroups(proc_self_cgroup: &str, root: &Path, sandboxed: bool) -> Check {
     let name = "cgroups";
-    let mut v1 = Vec::new();
-    for line in proc_self_cgroup.lines() {
-        let mut fields = line.splitn(3, ':');
-        let (Some(hierarchy), Some(controllers), Some(path)) =
-            (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        if hierarchy == "0" && controllers.is_empty() {
-            let relative = path.trim_start_matches('/');
-            for mount in [root.to_owned(), root.join("unified")] {
-                let file = mount.join(relative).join("cgroup.controllers");
-                if let Ok(text) = std::fs::read_to_string(&file) {
-                    let has = |c: &str| text.split_whitespace().any(|t| t == c);
-                    if has("memory") && has("pids") {
-                        return Check::new(
-                            name,
-                            Status::Ok,
-                            format!("cgroup v2 with {}", text.trim()),
-                        );
-                    }
-                }
-            }
-        } else {
-            v1.extend(controllers.split(',').map(str::to_owned));
-        }
-    }
-    let has_v1 = |c: &str| v1.iter().any(|t| t == c) && root.join(c).exists();
-    if has_v1("memory") && has_v1("pids") {
-        return Check::new(name, Status::Ok, "cgroup v1 memory and pids controllers");
+    if let Ok(support) = crate::sandbox::cgroup_support(proc_self_cgroup, root) {
+        return Check::new(name, Status::Ok, support);
     }
     Check::new(
         name,
@@ -374,6 +346,8 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let own = root.path().join("system.slice/slipway.service");
         std::fs::create_dir_all(&own).unwrap();
+        // The v2 mount's root, as on a host.
+        std::fs::write(root.path().join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
         std::fs::write(own.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
         let check = cgroups("0::/system.slice/slipway.service\n", root.path(), true);
         assert_eq!(check.status, Status::Ok, "{check:?}");

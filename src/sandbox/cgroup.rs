@@ -187,6 +187,20 @@ impl CgroupLayout {
             CgroupLayout::V1 { .. } => 1,
         }
     }
+
+    /// What sandboxes get here, in words (`slipway doctor`).
+    pub fn describe(&self) -> String {
+        let (version, cpu) = match self {
+            CgroupLayout::V2 { cpu, .. } => (2, *cpu),
+            CgroupLayout::V1 { cpu, .. } => (1, cpu.is_some()),
+        };
+        let cpu = if cpu {
+            ", cpu"
+        } else {
+            " (no cpu controller: no CPU quotas)"
+        };
+        format!("cgroup v{version} memory, pids{cpu}")
+    }
 }
 
 /// The step cgroups of one runner instance.

@@ -34,6 +34,17 @@ mod subid;
 
 pub use adopt::{stop_outliving, AppHandle};
 pub use cgroup::{CgroupError, CgroupUsage};
+
+/// The cgroups this process can give its sandboxes, in words, or why it cannot: the reading
+/// the runner makes at start (`proc_self_cgroup` is `/proc/self/cgroup`'s text, `root`
+/// normally `/sys/fs/cgroup`), for `slipway doctor`.
+pub fn cgroup_support(
+    proc_self_cgroup: &str,
+    root: &std::path::Path,
+) -> Result<String, CgroupError> {
+    cgroup::CgroupLayout::detect(&cgroup::HostCgroupFs, root, proc_self_cgroup)
+        .map(|layout| layout.describe())
+}
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
 pub use inherited::adopt_inherited_fd;
