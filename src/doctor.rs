@@ -347,7 +347,11 @@ mod tests {
         let own = root.path().join("system.slice/slipway.service");
         std::fs::create_dir_all(&own).unwrap();
         // The v2 mount's root, as on a host.
-        std::fs::write(root.path().join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+        std::fs::write(
+            root.path().join("cgroup.controllers"),
+            "cpu io memory pids\n",
+        )
+        .unwrap();
         std::fs::write(own.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
         let check = cgroups("0::/system.slice/slipway.service\n", root.path(), true);
         assert_eq!(check.status, Status::Ok, "{check:?}");

@@ -164,6 +164,28 @@ pub(super) fn remove_project_sources(
     Ok(hashes)
 }
 
+/// The store's half of a switch, in the caller's transaction: the deployment it replaces (if
+/// any) becomes inactive; the new one and its finished run are written.
+pub(super) fn write_switch(
+    txn: &redb::WriteTransaction,
+    previous: Option<&str>,
+    deployment: &DeploymentRecord,
+    run: &RunRecord,
+) -> Result<()> {
+    use super::records::DeploymentState;
+    let mut deployments = txn.open_table(tables::DEPLOYMENTS)?;
+    if let Some(previous_id) = previous {
+        let old: Option<DeploymentRecord> = get_record(&deployments, "deployments", previous_id)?;
+        if let Some(mut old) = old {
+            old.state = DeploymentState::Inactive;
+            put_record(&mut deployments, previous_id, &old)?;
+        }
+    }
+    put_record(&mut deployments, &deployment.id, deployment)?;
+    put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
+    Ok(())
+}
+
 impl Store {
     /// Makes `deployment` the project's live one and records the finished run, in one commit.
     /// Returns the previously live deployment's id (now `Inactive`), if any.
@@ -172,7 +194,7 @@ impl Store {
         run: &RunRecord,
         deployment: &DeploymentRecord,
     ) -> Result<Option<String>> {
-        use super::records::{DeploymentState, ProjectRecord, ProjectState};
+        use super::records::{ProjectRecord, ProjectState};
         let txn = self.write()?;
         let previous = {
             let mut projects = txn.open_table(tables::PROJECTS)?;
@@ -187,17 +209,7 @@ impl Store {
                 .filter(|p| *p != deployment.id);
             project.state = ProjectState::Live;
             put_record(&mut projects, &project.id, &project)?;
-            let mut deployments = txn.open_table(tables::DEPLOYMENTS)?;
-            if let Some(previous_id) = &previous {
-                let old: Option<DeploymentRecord> =
-                    get_record(&deployments, "deployments", previous_id)?;
-                if let Some(mut old) = old {
-                    old.state = DeploymentState::Inactive;
-                    put_record(&mut deployments, previous_id, &old)?;
-                }
-            }
-            put_record(&mut deployments, &deployment.id, deployment)?;
-            put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
+            write_switch(&txn, previous.as_deref(), deployment, run)?;
             previous
         };
         txn.commit()?;

@@ -88,7 +88,6 @@ impl Store {
                 Some(value) => Some(decode("previews", value.value())?),
                 None => None,
             };
-            let mut deployments = txn.open_table(tables::DEPLOYMENTS)?;
             let Some(mut preview) = preview else {
                 return Ok(PreviewSwitch::Gone);
             };
@@ -97,16 +96,7 @@ impl Store {
                 .replace(deployment.id.clone())
                 .filter(|p| *p != deployment.id);
             previews.insert(key, encode(&preview).as_slice())?;
-            if let Some(previous_id) = &previous {
-                let old: Option<DeploymentRecord> =
-                    get_record(&deployments, "deployments", previous_id)?;
-                if let Some(mut old) = old {
-                    old.state = DeploymentState::Inactive;
-                    put_record(&mut deployments, previous_id, &old)?;
-                }
-            }
-            put_record(&mut deployments, &deployment.id, deployment)?;
-            put_record(&mut txn.open_table(tables::RUNS)?, &run.id, run)?;
+            super::deployments::write_switch(&txn, previous.as_deref(), deployment, run)?;
             PreviewSwitch::Switched(previous)
         };
         txn.commit()?;
