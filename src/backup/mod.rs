@@ -22,6 +22,7 @@
 
 mod restore;
 mod sparse;
+mod walk;
 mod write;
 
 pub use restore::{restore, verify};

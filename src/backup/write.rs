@@ -6,9 +6,10 @@
 //! blocking thread.
 
 use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{io, BackupError, FileEntry, Hashing, Header, LinkEntry, Manifest, Place, DATA_PREFIX};
+use super::{io, BackupError, FileEntry, Hashing, Header, LinkEntry, Manifest, DATA_PREFIX};
 use super::{FORMAT, HEADER_NAME, MANIFEST_NAME};
 use crate::store::Store;
 
@@ -101,9 +102,9 @@ impl Snapshot {
     }
 }
 
-struct Archive<W: Write> {
+pub(super) struct Archive<W: Write> {
     tar: tar::Builder<W>,
-    manifest: Manifest,
+    pub(super) manifest: Manifest,
 }
 
 impl<W: Write> Archive<W> {
@@ -118,21 +119,28 @@ impl<W: Write> Archive<W> {
             .map_err(io(format!("writing {name}")))
     }
 
-    /// One regular file, hashed as it is written. A file that changes size meanwhile (an
-    /// app writing to its data dir) is cut or zero-padded to the size it had when listed.
+    /// One regular file of the daemon's own (the store snapshot, `secret.key`, a source
+    /// archive), opened without following a link.
     fn file(&mut self, path: &Path, name: &str) -> Result<(), BackupError> {
-        let file = std::fs::File::open(path).map_err(io(format!("reading {}", path.display())))?;
-        let metadata = file
-            .metadata()
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
             .map_err(io(format!("reading {}", path.display())))?;
+        self.open_file(file, name)
+            .map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// An open regular file, hashed as it is written. A file that changes size meanwhile (an
+    /// app writing to its data dir) is cut or zero-padded to the size it had when opened.
+    pub(super) fn open_file(&mut self, file: std::fs::File, name: &str) -> std::io::Result<()> {
+        let metadata = file.metadata()?;
         let mut header = tar::Header::new_gnu();
         header.set_metadata(&metadata);
         let size = metadata.len();
         let exact = file.take(size).chain(std::io::repeat(0)).take(size);
         let mut hashing = Hashing::new(exact);
-        self.tar
-            .append_data(&mut header, name, &mut hashing)
-            .map_err(io(format!("writing {}", path.display())))?;
+        self.tar.append_data(&mut header, name, &mut hashing)?;
         let (size, sha256) = hashing.finish();
         self.manifest.files.push(FileEntry {
             path: name.to_owned(),
@@ -142,72 +150,62 @@ impl<W: Write> Archive<W> {
         Ok(())
     }
 
-    /// A directory tree: directories, regular files and symlinks (never followed), with
-    /// their owners and modes. Sockets and pipes are left out.
-    fn tree(&mut self, dir: &Path, name: &str) -> Result<(), BackupError> {
-        let metadata =
-            std::fs::symlink_metadata(dir).map_err(io(format!("reading {}", dir.display())))?;
+    /// A directory entry with no contents (its owner, mode and time from `stat`).
+    pub(super) fn directory(
+        &mut self,
+        stat: &std::fs::Metadata,
+        name: &str,
+    ) -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
-        header.set_metadata(&metadata);
+        header.set_metadata(stat);
         header.set_size(0);
-        self.tar
-            .append_data(&mut header, name, std::io::empty())
-            .map_err(io(format!("writing {}", dir.display())))?;
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .map_err(io(format!("listing {}", dir.display())))?
-            .collect::<Result<_, _>>()
-            .map_err(io(format!("listing {}", dir.display())))?;
-        entries.sort_by_key(|entry| entry.file_name());
-        let volume_root = Place::of(relative(name)) == Place::VolumeDir;
-        for entry in entries {
-            let path = entry.path();
-            let Some(file_name) = entry.file_name().to_str().map(str::to_owned) else {
-                tracing::warn!(path = %path.display(), "backup: skipped a file whose name is not UTF-8");
-                continue;
-            };
-            let child = format!("{name}/{file_name}");
-            let file_type = entry
-                .file_type()
-                .map_err(io(format!("reading {}", path.display())))?;
-            let place = Place::of(relative(&child));
-            if file_type.is_dir() && place == Place::VolumeDir {
-                // Held while the volume is read; `admin.rs` bounds how long a slow reader
-                // of the archive can keep the app's writes waiting.
-                let _frozen = crate::disk::Frozen::volume(&path);
-                self.tree(&path, &child)?;
-            } else if file_type.is_dir() {
-                // The volume filesystem's own `lost+found` (`mkfs.ext4` makes one again).
-                if !(volume_root && file_name == "lost+found") {
-                    self.tree(&path, &child)?;
-                }
-            } else if file_type.is_file() && place == Place::VolumeImage {
-                // Its contents are in the archive, read through its mount.
-                continue;
-            } else if file_type.is_file() {
-                self.file(&path, &child)?;
-            } else if file_type.is_symlink() {
-                let target =
-                    std::fs::read_link(&path).map_err(io(format!("reading {}", path.display())))?;
-                let metadata = std::fs::symlink_metadata(&path)
-                    .map_err(io(format!("reading {}", path.display())))?;
-                let mut header = tar::Header::new_gnu();
-                header.set_metadata(&metadata);
-                header.set_size(0);
-                self.tar
-                    .append_link(&mut header, &child, &target)
-                    .map_err(io(format!("writing {}", path.display())))?;
-                self.manifest.links.push(LinkEntry {
-                    path: child,
-                    target: target.to_string_lossy().into_owned(),
-                });
-            }
-        }
+        self.tar.append_data(&mut header, name, std::io::empty())
+    }
+
+    /// A symbolic link, as a link (never followed).
+    pub(super) fn link(
+        &mut self,
+        stat: &nix::sys::stat::FileStat,
+        name: &str,
+        target: &Path,
+    ) -> std::io::Result<()> {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_mode(stat.st_mode & 0o7777);
+        header.set_uid(u64::from(stat.st_uid));
+        header.set_gid(u64::from(stat.st_gid));
+        header.set_mtime(u64::try_from(stat.st_mtime).unwrap_or(0));
+        header.set_size(0);
+        self.tar.append_link(&mut header, name, target)?;
+        self.manifest.links.push(LinkEntry {
+            path: name.to_owned(),
+            target: target.to_string_lossy().into_owned(),
+        });
         Ok(())
+    }
+
+    /// An uncompressed archive into `out` (the walk's tests read it back).
+    #[cfg(test)]
+    pub(super) fn for_test(out: W) -> Archive<W> {
+        Archive {
+            tar: tar::Builder::new(out),
+            manifest: Manifest::default(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn into_bytes(self) -> W {
+        self.tar.into_inner().expect("finish the archive")
+    }
+
+    /// A directory tree of the data dir, read through directory descriptors (`walk.rs`).
+    fn tree(&mut self, dir: &Path, name: &str) -> Result<(), BackupError> {
+        super::walk::tree(self, dir, name)
     }
 }
 
 /// An archive name's path in the data dir (`data/appdata/x` → `appdata/x`).
-fn relative(name: &str) -> &str {
+pub(super) fn relative(name: &str) -> &str {
     name.strip_prefix(DATA_PREFIX)
         .and_then(|rest| rest.strip_prefix('/'))
         .unwrap_or(name)
