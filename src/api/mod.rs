@@ -111,7 +111,7 @@ pub async fn handle(
     };
     let subject = match &caller {
         Some(caller) => caller.token_id.clone(),
-        None => format!("ip:{}", client.ip()),
+        None => crate::ratelimit::client_subject(client.ip()),
     };
     let decision = ctx.limiter.check(
         &subject,
