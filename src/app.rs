@@ -222,6 +222,7 @@ pub async fn run(
         sources,
         public_scheme,
         public_port_suffix: public_port,
+        public_bodies: crate::api::PublicBodies::new(&config.limits),
         idempotency: Default::default(),
     });
     load_routes(&ctx).await?;

@@ -32,6 +32,8 @@ pub struct Context {
     /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
     pub public_scheme: &'static str,
     pub public_port_suffix: String,
+    /// The cap, deadline and shared budget of webhook bodies.
+    pub public_bodies: super::PublicBodies,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
 }
