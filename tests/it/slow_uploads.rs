@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::support::rss_kib;
 use crate::support::{DaemonOptions, TestDaemon};
 
 /// Everything reaches the body-reading path: rate limits out of the way, and one loopback
@@ -23,16 +24,6 @@ const CONFIG: &str = "[rate_limits]\nrequests_per_minute = 100000\n\
 
 /// What each upload sends at once before it starts to trickle.
 const BURST: usize = 960 * 1024;
-
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// A chunked POST that sends `BURST` bytes, then one byte every 500 ms, until the daemon
 /// answers or closes. Resolves to the status of the answer (None: closed without one).
