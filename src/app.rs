@@ -222,6 +222,7 @@ pub async fn run(
         hub: hub.clone(),
         sources,
         urls,
+        public_bodies: crate::api::PublicBodies::new(&config.limits),
         idempotency: Default::default(),
     });
     load_routes(&ctx).await?;

@@ -48,18 +48,36 @@ pub struct ConnectionPermit {
     pub control_only: bool,
 }
 
+/// Who a client is for the limits that count per client: an IPv4 address (IPv4-mapped IPv6
+/// included), or an IPv6 /64, since anyone holds a whole /64. The connection budget and the
+/// API's rate limiter (`ratelimit::client_subject`) both key by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct ClientKey(u128);
+pub enum ClientKey {
+    V4(u32),
+    /// The upper 64 bits of the address.
+    V6Net(u64),
+}
 
 impl ClientKey {
-    fn of(ip: IpAddr) -> ClientKey {
+    pub fn of(ip: IpAddr) -> ClientKey {
         match ip {
-            IpAddr::V4(v4) => ClientKey(u32::from(v4) as u128),
-            // Anyone holds a whole /64: count it as one client.
+            IpAddr::V4(v4) => ClientKey::V4(u32::from(v4)),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => ClientKey(u32::from(v4) as u128),
-                None => ClientKey((u128::from(v6) >> 64 << 64) | 1),
+                Some(v4) => ClientKey::V4(u32::from(v4)),
+                None => ClientKey::V6Net((u128::from(v6) >> 64) as u64),
             },
+        }
+    }
+}
+
+impl std::fmt::Display for ClientKey {
+    /// `192.0.2.1` or `2001:db8::/64`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ClientKey::V4(v4) => write!(f, "{}", std::net::Ipv4Addr::from(v4)),
+            ClientKey::V6Net(net) => {
+                write!(f, "{}/64", std::net::Ipv6Addr::from(u128::from(net) << 64))
+            }
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    /// A public route's body did not arrive within its deadline.
+    RequestTimeout,
     RateLimited,
     InternalError,
     InsufficientStorage,
@@ -56,7 +58,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 37] = [
+    pub const ALL: [ErrorCode; 38] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -81,6 +83,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::RateLimited,
         ErrorCode::InternalError,
         ErrorCode::InsufficientStorage,
@@ -123,6 +126,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::InsufficientStorage => "INSUFFICIENT_STORAGE",
@@ -167,6 +171,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::Conflict => StatusCode::CONFLICT,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
             ErrorCode::InternalError
@@ -234,6 +239,7 @@ mod tests {
             (ErrorCode::MethodNotAllowed, "METHOD_NOT_ALLOWED", 405),
             (ErrorCode::Conflict, "CONFLICT", 409),
             (ErrorCode::PayloadTooLarge, "PAYLOAD_TOO_LARGE", 413),
+            (ErrorCode::RequestTimeout, "REQUEST_TIMEOUT", 408),
             (ErrorCode::RateLimited, "RATE_LIMITED", 429),
             (ErrorCode::InternalError, "INTERNAL_ERROR", 500),
             (ErrorCode::InsufficientStorage, "INSUFFICIENT_STORAGE", 507),

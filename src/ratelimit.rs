@@ -1,11 +1,21 @@
 //! Rate limiting with token buckets. The bucket arithmetic is pure (the time is an argument);
 //! [`RateLimiter`] keeps the buckets per key behind one mutex held only for the arithmetic.
 //!
-//! Limits (contract): per token (or per client IP without a valid token) N requests per minute
-//! over all `/api/` endpoints, and for POST additionally M per minute per route template.
+//! Limits (contract): per token (or, without a valid token, per client IPv4 address or IPv6
+//! /64) N requests per minute over all `/api/` endpoints, and for POST additionally M per
+//! minute per route template.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
+
+use crate::budget::ClientKey;
+
+/// The subject of a request without a valid token: its client's address, or its /64 for IPv6
+/// (the same key as the connection budget's), so one /64 gets one bucket, not 2^64.
+pub fn client_subject(ip: IpAddr) -> String {
+    format!("ip:{}", ClientKey::of(ip))
+}
 
 /// A bucket refilling `capacity` tokens per 60 s, starting full.
 #[derive(Debug, Clone, Copy)]
@@ -156,6 +166,34 @@ mod tests {
         assert_eq!(refused.reset_at, 1060);
         assert!(bucket.take(60, 1001.0).allowed);
         assert!(bucket.is_full(60, 1061.0));
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_shares_one_bucket() {
+        let limiter = RateLimiter::new(3, 3);
+        let subject = |ip: &str| client_subject(ip.parse().unwrap());
+        assert_eq!(subject("2001:db8:1:2:aaaa::1"), "ip:2001:db8:1:2::/64");
+        assert_eq!(subject("::ffff:192.0.2.7"), "ip:192.0.2.7");
+        // Three addresses of one /64 spend one bucket of three; the fourth is refused.
+        for ip in [
+            "2001:db8:1:2::1",
+            "2001:db8:1:2::ffff:2",
+            "2001:db8:1:2:1::3",
+        ] {
+            assert!(limiter.check(&subject(ip), None, 0.0).allowed, "{ip}");
+        }
+        assert!(
+            !limiter
+                .check(&subject("2001:db8:1:2:dead::4"), None, 0.0)
+                .allowed
+        );
+        // The next /64 and IPv4 clients have buckets of their own.
+        assert!(
+            limiter
+                .check(&subject("2001:db8:1:3::1"), None, 0.0)
+                .allowed
+        );
+        assert!(limiter.check(&subject("192.0.2.7"), None, 0.0).allowed);
     }
 
     #[test]

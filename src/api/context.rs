@@ -29,8 +29,10 @@ pub struct Context {
     pub domains: Arc<crate::domains::Domains>,
     /// Webhooks from git providers, deploy hooks, previews.
     pub autodeploy: Arc<crate::autodeploy::AutoDeploy>,
-    /// `https://` or `http://`, and the `:port` suffix of app URLs (empty for the default port).
+    /// The control host's and apps' public URLs.
     pub urls: crate::urls::PublicUrls,
+    /// The cap, deadline and shared budget of webhook bodies.
+    pub public_bodies: super::PublicBodies,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
 }

@@ -134,15 +134,23 @@ pub async fn rotate_webhook_secret(
     ))
 }
 
+/// The project, its provider and its secret are found before a byte of the body is read;
+/// the body then gets the public routes' cap, deadline and shared budget.
 pub async fn webhook(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-    request: ApiRequest,
+    request: http::Request<hyper::body::Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let project = find(ctx, id_or_slug).await?;
+    let key = ctx
+        .autodeploy
+        .webhook_key(&project, request.headers())
+        .map_err(autodeploy_error)?;
+    let (parts, body) = request.into_parts();
+    let body = ctx.public_bodies.read(&parts.headers, body).await?;
     let outcome = ctx
         .autodeploy
-        .webhook(&project, request.headers(), request.body())
+        .webhook(&project, key, &parts.headers, &body.bytes)
         .await
         .map_err(autodeploy_error)?;
     let (provisioning_id, deployment_id) = outcome

@@ -16,6 +16,7 @@ mod openapi;
 mod paging;
 mod projects;
 mod provision;
+mod public_body;
 mod routes;
 mod source;
 mod tokens;
@@ -30,6 +31,7 @@ use hyper::body::Incoming;
 pub use context::Context;
 pub use error::{ApiError, ErrorCode};
 pub use openapi::{openapi_document, OpenApiDocument};
+pub use public_body::PublicBodies;
 pub use routes::{Route, RouteSpec, Target, ROUTES};
 pub use tokens::parse_create as parse_token_request;
 
@@ -111,7 +113,7 @@ pub async fn handle(
     };
     let subject = match &caller {
         Some(caller) => caller.token_id.clone(),
-        None => format!("ip:{}", client.ip()),
+        None => crate::ratelimit::client_subject(client.ip()),
     };
     let decision = ctx.limiter.check(
         &subject,
@@ -211,15 +213,10 @@ async fn dispatch(
     result
 }
 
-/// Authorizes, reads the body (bounded by the route), and runs the handler — or replays the
-/// answer an `Idempotency-Key` already got.
-/// The largest webhook body providers send (GitHub caps theirs at 25 MB; pushes of many
-/// commits stay far below this).
-const MAX_WEBHOOK_BYTES: usize = 5 * 1024 * 1024;
-
 /// A route no bearer token opens (`Route::is_public`): the handler authenticates the request
-/// itself (a provider's signature, a deploy hook's secret). Audited as `webhook` or
-/// `deploy hook`; a deploy hook's secret never reaches the audit log.
+/// itself (a provider's signature, a deploy hook's secret) before it reads a byte of the body
+/// (`public_body.rs`); a deploy hook reads none. Audited as `webhook` or `deploy hook`; a
+/// deploy hook's secret never reaches the audit log.
 async fn dispatch_public(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
@@ -245,17 +242,11 @@ async fn dispatch_public(
     let scoped = Some(Arc::new(entry.clone()));
     let result = crate::store::AUDIT
         .scope(scoped, async {
-            let (parts, body) = request.into_parts();
-            let body = json::read_body(Request::from_parts(parts.clone(), body), MAX_WEBHOOK_BYTES)
-                .await?;
-            handle_route(
-                ctx,
-                Request::from_parts(parts, body),
-                spec.route,
-                params,
-                &caller,
-            )
-            .await
+            match spec.route {
+                Route::Webhook => git::webhook(ctx, params.get(0), request).await,
+                // The body is dropped unread: hyper closes the connection after the answer.
+                _ => git::trigger_hook(ctx, params.get(0)).await,
+            }
         })
         .await;
     let status = match &result {
@@ -266,6 +257,8 @@ async fn dispatch_public(
     result
 }
 
+/// Authorizes, reads the body (bounded by the route), and runs the handler — or replays the
+/// answer an `Idempotency-Key` already got.
 async fn serve(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
@@ -332,14 +325,15 @@ async fn handle_route(
         Route::DeleteDomain => domains::delete(ctx, params.get(0), params.get(1)).await,
         Route::UpdateSettings => git::patch_settings(ctx, params.get(0), request).await,
         Route::RotateWebhookSecret => git::rotate_webhook_secret(ctx, params.get(0)).await,
-        Route::Webhook => git::webhook(ctx, params.get(0), request).await,
         Route::CreateDeployHook => git::create_hook(ctx, params.get(0), request).await,
         Route::ListDeployHooks => git::list_hooks(ctx, params.get(0)).await,
         Route::DeleteDeployHook => git::delete_hook(ctx, params.get(0), params.get(1)).await,
-        Route::TriggerDeployHook => git::trigger_hook(ctx, params.get(0)).await,
         Route::ListPreviews => git::list_previews(ctx, params.get(0), &request).await,
         Route::DeletePreview => git::delete_preview(ctx, params.get(0), params.get(1)).await,
         Route::ClearBuildCache => git::clear_build_cache(ctx, params.get(0)).await,
+        Route::Webhook | Route::TriggerDeployHook => {
+            unreachable!("`handle` sends the public routes to `dispatch_public`")
+        }
     }
 }
 

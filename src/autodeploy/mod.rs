@@ -22,6 +22,12 @@ use providers::{GitEvent, PullAction, SignatureError};
 /// At most this many previews per project; an 11th tears down the least recently updated.
 pub const MAX_PREVIEWS: usize = 10;
 
+/// What authenticates a project's webhook deliveries: found before the body is read.
+pub struct WebhookKey {
+    provider: providers::Provider,
+    secret: String,
+}
+
 /// What a webhook delivery did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookOutcome {
@@ -108,23 +114,36 @@ impl AutoDeploy {
         String::from_utf8(plain).ok()
     }
 
-    /// `POST /api/webhooks/{projectId}`: checks the signature on the raw body, then acts.
-    pub async fn webhook(
+    /// `POST /api/webhooks/{projectId}`, before its body is read: the provider its headers
+    /// name and the project's secret, or why the delivery cannot be authenticated.
+    pub fn webhook_key(
         &self,
         project: &ProjectRecord,
         headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<WebhookOutcome, AutoDeployError> {
-        let unauthorized = |e: SignatureError| AutoDeployError::Unauthorized(e.to_string());
-        let provider =
-            providers::provider(headers).ok_or(unauthorized(SignatureError::UnknownProvider))?;
+    ) -> Result<WebhookKey, AutoDeployError> {
+        let provider = providers::provider(headers).ok_or_else(|| {
+            AutoDeployError::Unauthorized(SignatureError::UnknownProvider.to_string())
+        })?;
         let secret = self.secret_of(project).ok_or_else(|| {
             AutoDeployError::Unauthorized(format!(
                 "project {} has no webhook secret: make one with POST /api/projects/{}/webhook-secret",
                 project.slug, project.slug
             ))
         })?;
-        providers::verify(provider, headers, body, &secret).map_err(unauthorized)?;
+        Ok(WebhookKey { provider, secret })
+    }
+
+    /// `POST /api/webhooks/{projectId}`: checks the signature on the raw body, then acts.
+    pub async fn webhook(
+        &self,
+        project: &ProjectRecord,
+        key: WebhookKey,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookOutcome, AutoDeployError> {
+        let WebhookKey { provider, secret } = key;
+        providers::verify(provider, headers, body, &secret)
+            .map_err(|e| AutoDeployError::Unauthorized(e.to_string()))?;
         if let Some(delivery) = providers::delivery_id(provider, headers) {
             let (id, key) = (project.id.clone(), delivery.clone());
             let first = self

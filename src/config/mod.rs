@@ -157,6 +157,11 @@ pub struct Limits {
     /// Reading one request's headers, and the idle wait between keep-alive requests.
     pub header_timeout_s: u64,
     pub max_header_kb: usize,
+    /// The public routes (webhooks): the largest body one may send, the time it gets to
+    /// arrive, and the bytes all of them being read at once may hold.
+    pub public_body_kb: usize,
+    pub public_body_timeout_s: u64,
+    pub public_bodies_kb: usize,
     /// How long open connections get to finish after SIGTERM.
     pub shutdown_drain_s: u64,
     /// Connecting to an app, and waiting for its response head.
@@ -201,6 +206,9 @@ impl Default for Limits {
             handshake_timeout_s: 10,
             header_timeout_s: 30,
             max_header_kb: 64,
+            public_body_kb: 1024,
+            public_body_timeout_s: 10,
+            public_bodies_kb: 4096,
             shutdown_drain_s: 10,
             proxy_connect_timeout_s: 3,
             proxy_response_timeout_s: 60,

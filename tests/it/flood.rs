@@ -6,17 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::support::rss_kib;
 use crate::support::TestDaemon;
-
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_leaves_memory_and_api_latency_bounded() {

@@ -27,6 +27,7 @@ mod sandbox;
 mod sandboxed;
 mod scopes;
 mod server_sources;
+mod slow_uploads;
 mod support;
 mod tls;
 mod tls_daemon;

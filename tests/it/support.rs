@@ -391,6 +391,16 @@ fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Whether `tool` is missing; if so, says which test skips and why (tests never skip silently).
 pub fn missing_tool(tool: &str, why: &str) -> bool {
     let found = Command::new(tool).arg("--version").output().is_ok();

@@ -58,9 +58,14 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         Route::DeleteDomain => &[Conflict],
         Route::ListDomains | Route::GetDomain => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
-        Route::Webhook | Route::TriggerDeployHook => {
-            &[InvalidGitUrl, InvalidSourceMissing, InsufficientStorage]
-        }
+        // The body is read only once the project and its secret are known (`public_body.rs`).
+        Route::Webhook => &[
+            InvalidGitUrl,
+            InvalidSourceMissing,
+            InsufficientStorage,
+            RequestTimeout,
+        ],
+        Route::TriggerDeployHook => &[InvalidGitUrl, InvalidSourceMissing, InsufficientStorage],
         Route::RotateWebhookSecret
         | Route::CreateDeployHook
         | Route::ListDeployHooks
