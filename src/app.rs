@@ -223,6 +223,7 @@ pub async fn run(
         public_scheme,
         public_port_suffix: public_port,
         idempotency: Default::default(),
+        unauthenticated_failures: Default::default(),
     });
     load_routes(&ctx).await?;
     let restored_domains = domains.restore().await?;

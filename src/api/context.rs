@@ -34,6 +34,8 @@ pub struct Context {
     pub public_port_suffix: String,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
+    /// The public routes' failures before authentication, counted instead of audited.
+    pub unauthenticated_failures: super::audit::UnauthenticatedFailures,
 }
 
 impl Context {

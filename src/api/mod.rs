@@ -219,7 +219,8 @@ const MAX_WEBHOOK_BYTES: usize = 5 * 1024 * 1024;
 
 /// A route no bearer token opens (`Route::is_public`): the handler authenticates the request
 /// itself (a provider's signature, a deploy hook's secret). Audited as `webhook` or
-/// `deploy hook`; a deploy hook's secret never reaches the audit log.
+/// `deploy hook`; a deploy hook's secret never reaches the audit log; failures before
+/// authentication are only counted (`audit::UnauthenticatedFailures`).
 async fn dispatch_public(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
@@ -238,31 +239,36 @@ async fn dispatch_public(
         projects: None,
         expires_ms: None,
     };
-    let mut entry = audit::draft(ctx, &caller, client, request.method(), spec, &params).await;
+    let (parts, body) = request.into_parts();
+    let body =
+        match json::read_body(Request::from_parts(parts.clone(), body), MAX_WEBHOOK_BYTES).await {
+            Ok(body) => body,
+            Err(error) => {
+                let failures = &ctx.unauthenticated_failures;
+                failures.count(spec.route, crate::ids::now_ms());
+                return Err(error);
+            }
+        };
+    let mut entry = audit::draft(ctx, &caller, client, &parts.method, spec, &params).await;
     if spec.route == Route::TriggerDeployHook {
         entry.target = None;
     }
     let scoped = Some(Arc::new(entry.clone()));
+    let request = Request::from_parts(parts, body);
     let result = crate::store::AUDIT
-        .scope(scoped, async {
-            let (parts, body) = request.into_parts();
-            let body = json::read_body(Request::from_parts(parts.clone(), body), MAX_WEBHOOK_BYTES)
-                .await?;
-            handle_route(
-                ctx,
-                Request::from_parts(parts, body),
-                spec.route,
-                params,
-                &caller,
-            )
-            .await
-        })
+        .scope(
+            scoped,
+            handle_route(ctx, request, spec.route, params, &caller),
+        )
         .await;
     let status = match &result {
         Ok(response) => response.status(),
         Err(error) => error.code.status(),
     };
-    audit::finish(ctx, spec, entry, status).await;
+    let failures = &ctx.unauthenticated_failures;
+    if failures.settle(spec.route, result.as_ref().err(), crate::ids::now_ms()) {
+        audit::finish(ctx, spec, entry, status).await;
+    }
     result
 }
 
