@@ -224,6 +224,7 @@ pub async fn run(
         urls,
         public_bodies: crate::api::PublicBodies::new(&config.limits),
         idempotency: Default::default(),
+        unauthenticated_failures: Default::default(),
     });
     load_routes(&ctx).await?;
     let restored_domains = domains.restore().await?;

@@ -2,18 +2,75 @@
 //! GET and HEAD), written in the same store transaction as the change (through
 //! [`crate::store::AUDIT`]), or on its own when nothing changed (a refusal, an error) or when the
 //! final status differs from the one recorded with the change. `GET /api/audit` (admin) pages
-//! through it, newest first.
+//! through it, newest first. The public routes (webhooks, deploy hooks) are open to anyone:
+//! their failures before anything authenticated the request are only counted
+//! ([`UnauthenticatedFailures`]), so that nobody without a secret can push the entries of
+//! token holders out of the log's 100,000.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::{Response, StatusCode};
 
-use super::routes::{RouteSpec, Target};
+use super::routes::{Route, RouteSpec, Target};
 use super::{json_response, paging, types, ApiError, ApiRequest, Context, Params};
 use crate::auth::Caller;
+use crate::error_code::ErrorCode;
 use crate::http_util::Body;
 use crate::store::records::AuditRecord;
+
+/// Failures of the public routes before authentication, by route, since the daemon started.
+#[derive(Debug, Default)]
+pub struct UnauthenticatedFailures {
+    webhook: AtomicU64,
+    deploy_hook: AtomicU64,
+    last_ms: AtomicU64,
+}
+
+impl UnauthenticatedFailures {
+    /// Settles a finished public-route request: true when its entry is to be stored (it
+    /// succeeded, or failed after its signature or secret was checked); false when it failed
+    /// before anything authenticated it (`UNAUTHORIZED`, an unknown project or hook secret:
+    /// `NOT_FOUND`, or a body that was never read whole — too large, too slow, or over the
+    /// shared budget — so its signature was never checked), and was counted instead.
+    pub fn settle(&self, route: Route, error: Option<&ApiError>, now_ms: u64) -> bool {
+        let unauthenticated = error.is_some_and(|error| {
+            matches!(
+                error.code,
+                ErrorCode::Unauthorized
+                    | ErrorCode::NotFound
+                    | ErrorCode::PayloadTooLarge
+                    | ErrorCode::RequestTimeout
+                    | ErrorCode::RateLimited
+            )
+        });
+        if !unauthenticated {
+            return true;
+        }
+        self.count(route, now_ms);
+        false
+    }
+
+    /// Counts one failure of `route` before authentication.
+    pub fn count(&self, route: Route, now_ms: u64) {
+        let counter = match route {
+            Route::Webhook => &self.webhook,
+            _ => &self.deploy_hook,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.last_ms.fetch_max(now_ms, Ordering::Relaxed);
+    }
+
+    pub fn counts(&self) -> types::UnauthenticatedFailureCounts {
+        let last_ms = self.last_ms.load(Ordering::Relaxed);
+        types::UnauthenticatedFailureCounts {
+            webhook: self.webhook.load(Ordering::Relaxed),
+            deploy_hook: self.deploy_hook.load(Ordering::Relaxed),
+            last_at: (last_ms > 0).then(|| crate::ids::rfc3339(last_ms)),
+        }
+    }
+}
 
 /// The entry a request will leave, before it runs (status: the route's success).
 pub async fn draft(
@@ -143,6 +200,80 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
         &types::AuditLog {
             entries,
             next_cursor,
+            unauthenticated_failures: ctx.unauthenticated_failures.counts(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn entry(id: String, token: &str, route: &str, status: u16) -> AuditRecord {
+        AuditRecord {
+            v: 1,
+            id,
+            at_ms: 1,
+            token_id: token.into(),
+            token_name: token.into(),
+            ip: "203.0.113.9".into(),
+            method: "POST".into(),
+            route: route.into(),
+            target: None,
+            project_id: None,
+            status,
+        }
+    }
+
+    /// Issue 31 item 7: anyone can send failing webhooks; none pushes an admin's entry out.
+    #[test]
+    fn an_admins_entries_survive_200000_unauthenticated_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let now = crate::ids::now_ms();
+        let admin: Vec<AuditRecord> = (0..3)
+            .map(|i| {
+                entry(
+                    format!("aud_{now:013}admin{i}"),
+                    "tok_admin",
+                    "/api/tokens",
+                    201,
+                )
+            })
+            .collect();
+        for record in &admin {
+            store.put_audit(record).unwrap();
+        }
+        let failures = UnauthenticatedFailures::default();
+        let refusals = [
+            (Route::Webhook, ApiError::unauthorized()),
+            (
+                Route::TriggerDeployHook,
+                ApiError::not_found("no such hook"),
+            ),
+        ];
+        for i in 0..200_000u64 {
+            let (route, error) = &refusals[(i % 2) as usize];
+            // What `dispatch_public` does with a finished request.
+            if failures.settle(*route, Some(error), now + i) {
+                let id = format!("aud_{:013}flood{i}", now + i);
+                store
+                    .put_audit(&entry(id, "-", "/api/webhooks/{projectId}", 401))
+                    .unwrap();
+            }
+        }
+        let counts = failures.counts();
+        assert_eq!((counts.webhook, counts.deploy_hook), (100_000, 100_000));
+        assert!(counts.last_at.is_some());
+        store.purge_audit(now + 200_000).unwrap();
+        let (page, more) = store.audit_page(None, 1000, None).unwrap();
+        assert!(!more, "only the admin's entries are in the log");
+        assert_eq!(page.iter().rev().cloned().collect::<Vec<_>>(), admin);
+        // A signed delivery that failed later (its settings) is an entry like any other.
+        let settings = ApiError::new(ErrorCode::InvalidBody, "no gitUrl");
+        assert!(failures.settle(Route::Webhook, Some(&settings), now));
+        assert!(failures.settle(Route::Webhook, None, now));
+        assert_eq!(failures.counts().webhook, 100_000);
+    }
 }

@@ -35,6 +35,8 @@ pub struct Context {
     pub public_bodies: super::PublicBodies,
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
+    /// The public routes' failures before authentication, counted instead of audited.
+    pub unauthenticated_failures: super::audit::UnauthenticatedFailures,
 }
 
 impl Context {

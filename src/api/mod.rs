@@ -216,7 +216,8 @@ async fn dispatch(
 /// A route no bearer token opens (`Route::is_public`): the handler authenticates the request
 /// itself (a provider's signature, a deploy hook's secret) before it reads a byte of the body
 /// (`public_body.rs`); a deploy hook reads none. Audited as `webhook` or `deploy hook`; a
-/// deploy hook's secret never reaches the audit log.
+/// deploy hook's secret never reaches the audit log; failures before authentication are only
+/// counted (`audit::UnauthenticatedFailures`).
 async fn dispatch_public(
     ctx: &Arc<Context>,
     request: Request<Incoming>,
@@ -253,7 +254,10 @@ async fn dispatch_public(
         Ok(response) => response.status(),
         Err(error) => error.code.status(),
     };
-    audit::finish(ctx, spec, entry, status).await;
+    let failures = &ctx.unauthenticated_failures;
+    if failures.settle(spec.route, result.as_ref().err(), crate::ids::now_ms()) {
+        audit::finish(ctx, spec, entry, status).await;
+    }
     result
 }
 
@@ -294,14 +298,14 @@ async fn handle_route(
         Route::CreateProject => projects::create(ctx, request).await,
         Route::GetProject => projects::get(ctx, params.get(0)).await,
         Route::DeleteProject => projects::delete(ctx, params.get(0)).await,
-        Route::SetEnvVars => projects::set_env_vars(ctx, params.get(0), request).await,
+        Route::SetEnvVars => projects::set_env_vars(ctx, caller, params.get(0), request).await,
         Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0), caller).await,
         Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
         Route::CreateToken => tokens::create(ctx, request).await,
         Route::ListTokens => tokens::list(ctx, &request).await,
         Route::DeleteToken => tokens::delete(ctx, params.get(0), caller).await,
-        Route::UploadSource => source::upload(ctx, params.get(0), request).await,
-        Route::Provision => provision::provision(ctx, params.get(0), request).await,
+        Route::UploadSource => source::upload(ctx, caller, params.get(0), request).await,
+        Route::Provision => provision::provision(ctx, caller, params.get(0), request).await,
         Route::ProvisionStatus => provision::status(ctx, params.get(0)).await,
         Route::Deployments => provision::deployments(ctx, params.get(0), &request).await,
         Route::Rollback => provision::rollback(ctx, params.get(0), request).await,
@@ -338,8 +342,8 @@ async fn handle_route(
 }
 
 /// The one place a token's scope, project list and the project's existence are checked
-/// against a route: 403 `FORBIDDEN` naming what is needed. A project that does not exist yet
-/// may be created (by an upload or a provision) by admin tokens only.
+/// against a route: 403 `FORBIDDEN` naming what is needed. That only admin tokens create
+/// projects is `projects::find_or_create`'s rule, the one way a request makes one.
 async fn authorize(
     ctx: &Arc<Context>,
     caller: &Caller,
@@ -396,25 +400,6 @@ async fn authorize(
             ErrorCode::Forbidden,
             format!("this token is limited to other projects than `{slug}`"),
         ));
-    }
-    if matches!(spec.route, Route::UploadSource | Route::Provision)
-        && caller.scope != crate::auth::Scope::Admin
-    {
-        let exists = {
-            let slug = slug.clone();
-            ctx.store
-                .call(move |s| s.find_project(&slug))
-                .await?
-                .is_some()
-        };
-        if !exists {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                format!(
-                    "project `{slug}` does not exist and only an admin token may create projects"
-                ),
-            ));
-        }
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use http::{Response, StatusCode};
 
 use super::json::{read_json_object, read_string_fields, validate_slug};
 use super::{json_response, types, ApiError, Context};
-use crate::auth::Caller;
+use crate::auth::{Caller, Scope};
 use crate::http_util::Body;
 use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
@@ -39,15 +39,24 @@ pub async fn find(ctx: &Context, id_or_slug: &str) -> Result<ProjectRecord, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no project with id or slug {id_or_slug:?}")))
 }
 
-/// For POSTs that may create the project: a `prj_` id must exist; a slug is created if new.
+/// For requests that may create the project (env vars, an upload, a provision): a `prj_` id
+/// must exist; a new slug is created, for an admin token only. The one place besides
+/// `POST /api/projects` (admin scope) that creates projects: a project costs a sandbox uid
+/// that is never reused.
 pub async fn find_or_create(
     ctx: &Arc<Context>,
+    caller: &Caller,
     id_or_slug: &str,
 ) -> Result<ProjectRecord, ApiError> {
     if id_or_slug.starts_with("prj_") {
         return find(ctx, id_or_slug).await;
     }
     validate_slug(id_or_slug, ctx.config.reserved_slug())?;
+    if caller.scope != Scope::Admin {
+        return find(ctx, id_or_slug)
+            .await
+            .map_err(|_| only_admin_creates(id_or_slug));
+    }
     let slug = id_or_slug.to_owned();
     let uid_base = ctx.config.sandbox.uid_base;
     let record = match ctx
@@ -64,6 +73,26 @@ pub async fn find_or_create(
         CreateProject::NoUidLeft => return Err(no_uid_left()),
     };
     Ok(record)
+}
+
+/// Checks, before a request does costly work, that it will not need to create a project its
+/// token may not create; [`find_or_create`] checks again when it gets there.
+pub async fn refuse_creation_unless_admin(
+    ctx: &Arc<Context>,
+    caller: &Caller,
+    id_or_slug: &str,
+) -> Result<(), ApiError> {
+    match caller.scope {
+        Scope::Admin => Ok(()),
+        _ => find_or_create(ctx, caller, id_or_slug).await.map(drop),
+    }
+}
+
+fn only_admin_creates(slug: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::Forbidden,
+        format!("project `{slug}` does not exist and only an admin token may create projects"),
+    )
 }
 
 /// Every sandbox uid of the configured range was handed out.
@@ -167,6 +196,7 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
 
 pub async fn set_env_vars(
     ctx: &Arc<Context>,
+    caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
@@ -175,7 +205,7 @@ pub async fn set_env_vars(
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
     let body = env_vars_body(read_json_object(&request)?)?;
-    let project = find_or_create(ctx, id_or_slug).await?;
+    let project = find_or_create(ctx, caller, id_or_slug).await?;
     let sealed: Vec<(String, Vec<u8>)> = body
         .iter()
         .map(|(key, value)| (key.clone(), ctx.secrets.seal_env(&project.id, key, value)))

@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 use super::json::{read_string_fields, validate_slug};
 use super::projects::{find, find_or_create};
 use super::{json_response, types, ApiError, Context};
+use crate::auth::Caller;
 use crate::http_util::Body;
 use crate::ids::rfc3339;
 use crate::pipeline::{ProvisionError, RunPlan};
@@ -20,6 +21,7 @@ const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
 pub async fn provision(
     ctx: &Arc<Context>,
+    caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
@@ -127,7 +129,7 @@ pub async fn provision(
             format!("the path names project {id_or_slug:?} but projectSlug is {slug:?}"),
         ));
     }
-    let project = find_or_create(ctx, id_or_slug).await?;
+    let project = find_or_create(ctx, caller, id_or_slug).await?;
     if project.slug != slug {
         return Err(ApiError::new(
             ErrorCode::InvalidSlugMismatch,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::ApiRequest;
 use http::{Response, StatusCode};
 
-use super::projects::find_or_create;
+use super::projects::{find_or_create, refuse_creation_unless_admin};
 use super::{json_response, ApiError, Context};
+use crate::auth::Caller;
 use crate::http_util::Body;
 use crate::source::SourceError;
 use crate::store::records::SourceRecord;
@@ -22,9 +23,12 @@ const ACCEPTED_TYPES: &[&str] = &[
 
 pub async fn upload(
     ctx: &Arc<Context>,
+    caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
+    // Before the archive is read and stored.
+    refuse_creation_unless_admin(ctx, caller, id_or_slug).await?;
     let content_type = request
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -69,7 +73,7 @@ pub async fn upload(
             }
             other => ApiError::internal(other),
         })?;
-    let project = find_or_create(ctx, id_or_slug).await?;
+    let project = find_or_create(ctx, caller, id_or_slug).await?;
     let record = SourceRecord {
         v: 1,
         id: crate::ids::new_id("src_"),

@@ -29,7 +29,7 @@ impl Provider {
 /// A pull (merge) request event's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PullAction {
-    /// Opened, reopened, or new commits pushed to it.
+    /// Opened, reopened, new commits pushed to it, or its base changed.
     Update,
     /// Closed or merged.
     Close,
@@ -52,7 +52,8 @@ pub enum GitEvent {
         action: PullAction,
         branch: String,
         commit: String,
-        /// The head is in another repository.
+        /// The head is in another repository, or the payload does not show it is not (a
+        /// deleted fork): see [`is_fork`].
         fork: bool,
     },
     Ping,
@@ -195,19 +196,22 @@ pub fn parse(provider: Provider, headers: &HeaderMap, body: &[u8]) -> Option<Git
                 action,
                 branch: text("/object_attributes/source_branch")?,
                 commit: text("/object_attributes/last_commit/id")?,
-                fork: source.is_some() && source != target,
+                fork: is_fork(source, target),
             }
         }
         (_, "pull_request") => {
+            // `edited` is a title, body or base change: only the base (GitHub's
+            // `changes.base`, Gitea's `changes.ref`) is a reason to build again.
+            let base_changed =
+                json.pointer("/changes/base").is_some() || json.pointer("/changes/ref").is_some();
             let action = match text("/action").as_deref() {
-                Some("opened" | "reopened" | "synchronize" | "synchronized" | "edited") => {
-                    PullAction::Update
-                }
+                Some("opened" | "reopened" | "synchronize" | "synchronized") => PullAction::Update,
+                Some("edited") if base_changed => PullAction::Update,
                 Some("closed") => PullAction::Close,
                 _ => PullAction::Other,
             };
-            let head = text("/pull_request/head/repo/full_name");
-            let base = text("/pull_request/base/repo/full_name");
+            let head = json.pointer("/pull_request/head/repo/id");
+            let base = json.pointer("/pull_request/base/repo/id");
             GitEvent::PullRequest {
                 number: json
                     .pointer("/number")
@@ -216,11 +220,25 @@ pub fn parse(provider: Provider, headers: &HeaderMap, body: &[u8]) -> Option<Git
                 action,
                 branch: text("/pull_request/head/ref")?,
                 commit: text("/pull_request/head/sha")?,
-                fork: head.is_some() && head != base,
+                fork: is_fork(head, base),
             }
         }
         (_, other) => GitEvent::Other(other.to_owned()),
     })
+}
+
+/// Whether a pull request's head lives in another repository than its base. Fails closed: it
+/// is the same repository only when both ids are there and equal. A fork that was deleted
+/// comes as `head.repo: null` (GitHub, Gitea) or without `source_project_id` (GitLab), and is
+/// still a fork: its last commit is not the base repository's code.
+fn is_fork(head_id: Option<&Value>, base_id: Option<&Value>) -> bool {
+    match (
+        head_id.and_then(Value::as_u64),
+        base_id.and_then(Value::as_u64),
+    ) {
+        (Some(head), Some(base)) => head != base,
+        _ => true,
+    }
 }
 
 /// The preview name of a branch: lowercased, every run of other characters than `a-z0-9`
@@ -310,6 +328,123 @@ mod tests {
             Err(SignatureError::Missing(_))
         ));
         assert_eq!(provider(&headers(&[("x-other", "1")])), None);
+    }
+
+    /// A fixture of `tests/fixtures/webhooks/` with its placeholders filled, as JSON.
+    fn fixture(name: &str, values: &[(&str, &str)]) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/webhooks")
+            .join(name);
+        let mut text = std::fs::read_to_string(path).unwrap();
+        for (key, value) in values {
+            text = text.replace(&format!("{{{{{key}}}}}"), value);
+        }
+        serde_json::from_str(&text).unwrap()
+    }
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    /// A pull request from the base repository itself (the fixtures' base ids).
+    fn pull(name: &str, action: &str) -> Value {
+        let base_id = match name.starts_with("github/") {
+            true => "715034112",
+            false => "17",
+        };
+        fixture(
+            name,
+            &[
+                ("ACTION", action),
+                ("NUMBER", "7"),
+                ("HEAD_REF", "signup"),
+                ("HEAD_SHA", SHA),
+                ("HEAD_OWNER", "acme"),
+                ("HEAD_REPO", "acme/site"),
+                ("HEAD_REPO_ID", base_id),
+                ("BASE_SHA", SHA),
+                ("SOURCE_PROJECT", "48214112"),
+            ],
+        )
+    }
+
+    fn event(provider: Provider, name: &'static str, json: &Value) -> GitEvent {
+        let header = match provider {
+            Provider::GitHub => "x-github-event",
+            Provider::GitLab => "x-gitlab-event",
+            Provider::Gitea => "x-gitea-event",
+            Provider::Forgejo => "x-forgejo-event",
+        };
+        let body = serde_json::to_vec(json).unwrap();
+        parse(provider, &headers(&[(header, name)]), &body).unwrap()
+    }
+
+    fn fork_and_action(event: GitEvent) -> (bool, PullAction) {
+        match event {
+            GitEvent::PullRequest { fork, action, .. } => (fork, action),
+            other => panic!("not a pull request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_pull_request_is_a_fork_unless_both_repository_ids_are_there_and_equal() {
+        for (provider, name, fixture) in [
+            (Provider::GitHub, "pull_request", "github/pull_request.json"),
+            (Provider::Gitea, "pull_request", "gitea/pull_request.json"),
+            (Provider::Forgejo, "pull_request", "gitea/pull_request.json"),
+        ] {
+            let same = pull(fixture, "synchronize");
+            let parsed = fork_and_action(event(provider, name, &same));
+            assert_eq!(parsed, (false, PullAction::Update), "{fixture}");
+            let mut other = same.clone();
+            other["pull_request"]["head"]["repo"]["id"] = 999.into();
+            assert!(
+                fork_and_action(event(provider, name, &other)).0,
+                "{fixture}"
+            );
+            // The fork was deleted: `head.repo` is null (and the head's name says nothing).
+            let mut deleted = same.clone();
+            deleted["pull_request"]["head"]["repo"] = Value::Null;
+            assert!(
+                fork_and_action(event(provider, name, &deleted)).0,
+                "{fixture}"
+            );
+            let mut no_base = same.clone();
+            no_base["pull_request"]["base"]["repo"] = Value::Null;
+            assert!(
+                fork_and_action(event(provider, name, &no_base)).0,
+                "{fixture}"
+            );
+        }
+        let gitlab = |mutate: &dyn Fn(&mut Value)| {
+            let mut json = pull("gitlab/merge_request.json", "update");
+            mutate(&mut json["object_attributes"]);
+            fork_and_action(event(Provider::GitLab, "Merge Request Hook", &json)).0
+        };
+        assert!(!gitlab(&|_| {}));
+        assert!(gitlab(&|a| a["source_project_id"] = 999.into()));
+        assert!(gitlab(&|a| {
+            a.as_object_mut().unwrap().remove("source_project_id");
+        }));
+        assert!(gitlab(&|a| a["source_project_id"] = Value::Null));
+        assert!(gitlab(&|a| {
+            a.as_object_mut().unwrap().remove("target_project_id");
+        }));
+    }
+
+    #[test]
+    fn an_edited_pull_request_builds_only_when_its_base_changed() {
+        for (provider, fixture, change) in [
+            (Provider::GitHub, "github/pull_request.json", "base"),
+            (Provider::Gitea, "gitea/pull_request.json", "ref"),
+        ] {
+            let mut title = pull(fixture, "edited");
+            title["changes"] = serde_json::json!({"title": {"from": "WIP"}});
+            let parsed = fork_and_action(event(provider, "pull_request", &title));
+            assert_eq!(parsed, (false, PullAction::Other), "{fixture}");
+            let mut base = pull(fixture, "edited");
+            base["changes"] = serde_json::json!({ change: {"from": "develop"} });
+            let parsed = fork_and_action(event(provider, "pull_request", &base));
+            assert_eq!(parsed, (false, PullAction::Update), "{fixture}");
+        }
     }
 
     #[test]

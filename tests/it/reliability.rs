@@ -190,3 +190,55 @@ async fn the_audit_log_records_every_change_with_its_final_status() {
         .json();
     assert_eq!(next["entries"][0]["status"], 404);
 }
+
+/// Issue 31 item 7: failures of the public routes before authentication (a forged webhook, an
+/// unknown project, an unknown deploy hook) are counted in `GET /api/audit`, not stored one
+/// by one; the admin's entries are all that is in the log. (The 200,000-failure flood is
+/// `api::audit`'s unit test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_failures_are_counted_not_stored() {
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
+    let created = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "kept"})))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let secret = daemon
+        .api("POST", "/api/projects/kept/webhook-secret", None)
+        .await;
+    assert_eq!(secret.status, 201, "{}", secret.text());
+    let before = daemon
+        .api("GET", "/api/audit?limit=1000", None)
+        .await
+        .json();
+    assert_eq!(before["entries"].as_array().unwrap().len(), 2, "{before}");
+    let host = daemon.control_host();
+    let forged = [
+        ("x-github-event", "push".to_owned()),
+        ("x-hub-signature-256", format!("sha256={}", "00".repeat(32))),
+    ];
+    for i in 0..100 {
+        let answer = daemon
+            .request("POST", &host, "/api/webhooks/kept", &forged, b"{}".to_vec())
+            .await;
+        assert_eq!(answer.status, 401, "{}", answer.text());
+        let path = format!("/api/webhooks/nobody-{i}");
+        let answer = daemon
+            .request("POST", &host, &path, &forged, Vec::new())
+            .await;
+        assert_eq!(answer.status, 404, "{}", answer.text());
+        let path = format!("/api/hooks/dh_guess{i}");
+        let answer = daemon.request("POST", &host, &path, &[], Vec::new()).await;
+        assert_eq!(answer.status, 404, "{}", answer.text());
+    }
+    let after = daemon
+        .api("GET", "/api/audit?limit=1000", None)
+        .await
+        .json();
+    assert_eq!(after["entries"], before["entries"], "no failure was stored");
+    let counts = &after["unauthenticatedFailures"];
+    assert_eq!(counts["webhook"], 200, "{after}");
+    assert_eq!(counts["deployHook"], 100, "{after}");
+    assert!(counts["lastAt"].is_string(), "{after}");
+}

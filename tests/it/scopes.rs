@@ -359,3 +359,103 @@ async fn a_running_run_can_be_canceled_and_a_finished_one_cannot() {
         .await
         .assert_error(404, "NOT_FOUND");
 }
+
+/// Issue 31 item 8: only an admin creates projects. A deploy token (unlimited, and one limited
+/// to the new slug itself) tries every route of the route table that names a project, with a
+/// body the route would accept, on a slug and a `prj_` id that do not exist: each is refused
+/// and no project appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_token_cannot_create_a_project_by_any_route() {
+    // No 429 may stand in for the refusal.
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
+    let deployers = [
+        create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await,
+        create_token(
+            &daemon,
+            json!({"name": "ci-new", "scope": "deploy", "projects": ["brand-new"]}),
+        )
+        .await,
+    ];
+    let body_for = |template: &str| -> (Option<&'static str>, Vec<u8>) {
+        let json = |value: serde_json::Value| (Some("application/json"), value.to_string().into());
+        match template.rsplit('/').next().unwrap() {
+            "source" => (
+                Some("application/gzip"),
+                targz(&[("index.html", "x", 0o644)]),
+            ),
+            "env-vars" => json(json!({"NEW": "value"})),
+            "provision" => json(json!({"projectSlug": "brand-new"})),
+            "domains" => json(json!({"domain": "www.brand-new.test"})),
+            "deploy-hooks" => json(json!({"name": "cms", "branch": "main"})),
+            "rollback" => json(json!({"deploymentId": "dpl_missing"})),
+            "{projectId}" => json(json!({"previews": true})),
+            _ => (None, Vec::new()),
+        }
+    };
+    let mut tried = BTreeSet::new();
+    for spec in slipway::api::ROUTES.iter() {
+        let (method, template) = (spec.method.to_string(), spec.template);
+        if !template.contains("{projectId}") || method == "GET" {
+            continue;
+        }
+        for project in ["brand-new", "prj_aaaaaaaaaaaaaaaaaaaaaaaa"] {
+            let path = template
+                .replace("{projectId}", project)
+                .replace("{key}", "NEW")
+                .replace("{domain}", "www.brand-new.test")
+                .replace("{hookId}", "hook_missing")
+                .replace("{name}", "nope");
+            for token in &deployers {
+                let (content_type, body) = body_for(template);
+                let answer = daemon
+                    .api_as(token, &method, &path, content_type, body)
+                    .await;
+                assert!(
+                    !(200..300).contains(&answer.status),
+                    "{method} {path} with a deploy token: {} {}",
+                    answer.status,
+                    answer.text()
+                );
+            }
+            tried.insert(format!("{method} {template}"));
+        }
+    }
+    for must in [
+        "POST /api/projects/{projectId}/env-vars",
+        "PATCH /api/projects/{projectId}",
+        "POST /api/projects/{projectId}/source",
+        "POST /api/projects/{projectId}/provision",
+        "POST /api/projects/{projectId}/domains",
+        "POST /api/projects/{projectId}/deploy-hooks",
+    ] {
+        assert!(tried.contains(must), "{must} was not tried: {tried:?}");
+    }
+    // The plain route, too.
+    for token in &deployers {
+        let created = daemon
+            .api_as(
+                token,
+                "POST",
+                "/api/projects",
+                Some("application/json"),
+                json!({"slug": "brand-new"}).to_string().into(),
+            )
+            .await;
+        created.assert_error(403, "FORBIDDEN");
+    }
+    let gone = daemon.api("GET", "/api/projects/brand-new", None).await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
+    let list = daemon.api("GET", "/api/projects", None).await.json();
+    assert_eq!(list["projects"], json!([]), "{list}");
+    // An admin still creates a project by setting its variables.
+    let set = daemon
+        .api(
+            "POST",
+            "/api/projects/brand-new/env-vars",
+            Some(json!({"NEW": "value"})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text());
+}

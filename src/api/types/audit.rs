@@ -44,6 +44,22 @@ pub struct AuditLog {
     pub entries: Vec<AuditEntry>,
     /// Pass as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+    /// Requests to the public routes that failed before anything authenticated them: counted
+    /// here, never stored one by one.
+    pub unauthenticated_failures: UnauthenticatedFailureCounts,
+}
+
+/// Public-route requests that failed unauthenticated (a bad or missing signature, an unknown
+/// project or deploy hook secret, an unreadable body), since the daemon started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnauthenticatedFailureCounts {
+    /// `POST /api/webhooks/{projectId}`.
+    pub webhook: u64,
+    /// `POST /api/hooks/{secret}`.
+    pub deploy_hook: u64,
+    /// When the last one came (RFC 3339); null when none did.
+    pub last_at: Option<String>,
 }
 
 /// The audit log's query: a page, optionally of one project.

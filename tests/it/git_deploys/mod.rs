@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::support::{cli, missing_tool, TestDaemon};
 
 mod fixtures;
+mod forks;
 use fixtures::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,6 +195,10 @@ async fn pushes_deploy_production_and_previews_and_teardowns_follow_the_branches
     // Gitea: a pull request opened makes pr-<n>; its close tears it down.
     let pr_commit = git.commit("signup", &[("public/index.html", "<h1>signup pr</h1>")]);
     let pull = |action: &str, repo: &str| {
+        let repo_id = match repo {
+            "acme/site" => "17",
+            _ => "18",
+        };
         payload(
             "gitea/pull_request.json",
             &[
@@ -202,6 +207,7 @@ async fn pushes_deploy_production_and_previews_and_teardowns_follow_the_branches
                 ("HEAD_REF", "signup".into()),
                 ("HEAD_SHA", pr_commit.clone()),
                 ("HEAD_REPO", repo.into()),
+                ("HEAD_REPO_ID", repo_id.into()),
                 ("BASE_SHA", main_one.clone()),
             ],
         )
