@@ -50,7 +50,7 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
     assert_eq!(
         again.status,
         201,
-        "a replay, not INVALID_SLUG_TAKEN: {}",
+        "a replay, not a 409 CONFLICT: {}",
         again.text()
     );
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
@@ -100,7 +100,7 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
         json!({"slug": "web"}),
     )
     .await;
-    taken.assert_error(400, "INVALID_SLUG_TAKEN");
+    taken.assert_error(409, "CONFLICT");
     let taken_again = post_with_key(
         &daemon,
         "/api/projects",
