@@ -18,13 +18,10 @@ pub enum ErrorCode {
     InvalidQuery,
     InvalidSlugFormat,
     InvalidSlugReserved,
-    InvalidSlugTaken,
     InvalidSlugMismatch,
     InvalidSourceArchive,
     InvalidSourceMissing,
-    InvalidSourceId,
     InvalidGitUrl,
-    InvalidDeploymentId,
     InvalidEnvKey,
     InvalidEnvValue,
     InvalidIdempotencyKey,
@@ -58,20 +55,17 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 38] = [
+    pub const ALL: [ErrorCode; 35] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
         ErrorCode::InvalidQuery,
         ErrorCode::InvalidSlugFormat,
         ErrorCode::InvalidSlugReserved,
-        ErrorCode::InvalidSlugTaken,
         ErrorCode::InvalidSlugMismatch,
         ErrorCode::InvalidSourceArchive,
         ErrorCode::InvalidSourceMissing,
-        ErrorCode::InvalidSourceId,
         ErrorCode::InvalidGitUrl,
-        ErrorCode::InvalidDeploymentId,
         ErrorCode::InvalidEnvKey,
         ErrorCode::InvalidEnvValue,
         ErrorCode::InvalidIdempotencyKey,
@@ -108,13 +102,10 @@ impl ErrorCode {
             ErrorCode::InvalidQuery => "INVALID_QUERY",
             ErrorCode::InvalidSlugFormat => "INVALID_SLUG_FORMAT",
             ErrorCode::InvalidSlugReserved => "INVALID_SLUG_RESERVED",
-            ErrorCode::InvalidSlugTaken => "INVALID_SLUG_TAKEN",
             ErrorCode::InvalidSlugMismatch => "INVALID_SLUG_MISMATCH",
             ErrorCode::InvalidSourceArchive => "INVALID_SOURCE_ARCHIVE",
             ErrorCode::InvalidSourceMissing => "INVALID_SOURCE_MISSING",
-            ErrorCode::InvalidSourceId => "INVALID_SOURCE_ID",
             ErrorCode::InvalidGitUrl => "INVALID_GIT_URL",
-            ErrorCode::InvalidDeploymentId => "INVALID_DEPLOYMENT_ID",
             ErrorCode::InvalidEnvKey => "INVALID_ENV_KEY",
             ErrorCode::InvalidEnvValue => "INVALID_ENV_VALUE",
             ErrorCode::InvalidIdempotencyKey => "INVALID_IDEMPOTENCY_KEY",
@@ -153,13 +144,10 @@ impl ErrorCode {
             | ErrorCode::InvalidQuery
             | ErrorCode::InvalidSlugFormat
             | ErrorCode::InvalidSlugReserved
-            | ErrorCode::InvalidSlugTaken
             | ErrorCode::InvalidSlugMismatch
             | ErrorCode::InvalidSourceArchive
             | ErrorCode::InvalidSourceMissing
-            | ErrorCode::InvalidSourceId
             | ErrorCode::InvalidGitUrl
-            | ErrorCode::InvalidDeploymentId
             | ErrorCode::InvalidEnvKey
             | ErrorCode::InvalidEnvValue
             | ErrorCode::InvalidIdempotencyKey
@@ -209,7 +197,6 @@ mod tests {
             (ErrorCode::InvalidQuery, "INVALID_QUERY", 400),
             (ErrorCode::InvalidSlugFormat, "INVALID_SLUG_FORMAT", 400),
             (ErrorCode::InvalidSlugReserved, "INVALID_SLUG_RESERVED", 400),
-            (ErrorCode::InvalidSlugTaken, "INVALID_SLUG_TAKEN", 400),
             (ErrorCode::InvalidSlugMismatch, "INVALID_SLUG_MISMATCH", 400),
             (
                 ErrorCode::InvalidSourceArchive,
@@ -221,9 +208,7 @@ mod tests {
                 "INVALID_SOURCE_MISSING",
                 400,
             ),
-            (ErrorCode::InvalidSourceId, "INVALID_SOURCE_ID", 400),
             (ErrorCode::InvalidGitUrl, "INVALID_GIT_URL", 400),
-            (ErrorCode::InvalidDeploymentId, "INVALID_DEPLOYMENT_ID", 400),
             (ErrorCode::InvalidEnvKey, "INVALID_ENV_KEY", 400),
             (ErrorCode::InvalidEnvValue, "INVALID_ENV_VALUE", 400),
             (

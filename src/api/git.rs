@@ -182,8 +182,18 @@ pub async fn create_hook(
     request: ApiRequest,
 ) -> Result<Response<Body>, ApiError> {
     let body: types::CreateDeployHook = read_string_fields(&request)?;
-    if body.name.trim().is_empty() || body.name.len() > 100 {
-        return Err(invalid("field `name` must be 1 to 100 characters".into()));
+    // The same rule as a token's name, and as the schema's pattern: 1 to 100 characters
+    // (not bytes: the schema counts characters), not only spaces, no control characters.
+    let name_ok = !body.name.trim().is_empty()
+        && body.name.chars().count() <= 100
+        && !body.name.chars().any(char::is_control);
+    if !name_ok {
+        return Err(invalid(
+            "field `name` must be 1 to 100 printable characters".into(),
+        ));
+    }
+    if body.branch.is_empty() {
+        return Err(invalid("field `branch` must name a branch".into()));
     }
     crate::source::git_clone_command("https://example.invalid/r.git", Some(&body.branch))
         .map_err(|e| invalid(format!("field `branch`: {e}")))?;
@@ -191,9 +201,11 @@ pub async fn create_hook(
     let id = project.id.clone();
     let count = ctx.store.call(move |s| s.deploy_hooks_of(&id)).await?.len();
     if count >= MAX_HOOKS {
-        return Err(invalid(format!(
-            "the project has {MAX_HOOKS} deploy hooks, the most allowed; delete one first"
-        )));
+        // 409: a valid request the project's state refuses.
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("the project has {MAX_HOOKS} deploy hooks, the most allowed; delete one first"),
+        ));
     }
     let secret = format!(
         "dh_{}",

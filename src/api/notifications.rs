@@ -52,7 +52,8 @@ pub async fn create(
     };
     let count = ctx.store.call(|s| s.notification_count()).await?;
     if count >= MAX_SUBSCRIPTIONS {
-        return Err(invalid(format!(
+        // 409: a valid request the daemon's state refuses.
+        return Err(ApiError::new(ErrorCode::Conflict, format!(
             "there are already {MAX_SUBSCRIPTIONS} subscriptions, the most allowed; delete one first"
         )));
     }

@@ -155,8 +155,9 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<
                 &project_of(ctx, &record),
             ))
         }
+        // 409: the request is well-formed; the store's state refuses it.
         CreateProject::SlugTaken(_) => Err(ApiError::new(
-            ErrorCode::InvalidSlugTaken,
+            ErrorCode::Conflict,
             format!("a project with slug {slug:?} already exists; use GET /api/projects/{slug}"),
         )),
         CreateProject::NoUidLeft => Err(no_uid_left()),

@@ -179,10 +179,10 @@ pub async fn rollback(
     let deployment = match deployment {
         Some(d) if d.project_id == project.id => d,
         _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidDeploymentId,
-                format!("{deployment_id:?} is not a deployment of {}", project.slug),
-            ))
+            return Err(ApiError::not_found(format!(
+                "{deployment_id:?} is not a deployment of {}",
+                project.slug
+            )))
         }
     };
     let built = matches!(
@@ -190,7 +190,8 @@ pub async fn rollback(
         DeploymentState::Live | DeploymentState::Inactive
     );
     if !built || !ctx.pipeline.workspace(&deployment.id).is_dir() {
-        return Err(ApiError::new(ErrorCode::InvalidDeploymentId,
+        // 409: a deployment of this project, whose state (no kept build) forbids it.
+        return Err(ApiError::new(ErrorCode::Conflict,
             format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
         ));
     }

@@ -44,7 +44,9 @@ pub fn parse_create(
             ))
         })?;
     let name = request.name;
-    if name.trim().is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
+    // Characters, not bytes: the schema's maxLength counts characters.
+    let too_long = name.chars().count() > 100;
+    if name.trim().is_empty() || too_long || name.chars().any(char::is_control) {
         return Err(invalid(
             "field `name` must be 1 to 100 printable characters".into(),
         ));

@@ -144,7 +144,7 @@ pub struct Accepted {
 
 #[derive(Debug)]
 pub enum ProvisionError {
-    /// `INVALID_*` (or `INSUFFICIENT_STORAGE`) code and message.
+    /// `INVALID_*` (or `NOT_FOUND`, `INSUFFICIENT_STORAGE`) code and message.
     Invalid(ErrorCode, String),
     Store(crate::store::StoreError),
 }
@@ -379,9 +379,10 @@ impl Pipeline {
                 Some(record) if record.project_id == project.id => return Ok(()),
                 _ => {
                     return Err(ProvisionError::Invalid(
-                        ErrorCode::InvalidSourceId,
+                        // An id that is not this project's is not found (404), as any id is.
+                        ErrorCode::NotFound,
                         format!("sourceId {source_id:?} is not an upload of this project; upload with POST /api/projects/{}/source", project.slug),
-                    ))
+                    ));
                 }
             }
         }

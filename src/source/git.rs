@@ -92,7 +92,8 @@ fn check_url(url: &str) -> Result<(), SourceError> {
     if url.is_empty() {
         return refuse("is empty");
     }
-    if url.len() > MAX_URL_LEN {
+    // Characters, as the OpenAPI document's maxLength counts.
+    if url.chars().count() > MAX_URL_LEN {
         return refuse("is longer than 2048 characters");
     }
     if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
@@ -149,7 +150,7 @@ fn check_url(url: &str) -> Result<(), SourceError> {
 
 fn check_ref(git_ref: &str) -> Result<(), SourceError> {
     let refuse = |reason: &str| Err(SourceError::InvalidGitRef(format!("gitRef {reason}")));
-    if git_ref.len() > MAX_REF_LEN {
+    if git_ref.chars().count() > MAX_REF_LEN {
         return refuse("is longer than 255 characters");
     }
     let allowed =

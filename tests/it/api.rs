@@ -204,7 +204,7 @@ async fn slug_edges() {
     daemon
         .api("POST", "/api/projects", Some(json!({"slug": "ab"})))
         .await
-        .assert_error(400, "INVALID_SLUG_TAKEN");
+        .assert_error(409, "CONFLICT");
     let by_slug = daemon.api("GET", "/api/projects/ab", None).await.json();
     let by_id = daemon
         .api(

@@ -50,7 +50,7 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
     assert_eq!(
         again.status,
         201,
-        "a replay, not INVALID_SLUG_TAKEN: {}",
+        "a replay, not a 409 CONFLICT: {}",
         again.text()
     );
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
@@ -100,7 +100,7 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
         json!({"slug": "web"}),
     )
     .await;
-    taken.assert_error(400, "INVALID_SLUG_TAKEN");
+    taken.assert_error(409, "CONFLICT");
     let taken_again = post_with_key(
         &daemon,
         "/api/projects",
@@ -108,7 +108,7 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
         json!({"slug": "web"}),
     )
     .await;
-    assert_eq!(taken_again.status, 400);
+    assert_eq!(taken_again.status, 409);
     assert_eq!(taken_again.header("idempotent-replayed"), Some("true"));
 }
 
@@ -138,7 +138,7 @@ async fn the_audit_log_records_every_change_with_its_final_status() {
     let taken = daemon
         .api("POST", "/api/projects", Some(json!({"slug": "web"})))
         .await;
-    assert_eq!(taken.status, 400);
+    assert_eq!(taken.status, 409);
     // Reads are not audited.
     daemon.api("GET", "/api/projects", None).await;
 
@@ -158,7 +158,7 @@ async fn the_audit_log_records_every_change_with_its_final_status() {
     assert_eq!(
         summary,
         vec![
-            ("POST".into(), "/api/projects".into(), 400),
+            ("POST".into(), "/api/projects".into(), 409),
             (
                 "DELETE".into(),
                 "/api/projects/{projectId}/env-vars/{key}".into(),

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 mod operations;
 
-use operations::{describe, error_codes, links, path_parameter_schema};
+use operations::{describe, error_codes, header_parameters, links, path_parameter_schema};
 
 use super::routes::{RequestBody, ResponseBody, RouteSpec, ROUTES};
 use super::types::ErrorEnvelope;
@@ -200,6 +200,15 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
         .collect();
     if let Some(query) = spec.query {
         parameters.extend(query_parameters(query(&mut generators.requests)));
+    }
+    for (name, description, schema) in header_parameters(spec.route) {
+        parameters.push(Parameter {
+            name: name.into(),
+            location: Location::Header,
+            required: false,
+            description: Some(description.into()),
+            schema: Schema::try_from(schema).unwrap_or_default(),
+        });
     }
     if spec.method == http::Method::POST {
         parameters.push(Parameter {

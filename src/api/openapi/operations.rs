@@ -33,7 +33,7 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         codes.extend([InvalidIdempotencyKey, Conflict]);
     }
     let own: &[ErrorCode] = match spec.route {
-        Route::CreateProject => &[InvalidSlugFormat, InvalidSlugReserved, InvalidSlugTaken],
+        Route::CreateProject => &[InvalidSlugFormat, InvalidSlugReserved, Conflict],
         Route::SetEnvVars => &[InvalidEnvKey, InvalidEnvValue],
         Route::DeleteEnvVar => &[InvalidEnvKey],
         Route::UploadSource => &[
@@ -47,11 +47,10 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
             InvalidSlugReserved,
             InvalidSlugMismatch,
             InvalidSourceMissing,
-            InvalidSourceId,
             InvalidGitUrl,
             InsufficientStorage,
         ],
-        Route::Rollback => &[InvalidDeploymentId],
+        Route::Rollback => &[Conflict],
         Route::DeleteToken | Route::CancelRun => &[Conflict],
         Route::CreateNotification => &[],
         Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
@@ -267,5 +266,35 @@ pub(super) fn describe(status: u16) -> &'static str {
         429 => "Rate limited (see Retry-After)",
         507 => "Not enough disk space on the daemon's data dir",
         _ => "Internal error",
+    }
+}
+
+/// The request headers an operation reads besides `Authorization` and `Idempotency-Key`:
+/// (name, description, schema). All optional.
+pub(super) fn header_parameters(
+    route: Route,
+) -> Vec<(&'static str, &'static str, serde_json::Value)> {
+    let text = serde_json::json!({"type": "string"});
+    let hmac = |prefix: &str| serde_json::json!({"type": "string", "pattern": format!("^{prefix}[0-9a-f]{{64}}$")});
+    match route {
+        Route::LogStream => vec![(
+            "Last-Event-ID",
+            "Replay from after this log line's seq (wins over `since`); browsers send it on reconnect",
+            serde_json::json!({"type": "integer", "minimum": 0, "maximum": u64::MAX}),
+        )],
+        Route::Webhook => vec![
+            ("X-GitHub-Event", "GitHub's event name (push, pull_request, ping, …)", text.clone()),
+            ("X-GitHub-Delivery", "GitHub's delivery id: a redelivery starts nothing new", text.clone()),
+            ("X-Hub-Signature-256", "GitHub: sha256=<hex HMAC-SHA256 of the raw body>", hmac("sha256=")),
+            ("X-Gitlab-Event", "GitLab's event name (Push Hook, Merge Request Hook, …)", text.clone()),
+            ("X-Gitlab-Event-UUID", "GitLab's delivery id", text.clone()),
+            ("X-Gitlab-Token", "GitLab: the webhook secret itself", text.clone()),
+            ("X-Gitea-Event", "Gitea's event name", text.clone()),
+            ("X-Gitea-Delivery", "Gitea's delivery id", text.clone()),
+            ("X-Gitea-Signature", "Gitea (and Forgejo): hex HMAC-SHA256 of the raw body", hmac("")),
+            ("X-Forgejo-Event", "Forgejo's event name", text.clone()),
+            ("X-Forgejo-Signature", "Forgejo: hex HMAC-SHA256 of the raw body", hmac("")),
+        ],
+        _ => Vec::new(),
     }
 }

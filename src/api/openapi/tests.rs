@@ -143,11 +143,44 @@ fn the_log_query_becomes_optional_query_parameters() {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["deploymentId", "limit", "since", "stream"]);
-        for parameter in &parameters[1..] {
+        let query: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| *n != "Last-Event-ID")
+            .collect();
+        assert_eq!(query, ["deploymentId", "limit", "since", "stream"]);
+        for parameter in parameters[1..].iter().filter(|p| p["in"] == "query") {
             assert_eq!(parameter["in"], "query");
             assert_eq!(parameter["required"], false);
             assert!(parameter["description"].is_string(), "{parameter}");
         }
+    }
+}
+
+#[test]
+fn the_log_stream_and_the_webhook_declare_the_headers_they_read() {
+    let doc = document();
+    let names = |template: &str, method: &str| -> Vec<String> {
+        doc["paths"][template][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["in"] == "header")
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(names("/api/deployments/{deploymentId}/logs/stream", "get")
+        .contains(&"Last-Event-ID".to_owned()));
+    let webhook = names("/api/webhooks/{projectId}", "post");
+    for header in [
+        "X-Hub-Signature-256",
+        "X-Gitea-Signature",
+        "X-Forgejo-Signature",
+        "X-Gitlab-Token",
+    ] {
+        assert!(
+            webhook.contains(&header.to_owned()),
+            "{header}: {webhook:?}"
+        );
     }
 }

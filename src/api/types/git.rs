@@ -6,6 +6,23 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::store::records::{Environment, ProjectSettings, Trigger};
 
+/// A branch or tag name exactly as `source::git::check_ref` accepts it: letters, digits and
+/// `. _ / + -`, 1 to 255 of them, not starting with `-`, `/` or `.`, not ending with `/` or
+/// `.`, without `..`, `//` or a `.lock` ending.
+pub const GIT_REF_PATTERN: &str =
+    r"^(?![-/.])(?!.*\.\.)(?!.*//)(?!.*\.lock$)(?!.*[/.]$)[A-Za-z0-9._/+-]{1,255}$";
+
+/// A repository URL the settings take: a safe subset of what `source::git::check_url` accepts
+/// (https, http, git or ssh with a plain host name and path, or `user@host:path`), so every URL
+/// the schema allows is accepted. git's own URL forms cannot be stated as a pattern; a URL
+/// outside the subset that git takes (a port, an IPv6 host) is still accepted by the server.
+/// No `user:token@` for http(s): settings are not secret. Empty clears the setting.
+pub const SETTINGS_GIT_URL_PATTERN: &str = r"^$|^(https?|git|ssh)://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?/[A-Za-z0-9._/~-]+$|^[A-Za-z0-9._-]+@[A-Za-z0-9][A-Za-z0-9.-]*:[A-Za-z0-9._~][A-Za-z0-9._/~-]*$";
+
+/// A deploy hook's name, 1 to 100 printable characters, not only spaces (as `create_hook`
+/// checks).
+pub const PRINTABLE_NAME_PATTERN: &str = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$";
+
 /// `PATCH /api/projects/{projectId}`: any of the settings; absent fields keep their value,
 /// `null` clears an optional one.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -13,10 +30,11 @@ pub use crate::store::records::{Environment, ProjectSettings, Trigger};
 pub struct ProjectSettingsPatch {
     /// The repository automatic deploys clone (`https://…`, `git://…`, `ssh://…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = SETTINGS_GIT_URL_PATTERN), length(max = 2048))]
     pub git_url: Option<Option<String>>,
     /// Pushes to it deploy production (default `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", regex(pattern = GIT_REF_PATTERN))]
     pub production_branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_command: Option<Option<String>>,
@@ -68,8 +86,10 @@ pub struct WebhookAnswer {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDeployHook {
+    #[schemars(regex(pattern = PRINTABLE_NAME_PATTERN), length(min = 1, max = 100))]
     pub name: String,
     /// The branch it deploys (production when it is the production branch, else a preview).
+    #[schemars(regex(pattern = GIT_REF_PATTERN))]
     pub branch: String,
 }
 

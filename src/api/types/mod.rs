@@ -216,6 +216,8 @@ impl CreatedToken {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(example = serde_json::json!({"name": "ci", "scope": "deploy", "projects": ["my-app"], "expiresInDays": 30}))]
+// `projects` only with a `deploy` or `read` scope, as `api::tokens::parse_create` checks.
+#[schemars(extend("anyOf" = [{"not": {"required": ["projects"]}}, {"required": ["scope"], "properties": {"scope": {"enum": ["deploy", "read"]}}}]))]
 pub struct CreateToken {
     /// A label for the token, 1 to 100 printable characters.
     #[schemars(
@@ -234,7 +236,7 @@ pub struct CreateToken {
     #[schemars(with = "Option<Vec<SlugString>>", length(min = 1, max = 100))]
     pub projects: Option<Vec<String>>,
     /// Days until the token expires (1 to 3650; absent: never).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::json::whole_number")]
     #[schemars(range(min = 1, max = 3650))]
     pub expires_in_days: Option<u32>,
 }

@@ -13,13 +13,40 @@ pub use crate::usage::{
 #[serde(deny_unknown_fields)]
 pub struct CreateNotification {
     /// Where events are posted: an `http://` or `https://` URL.
+    #[schemars(regex(pattern = NOTIFICATION_URL_PATTERN), length(max = 2048))]
     pub url: String,
     /// Any of `deployment.started`, `deployment.succeeded`, `deployment.failed`,
     /// `deployment.canceled`, `app.crashed`, `certificate.failed`, `domain.active`.
+    #[schemars(schema_with = "event_names_schema")]
     pub events: Vec<String>,
     /// `json` (the default; signed) or `slack`.
     #[serde(default)]
+    #[schemars(schema_with = "format_schema")]
     pub format: Option<String>,
+}
+
+/// A safe subset of the URLs `notifications::validate_url` accepts (what `http::Uri` parses,
+/// with an http or https scheme and a host): a plain host name, an optional port below 10000
+/// and a path and query of RFC 3986's unreserved and sub-delimiter characters. An exact pattern
+/// of `http::Uri`'s grammar would be unreadable; every URL this one allows is accepted.
+pub const NOTIFICATION_URL_PATTERN: &str = r"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?$";
+
+/// `events`: 1 or more of the event names `api::notifications::create` knows.
+fn event_names_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = crate::notifications::EventKind::ALL
+        .iter()
+        .map(|kind| kind.as_str())
+        .collect();
+    schemars::json_schema!({
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "string", "enum": names}
+    })
+}
+
+/// `format`: `json`, `slack` or null (the default, `json`).
+fn format_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"enum": ["json", "slack", null]})
 }
 
 /// A subscription as listed (never its secret).
