@@ -34,7 +34,7 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
-    /// A public route's body did not arrive within its deadline.
+    // A public route's body did not arrive within its deadline.
     RequestTimeout,
     RateLimited,
     InternalError,

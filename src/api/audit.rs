@@ -4,73 +4,19 @@
 //! final status differs from the one recorded with the change. `GET /api/audit` (admin) pages
 //! through it, newest first. The public routes (webhooks, deploy hooks) are open to anyone:
 //! their failures before anything authenticated the request are only counted
-//! ([`UnauthenticatedFailures`]), so that nobody without a secret can push the entries of
+//! ([`super::failures::UnauthenticatedFailures`]), so that nobody without a secret can push the entries of
 //! token holders out of the log's 100,000.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::{Response, StatusCode};
 
-use super::routes::{Route, RouteSpec, Target};
+use super::routes::{RouteSpec, Target};
 use super::{json_response, paging, types, ApiError, ApiRequest, Context, Params};
 use crate::auth::Caller;
-use crate::error_code::ErrorCode;
 use crate::http_util::Body;
 use crate::store::records::AuditRecord;
-
-/// Failures of the public routes before authentication, by route, since the daemon started.
-#[derive(Debug, Default)]
-pub struct UnauthenticatedFailures {
-    webhook: AtomicU64,
-    deploy_hook: AtomicU64,
-    last_ms: AtomicU64,
-}
-
-impl UnauthenticatedFailures {
-    /// Settles a finished public-route request: true when its entry is to be stored (it
-    /// succeeded, or failed after its signature or secret was checked); false when it failed
-    /// before anything authenticated it (`UNAUTHORIZED`, an unknown project or hook secret:
-    /// `NOT_FOUND`, or a body that was never read whole — too large, too slow, or over the
-    /// shared budget — so its signature was never checked), and was counted instead.
-    pub fn settle(&self, route: Route, error: Option<&ApiError>, now_ms: u64) -> bool {
-        let unauthenticated = error.is_some_and(|error| {
-            matches!(
-                error.code,
-                ErrorCode::Unauthorized
-                    | ErrorCode::NotFound
-                    | ErrorCode::PayloadTooLarge
-                    | ErrorCode::RequestTimeout
-                    | ErrorCode::RateLimited
-            )
-        });
-        if !unauthenticated {
-            return true;
-        }
-        self.count(route, now_ms);
-        false
-    }
-
-    /// Counts one failure of `route` before authentication.
-    pub fn count(&self, route: Route, now_ms: u64) {
-        let counter = match route {
-            Route::Webhook => &self.webhook,
-            _ => &self.deploy_hook,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.last_ms.fetch_max(now_ms, Ordering::Relaxed);
-    }
-
-    pub fn counts(&self) -> types::UnauthenticatedFailureCounts {
-        let last_ms = self.last_ms.load(Ordering::Relaxed);
-        types::UnauthenticatedFailureCounts {
-            webhook: self.webhook.load(Ordering::Relaxed),
-            deploy_hook: self.deploy_hook.load(Ordering::Relaxed),
-            last_at: (last_ms > 0).then(|| crate::ids::rfc3339(last_ms)),
-        }
-    }
-}
 
 /// The entry a request will leave, before it runs (status: the route's success).
 pub async fn draft(
@@ -208,6 +154,8 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::routes::Route;
+    use crate::error_code::ErrorCode;
     use crate::store::Store;
 
     fn entry(id: String, token: &str, route: &str, status: u16) -> AuditRecord {
@@ -245,7 +193,7 @@ mod tests {
         for record in &admin {
             store.put_audit(record).unwrap();
         }
-        let failures = UnauthenticatedFailures::default();
+        let failures = crate::api::failures::UnauthenticatedFailures::default();
         let refusals = [
             (Route::Webhook, ApiError::unauthorized()),
             (

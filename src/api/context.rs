@@ -36,7 +36,7 @@ pub struct Context {
     /// `Idempotency-Key`s whose first request is still running.
     pub idempotency: super::idempotency::InFlight,
     /// The public routes' failures before authentication, counted instead of audited.
-    pub unauthenticated_failures: super::audit::UnauthenticatedFailures,
+    pub unauthenticated_failures: super::failures::UnauthenticatedFailures,
 }
 
 impl Context {

@@ -6,6 +6,7 @@ mod audit;
 mod context;
 mod domains;
 mod error;
+mod failures;
 mod git;
 mod idempotency;
 mod json;
@@ -217,7 +218,7 @@ async fn dispatch(
 /// itself (a provider's signature, a deploy hook's secret) before it reads a byte of the body
 /// (`public_body.rs`); a deploy hook reads none. Audited as `webhook` or `deploy hook`; a
 /// deploy hook's secret never reaches the audit log; failures before authentication are only
-/// counted (`audit::UnauthenticatedFailures`).
+/// counted (`failures::UnauthenticatedFailures`).
 async fn dispatch_public(
     ctx: &Arc<Context>,
     request: Request<Incoming>,

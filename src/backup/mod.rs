@@ -20,6 +20,7 @@
 //! while mounted and as large as its limit; their images are verified but never restored:
 //! the contents they hold beside them are.
 
+mod archive;
 mod restore;
 mod sparse;
 mod walk;

@@ -133,7 +133,8 @@ fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
         }
         let dest = root.join(relative);
         let parent = dest.parent().unwrap_or(&root);
-        std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        make_parents(&root, Path::new(relative))
+            .map_err(|why| BackupError::Corrupt(format!("{name} {why}")))?;
         // An earlier entry must not have turned a parent into a link out of the data dir.
         let resolved = parent
             .canonicalize()
@@ -162,6 +163,28 @@ fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
     })?;
     std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
         .map_err(io(format!("setting the mode of {}", staging.display())))
+}
+
+/// Makes the directories leading to `relative` under `root` one at a time, refusing an
+/// absolute path, a `..`, or a component an earlier entry made into anything but a real
+/// directory (a link out of the data dir): no directory is ever made outside `root`.
+fn make_parents(root: &Path, relative: &Path) -> Result<(), String> {
+    let mut dir = root.to_path_buf();
+    for component in relative.parent().into_iter().flat_map(Path::components) {
+        let Component::Normal(part) = component else {
+            return Err("is not a plain relative path".into());
+        };
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(metadata) if metadata.is_dir() => {}
+            Ok(_) => return Err("leads out of the data dir".into()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&dir).map_err(|e| format!("cannot be made: {e}"))?
+            }
+            Err(error) => return Err(format!("cannot be read: {error}")),
+        }
+    }
+    Ok(())
 }
 
 /// Leaves the marker that makes the daemon turn the directory back into a disk-limited
@@ -252,4 +275,25 @@ fn corrupt(error: std::io::Error) -> BackupError {
     BackupError::Corrupt(format!(
         "cannot read the archive ({error}); was it cut short or changed?"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::make_parents;
+    use std::path::Path;
+
+    #[test]
+    fn no_directory_is_made_through_a_link_or_out_of_the_target() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+        assert!(make_parents(root.path(), Path::new("link/x/file")).is_err());
+        assert!(make_parents(root.path(), Path::new("../x/file")).is_err());
+        assert!(
+            !outside.path().join("x").exists(),
+            "made a directory outside"
+        );
+        make_parents(root.path(), Path::new("appdata/prj_a/sub/file")).unwrap();
+        assert!(root.path().join("appdata/prj_a/sub").is_dir());
+    }
 }

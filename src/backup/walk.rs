@@ -17,7 +17,7 @@ use nix::errno::Errno;
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 
-use super::write::{relative, Archive};
+use super::archive::{relative, Archive};
 use super::{io, BackupError, Place};
 
 /// Archives the tree at `dir` (a directory of the daemon's) as `name`.
@@ -172,7 +172,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/hostname", data.join("to-host")).unwrap();
         nix::unistd::mkfifo(&data.join("pipe"), Mode::from_bits_truncate(0o600)).unwrap();
 
-        let mut archive = Archive::for_test(Vec::new());
+        let mut archive = Archive::new(Vec::new(), crate::backup::Manifest::default());
         tree(&mut archive, &data, "data/appdata/prj_x").unwrap();
         let files: Vec<&str> = archive
             .manifest
@@ -188,7 +188,7 @@ mod tests {
             .map(|l| (l.path.as_str(), l.target.as_str()))
             .collect();
         assert_eq!(links.len(), 3, "{links:?}");
-        let bytes = archive.into_bytes();
+        let (bytes, _) = archive.finish().unwrap();
         for needle in ["OTHER PROJECT SECRET", "HOST FILE"] {
             assert!(
                 !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),

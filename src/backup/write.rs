@@ -5,11 +5,11 @@
 //! filesystem is frozen; its image never does (`mod.rs` says why). Called by `admin.rs` on a
 //! blocking thread.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{io, BackupError, FileEntry, Hashing, Header, LinkEntry, Manifest, DATA_PREFIX};
+use super::archive::Archive;
+use super::{io, BackupError, Header, Manifest, DATA_PREFIX};
 use super::{FORMAT, HEADER_NAME, MANIFEST_NAME};
 use crate::store::Store;
 
@@ -56,15 +56,14 @@ impl Snapshot {
     /// Streams the archive (gzip) to `out`; returns its manifest.
     pub fn write(&self, data_dir: &Path, out: impl Write) -> Result<Manifest, BackupError> {
         let gzip = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
-        let mut archive = Archive {
-            tar: tar::Builder::new(gzip),
-            manifest: Manifest {
+        let mut archive = Archive::new(
+            gzip,
+            Manifest {
                 format: FORMAT,
                 slipway_version: self.header.slipway_version.clone(),
                 ..Manifest::default()
             },
-        };
-        archive.tar.follow_symlinks(false);
+        );
         let header = serde_json::to_vec_pretty(&self.header).expect("headers serialize");
         archive.bytes(HEADER_NAME, &header)?;
         archive.file(&self.path, &format!("{DATA_PREFIX}/slipway.redb"))?;
@@ -87,126 +86,14 @@ impl Snapshot {
         for tree in trees {
             let path = data_dir.join(&tree);
             if path.exists() {
-                archive.tree(&path, &format!("{DATA_PREFIX}/{tree}"))?;
+                super::walk::tree(&mut archive, &path, &format!("{DATA_PREFIX}/{tree}"))?;
             }
         }
         let manifest_bytes =
             serde_json::to_vec_pretty(&archive.manifest).expect("manifests serialize");
         archive.bytes(MANIFEST_NAME, &manifest_bytes)?;
-        let gzip = archive
-            .tar
-            .into_inner()
-            .map_err(io("finishing the archive"))?;
+        let (gzip, manifest) = archive.finish()?;
         gzip.finish().map_err(io("finishing the archive"))?;
-        Ok(archive.manifest)
+        Ok(manifest)
     }
-}
-
-pub(super) struct Archive<W: Write> {
-    tar: tar::Builder<W>,
-    pub(super) manifest: Manifest,
-}
-
-impl<W: Write> Archive<W> {
-    fn bytes(&mut self, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o600);
-        header.set_mtime(crate::ids::now_ms() / 1000);
-        header.set_entry_type(tar::EntryType::Regular);
-        self.tar
-            .append_data(&mut header, name, bytes)
-            .map_err(io(format!("writing {name}")))
-    }
-
-    /// One regular file of the daemon's own (the store snapshot, `secret.key`, a source
-    /// archive), opened without following a link.
-    fn file(&mut self, path: &Path, name: &str) -> Result<(), BackupError> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(io(format!("reading {}", path.display())))?;
-        self.open_file(file, name)
-            .map_err(io(format!("writing {}", path.display())))
-    }
-
-    /// An open regular file, hashed as it is written. A file that changes size meanwhile (an
-    /// app writing to its data dir) is cut or zero-padded to the size it had when opened.
-    pub(super) fn open_file(&mut self, file: std::fs::File, name: &str) -> std::io::Result<()> {
-        let metadata = file.metadata()?;
-        let mut header = tar::Header::new_gnu();
-        header.set_metadata(&metadata);
-        let size = metadata.len();
-        let exact = file.take(size).chain(std::io::repeat(0)).take(size);
-        let mut hashing = Hashing::new(exact);
-        self.tar.append_data(&mut header, name, &mut hashing)?;
-        let (size, sha256) = hashing.finish();
-        self.manifest.files.push(FileEntry {
-            path: name.to_owned(),
-            size,
-            sha256,
-        });
-        Ok(())
-    }
-
-    /// A directory entry with no contents (its owner, mode and time from `stat`).
-    pub(super) fn directory(
-        &mut self,
-        stat: &std::fs::Metadata,
-        name: &str,
-    ) -> std::io::Result<()> {
-        let mut header = tar::Header::new_gnu();
-        header.set_metadata(stat);
-        header.set_size(0);
-        self.tar.append_data(&mut header, name, std::io::empty())
-    }
-
-    /// A symbolic link, as a link (never followed).
-    pub(super) fn link(
-        &mut self,
-        stat: &nix::sys::stat::FileStat,
-        name: &str,
-        target: &Path,
-    ) -> std::io::Result<()> {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Symlink);
-        header.set_mode(stat.st_mode & 0o7777);
-        header.set_uid(u64::from(stat.st_uid));
-        header.set_gid(u64::from(stat.st_gid));
-        header.set_mtime(u64::try_from(stat.st_mtime).unwrap_or(0));
-        header.set_size(0);
-        self.tar.append_link(&mut header, name, target)?;
-        self.manifest.links.push(LinkEntry {
-            path: name.to_owned(),
-            target: target.to_string_lossy().into_owned(),
-        });
-        Ok(())
-    }
-
-    /// An uncompressed archive into `out` (the walk's tests read it back).
-    #[cfg(test)]
-    pub(super) fn for_test(out: W) -> Archive<W> {
-        Archive {
-            tar: tar::Builder::new(out),
-            manifest: Manifest::default(),
-        }
-    }
-
-    #[cfg(test)]
-    pub(super) fn into_bytes(self) -> W {
-        self.tar.into_inner().expect("finish the archive")
-    }
-
-    /// A directory tree of the data dir, read through directory descriptors (`walk.rs`).
-    fn tree(&mut self, dir: &Path, name: &str) -> Result<(), BackupError> {
-        super::walk::tree(self, dir, name)
-    }
-}
-
-/// An archive name's path in the data dir (`data/appdata/x` → `appdata/x`).
-pub(super) fn relative(name: &str) -> &str {
-    name.strip_prefix(DATA_PREFIX)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .unwrap_or(name)
 }
