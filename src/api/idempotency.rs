@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 
-use super::{ApiError, ApiRequest, Context};
+use super::{ApiError, ApiRequest};
 use crate::auth::Caller;
 use crate::error_code::ErrorCode;
 use crate::http_util::{full, Body};
@@ -68,7 +68,8 @@ fn fingerprint(request: &ApiRequest) -> String {
 
 /// Runs `handle` for `request`, or replays the answer its `Idempotency-Key` already got.
 pub async fn run<F, Fut>(
-    ctx: &Context,
+    store: &crate::store::Store,
+    in_flight: &InFlight,
     caller: &Caller,
     request: ApiRequest,
     handle: F,
@@ -86,8 +87,7 @@ where
     let print = fingerprint(&request);
     let token = caller.token_id.clone();
     let (lookup_token, lookup_key) = (token.clone(), key.clone());
-    let earlier = ctx
-        .store
+    let earlier = store
         .call(move |s| s.idempotent_response(&lookup_token, &lookup_key, crate::ids::now_ms()))
         .await?;
     if let Some(earlier) = earlier {
@@ -101,8 +101,7 @@ where
         return Ok(replay(&earlier));
     }
     let claim_key = (token.clone(), key.clone());
-    if !ctx
-        .idempotency
+    if !in_flight
         .0
         .lock()
         .expect("in-flight keys poisoned")
@@ -114,7 +113,7 @@ where
         ));
     }
     let _claim = Claim {
-        in_flight: &ctx.idempotency,
+        in_flight,
         key: claim_key,
     };
     let result = handle(request).await;
@@ -139,8 +138,7 @@ where
         body: String::from_utf8_lossy(&bytes).into_owned(),
         created_ms: crate::ids::now_ms(),
     };
-    let stored = ctx
-        .store
+    let stored = store
         .call(move |s| s.put_idempotent_response(&token, &key, &record))
         .await;
     if let Err(error) = stored {

@@ -281,7 +281,7 @@ async fn serve(
     let (parts, body) = request.into_parts();
     let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
     let request = Request::from_parts(parts, body);
-    idempotency::run(ctx, &caller, request, |request| {
+    idempotency::run(&ctx.store, &ctx.idempotency, &caller, request, |request| {
         handle_route(ctx, request, spec.route, params, &caller)
     })
     .await

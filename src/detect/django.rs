@@ -4,7 +4,7 @@
 //! `<package>/asgi.py` when only uvicorn is listed); `collectstatic` in the build when the
 //! settings set `STATIC_ROOT`.
 
-use super::python::{server_command, Requirements};
+use super::venv::{server_command, Requirements};
 use super::{Files, Kind, Plan};
 
 pub(super) fn django(

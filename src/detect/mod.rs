@@ -14,6 +14,7 @@ mod django;
 mod node;
 mod other;
 mod python;
+mod venv;
 
 /// What detection chose, and why (one sentence per choice, for the run's log).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! server whose start command was not found.
 
 use super::callable::{self, Callable, Interface};
+use super::venv::{server_command, Requirements};
 use super::{Files, Kind, Plan};
 
 /// Modules a callable is looked for in, in order.
@@ -18,59 +19,6 @@ const MODULES: [&str; 7] = [
     "server.py",
     "api.py",
 ];
-
-/// The project's requirements, as the names they list (lower case).
-pub(super) struct Requirements {
-    names: Vec<String>,
-    /// `requirements.txt` or `pyproject.toml`.
-    pub source: &'static str,
-    /// Installs them into `.venv`.
-    pub install: String,
-}
-
-impl Requirements {
-    fn read(files: Files<'_>) -> Requirements {
-        let requirements = files("requirements.txt");
-        let (install, source) = match &requirements {
-            Some(_) => ("pip install -r requirements.txt", "requirements.txt"),
-            None => ("pip install .", "pyproject.toml"),
-        };
-        let text = format!(
-            "{}\n{}",
-            requirements.unwrap_or_default(),
-            files("pyproject.toml").unwrap_or_default()
-        )
-        .to_ascii_lowercase();
-        let names = text
-            .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-            .filter(|word| !word.is_empty())
-            .map(str::to_owned)
-            .collect();
-        Requirements {
-            names,
-            source,
-            install: format!("python3 -m venv .venv && .venv/bin/{install}"),
-        }
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.names.iter().any(|listed| listed == name)
-    }
-
-    /// The install command with `server` installed too, when the requirements lack it.
-    pub fn with_server(&mut self, server: &str, reasons: &mut Vec<String>) {
-        if self.has(server) {
-            return;
-        }
-        self.install
-            .push_str(&format!(" && .venv/bin/pip install {server}"));
-        reasons.push(format!(
-            "{server} is not in {}: installed into the venv too (list it there to pin its \
-             version)",
-            self.source
-        ));
-    }
-}
 
 pub(super) fn python(files: Files<'_>) -> Plan {
     let mut requirements = Requirements::read(files);
@@ -156,25 +104,6 @@ fn start(
     let command = server_command(server, &target, callable.factory);
     reasons.push(format!("{server} serves {target} on PORT"));
     (framework, command)
-}
-
-/// The start command of `server` for `target` (`module:name`), a factory or an application.
-pub(super) fn server_command(server: &str, target: &str, factory: bool) -> String {
-    let bin = format!("exec .venv/bin/{server}");
-    match (server, factory) {
-        ("uvicorn", false) => format!("{bin} {target} --host 0.0.0.0 --port \"$PORT\""),
-        ("uvicorn", true) => format!("{bin} --factory {target} --host 0.0.0.0 --port \"$PORT\""),
-        ("hypercorn", false) => format!("{bin} --bind \"0.0.0.0:$PORT\" {target}"),
-        ("hypercorn", true) => format!("{bin} --bind \"0.0.0.0:$PORT\" '{target}()'"),
-        ("waitress", false) => {
-            format!("exec .venv/bin/waitress-serve --listen=\"0.0.0.0:$PORT\" {target}")
-        }
-        ("waitress", true) => {
-            format!("exec .venv/bin/waitress-serve --listen=\"0.0.0.0:$PORT\" --call {target}")
-        }
-        (_, false) => format!("{bin} --bind \"0.0.0.0:$PORT\" {target}"),
-        (_, true) => format!("{bin} --bind \"0.0.0.0:$PORT\" '{target}()'"),
-    }
 }
 
 #[cfg(test)]
