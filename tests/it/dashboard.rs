@@ -208,7 +208,23 @@ async fn a_person_runs_a_site_from_the_dashboard() {
     // A finished run's page stays put: its log stream (which replays and ends at once) is
     // opened once, not again and again.
     let streams = || daemon.log_text().matches("route=LogStream").count();
-    let opened = streams();
+    // The page showing the run as finished may still be the one that watched it end and
+    // reloads once (its stream request logged a moment later): let that settle first. A page
+    // that reloads itself in a loop never settles.
+    let mut opened = streams();
+    let settle_by = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = streams();
+        if now == opened {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settle_by,
+            "the finished deployment's page keeps reloading ({now} streams opened)"
+        );
+        opened = now;
+    }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         streams(),
