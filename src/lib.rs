@@ -29,6 +29,7 @@ pub mod dispatch;
 pub mod doctor;
 pub mod domains;
 pub mod error_code;
+pub mod fs_at;
 #[allow(unsafe_code)] // one mallopt call
 pub mod heap;
 pub mod http_util;

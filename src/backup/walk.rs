@@ -7,12 +7,13 @@
 //! planted or swapped in never hangs the backup. Entries that vanish while the walk runs (an
 //! app deleting files) are left out.
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, OsStr};
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::fs_at::{names, open_dir};
 use nix::errno::Errno;
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, Mode, SFlag};
@@ -128,25 +129,6 @@ fn vanished(error: &std::io::Error) -> bool {
         error.raw_os_error(),
         Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
     ) || error.kind() == std::io::ErrorKind::NotFound
-}
-
-fn open_dir(parent: impl AsFd, name: &OsStr) -> std::io::Result<OwnedFd> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    Ok(openat(parent, name, flags, Mode::empty())?)
-}
-
-/// The names in a directory, sorted, without `.` and `..`.
-fn names(dir: &OwnedFd) -> std::io::Result<Vec<CString>> {
-    let mut listing = nix::dir::Dir::from_fd(dir.try_clone()?)?;
-    let mut names = Vec::new();
-    for entry in listing.iter() {
-        let name = entry?.file_name().to_owned();
-        if name.as_bytes() != b"." && name.as_bytes() != b".." {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
 }
 
 #[cfg(test)]

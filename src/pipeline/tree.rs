@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nix::dir::Dir;
+use crate::fs_at::{names, open_dir};
 use nix::errno::Errno;
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, mkdirat, FileStat, Mode, SFlag};
@@ -213,24 +213,6 @@ fn remove_at(parent: &OwnedFd, name: &CStr) -> io::Result<()> {
         remove_at(&dir, &child)?;
     }
     Ok(unlinkat(parent, name, UnlinkatFlags::RemoveDir)?)
-}
-
-/// The names in a directory, without `.` and `..`.
-fn names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
-    let mut listing = Dir::from_fd(dir.try_clone()?)?;
-    let mut names = Vec::new();
-    for entry in listing.iter() {
-        let name = entry?.file_name().to_owned();
-        if name.as_bytes() != b"." && name.as_bytes() != b".." {
-            names.push(name);
-        }
-    }
-    Ok(names)
-}
-
-fn open_dir(parent: impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    Ok(openat(parent, name, flags, Mode::empty())?)
 }
 
 fn fstat_at(parent: &OwnedFd, name: &CStr) -> io::Result<FileStat> {
