@@ -1,0 +1,139 @@
+//! The first step of a start: the data dir checked and made private, the store opened, the
+//! apps an earlier daemon left running found, the sandbox started, the secret key and the
+//! tokens loaded. Nothing listens yet.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::auth::Tokens;
+use crate::config::Config;
+use crate::sandbox::{AppHandle, Sandbox};
+use crate::secrets::SecretBox;
+use crate::store::Store;
+
+/// What every later step builds on.
+pub(super) struct Base {
+    /// The config, its sandbox mode the one in force (never `auto`).
+    pub config: Arc<Config>,
+    pub store: Store,
+    /// Apps an earlier daemon left running (deployment → handle), to adopt.
+    pub survivors: HashMap<String, AppHandle>,
+    pub sandbox: Arc<Sandbox>,
+    pub secrets: Arc<SecretBox>,
+    pub tokens: Arc<Tokens>,
+}
+
+impl Base {
+    pub fn open(mut config: Config) -> anyhow::Result<Base> {
+        check_data_dir(&config)?;
+        if !config.dev {
+            for advice in config.advice() {
+                tracing::warn!("{advice}");
+            }
+        }
+        prepare_data_dir(&config)?;
+        let store = Store::open(&config.data_dir)?;
+        let survivors = surviving_apps(&store)?;
+        let handles: Vec<_> = survivors.values().cloned().collect();
+        let sandbox = Arc::new(start_sandbox(&config, &handles)?);
+        config.sandbox.mode = sandbox.mode();
+        let secrets = Arc::new(SecretBox::open_or_create(
+            &config.data_dir.join("secret.key"),
+        )?);
+        let tokens = Arc::new(Tokens::load(store.clone())?);
+        let token_path = config.data_dir.join("initial-admin-token");
+        if tokens.bootstrap(&token_path, crate::ids::now_ms())? {
+            tracing::info!(path = %token_path.display(), "created the initial admin token; read it from this file (mode 0600)");
+        }
+        Ok(Base {
+            config: Arc::new(config),
+            store,
+            survivors,
+            sandbox,
+            secrets,
+            tokens,
+        })
+    }
+}
+
+/// A data dir that every sandbox sees would hand the store and the secret key to builds.
+fn check_data_dir(config: &Config) -> anyhow::Result<()> {
+    match crate::sandbox::visible_to_sandboxes(&config.data_dir) {
+        Some(visible) => anyhow::bail!(
+            "data_dir {} is under {}, which every sandbox sees (read-only); choose a data_dir \
+             elsewhere (the default is /var/lib/slipway)",
+            config.data_dir.display(),
+            visible.display()
+        ),
+        None => Ok(()),
+    }
+}
+
+fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = &config.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating data_dir {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("setting mode 0700 on {}", dir.display()))?;
+    Ok(())
+}
+
+/// Apps an earlier daemon left running that still run (deployment → handle); records of
+/// apps that are gone are dropped.
+pub(super) fn surviving_apps(store: &Store) -> anyhow::Result<HashMap<String, AppHandle>> {
+    let mut alive = HashMap::new();
+    for (deployment_id, json) in store.app_processes()? {
+        let handle = serde_json::from_slice::<AppHandle>(&json).ok();
+        match handle {
+            Some(handle) if handle.is_alive() => {
+                alive.insert(deployment_id, handle);
+            }
+            _ => store.remove_app_process(&deployment_id)?,
+        }
+    }
+    Ok(alive)
+}
+
+/// Starts the sandbox runner. Without `--dev` a machine that cannot sandbox stops the daemon:
+/// a production host must never silently lose its sandbox.
+fn start_sandbox(config: &Config, survivors: &[AppHandle]) -> anyhow::Result<Sandbox> {
+    let exe = PathBuf::from("/proc/self/exe");
+    let run_dir = config.data_dir.join("run");
+    Sandbox::start(&config.sandbox, exe, run_dir, survivors).map_err(|error| {
+        let hint = if config.dev {
+            ""
+        } else {
+            ". To try Slipway out on this machine anyway, run `slipway serve --dev`: its sandbox \
+             mode \"auto\" falls back to running builds unsandboxed, with a warning"
+        };
+        anyhow::anyhow!("starting the sandbox: {error}{hint}")
+    })
+}
+
+/// `slipway stop-apps` when no daemon runs: stops the apps the last daemon left running and
+/// removes what the sandbox had on the host (cgroups, links, the nftables table). Returns how
+/// many apps were running.
+pub fn stop_apps_offline(config: &Config) -> anyhow::Result<usize> {
+    let store = Store::open(&config.data_dir)?;
+    let survivors = surviving_apps(&store)?;
+    let handles: Vec<_> = survivors.values().cloned().collect();
+    let grace = std::time::Duration::from_secs(config.limits.app_stop_grace_s);
+    let stopped = crate::sandbox::stop_outliving(&handles, grace);
+    for deployment_id in survivors.keys() {
+        store.remove_app_process(deployment_id)?;
+    }
+    // Nothing needs the volumes any more (a daemon started later mounts them again).
+    crate::disk::unmount_all_under(&config.data_dir);
+    if config.sandbox.mode != crate::config::SandboxMode::None {
+        let exe = PathBuf::from("/proc/self/exe");
+        let run_dir = config.data_dir.join("run");
+        match crate::sandbox::NamespaceRunner::start(&config.sandbox, exe, run_dir, &[]) {
+            Ok(runner) => runner.shutdown(),
+            Err(error) => tracing::debug!(%error, "no sandbox state to clean up"),
+        }
+    }
+    Ok(stopped)
+}

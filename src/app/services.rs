@@ -1,0 +1,303 @@
+//! The second step: the parts of the control plane, built once and shared — the route table,
+//! log hub, supervisor, TLS, volumes, pipeline, domains and the API's context — and then
+//! everything that was routed or live before brought back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::base::Base;
+use super::Bound;
+use crate::api::Context;
+use crate::config::{Config, SandboxMode, TlsMode};
+use crate::logs::{LogHub, LogLimits};
+use crate::metrics::DaemonMetrics;
+use crate::notifications::Notifier;
+use crate::pipeline::{Pipeline, PipelineParts};
+use crate::router::Routes;
+use crate::store::Store;
+use crate::supervisor::Supervisor;
+use crate::tls::TlsManager;
+use crate::urls::PublicUrls;
+
+/// The control plane's parts.
+pub(super) struct Services {
+    pub routes: Arc<Routes>,
+    pub daemon_metrics: Arc<DaemonMetrics>,
+    pub hub: Arc<LogHub>,
+    pub supervisor: Arc<Supervisor>,
+    pub tls: Option<Arc<TlsManager>>,
+    pub pipeline: Arc<Pipeline>,
+    pub observatory: Arc<crate::usage::Observatory>,
+    pub ctx: Arc<Context>,
+}
+
+impl Services {
+    /// `runs` ends the builds in flight (a child of the daemon's shutdown).
+    pub async fn build(
+        base: &Base,
+        bound: &Bound,
+        runs: CancellationToken,
+    ) -> anyhow::Result<Services> {
+        let config = &base.config;
+        let store = &base.store;
+        let urls = PublicUrls::new(
+            bound.https.map(|a| a.port()),
+            bound.http.port(),
+            &config.control_host,
+            &config.apps_domain,
+        );
+        let routes = Arc::new(
+            Routes::new(config.control_host.clone(), config.apps_domain.clone())
+                .with_request_metrics(config.metrics.requests),
+        );
+        let daemon_metrics = Arc::new(DaemonMetrics::new(
+            crate::ids::now_ms() / 1000,
+            config.limits.router_threads,
+        ));
+        let notifier = Notifier::new(store.clone());
+        let hub = log_hub(config, store);
+        let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
+        let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
+        let sources = Arc::new(
+            crate::source::SourceStore::open(config.data_dir.join("sources"))
+                .context("opening the source archive store")?,
+        );
+        let tls = start_tls(config, store, &notifier).await?;
+        let pipeline = Pipeline::new(PipelineParts {
+            config: config.clone(),
+            store: store.clone(),
+            hub: hub.clone(),
+            runner: runner.clone(),
+            routes: routes.clone(),
+            supervisor: supervisor.clone(),
+            sources: sources.clone(),
+            secrets: base.secrets.clone(),
+            tls: tls.clone(),
+            https_addr: bound.https,
+            urls: urls.clone(),
+            volumes: detect_volumes(config).await?,
+            shutdown: runs,
+            notifier: notifier.clone(),
+            metrics: daemon_metrics.clone(),
+        });
+        let observatory = Arc::new(crate::usage::Observatory {
+            routes: routes.clone(),
+            runner,
+            tls: tls.clone(),
+            daemon: daemon_metrics.clone(),
+            store: store.clone(),
+            data_dir: config.data_dir.clone(),
+        });
+        let domains = domains(config, store, &routes, &tls, &notifier, bound);
+        let ctx = api_context(
+            base,
+            &pipeline,
+            &observatory,
+            &hub,
+            ForApi {
+                routes: routes.clone(),
+                notifier,
+                domains,
+                sources,
+                urls,
+            },
+        );
+        Ok(Services {
+            routes,
+            daemon_metrics,
+            hub,
+            supervisor,
+            tls,
+            pipeline,
+            observatory,
+            ctx,
+        })
+    }
+
+    /// Routes every project and custom domain, starts the log flusher (ended by `logs`), and
+    /// serves again everything that was live, before the daemon says it is ready.
+    pub async fn bring_back(
+        &self,
+        survivors: HashMap<String, crate::sandbox::AppHandle>,
+        logs: CancellationToken,
+    ) -> anyhow::Result<JoinHandle<()>> {
+        let projects = self.ctx.store.call(|store| store.list_projects()).await?;
+        self.routes
+            .add_projects(projects.iter().map(|project| project.slug.as_str()));
+        let restored_domains = self.ctx.domains.restore().await?;
+        if restored_domains > 0 {
+            tracing::info!(domains = restored_domains, "custom domains routed");
+        }
+        let flusher = tokio::spawn(self.hub.clone().run_flusher(logs));
+        self.pipeline.restore(survivors).await?;
+        Ok(flusher)
+    }
+}
+
+/// What the API's context takes that the daemon's other parts do not keep.
+struct ForApi {
+    routes: Arc<Routes>,
+    notifier: Notifier,
+    domains: Arc<crate::domains::Domains>,
+    sources: Arc<crate::source::SourceStore>,
+    urls: PublicUrls,
+}
+
+fn api_context(
+    base: &Base,
+    pipeline: &Arc<Pipeline>,
+    observatory: &Arc<crate::usage::Observatory>,
+    hub: &Arc<LogHub>,
+    api: ForApi,
+) -> Arc<Context> {
+    let (config, store) = (&base.config, &base.store);
+    Arc::new(Context {
+        config: config.clone(),
+        store: store.clone(),
+        tokens: base.tokens.clone(),
+        limiter: crate::ratelimit::RateLimiter::new(
+            config.rate_limits.requests_per_minute,
+            config.rate_limits.posts_per_minute_per_endpoint,
+        ),
+        secrets: base.secrets.clone(),
+        routes: api.routes,
+        pipeline: pipeline.clone(),
+        observatory: observatory.clone(),
+        notifier: api.notifier,
+        domains: api.domains,
+        autodeploy: Arc::new(crate::autodeploy::AutoDeploy::new(
+            store.clone(),
+            pipeline.clone(),
+            base.secrets.clone(),
+        )),
+        hub: hub.clone(),
+        sources: api.sources,
+        urls: api.urls,
+        public_bodies: crate::api::PublicBodies::new(&config.limits),
+        idempotency: Default::default(),
+        unauthenticated_failures: Default::default(),
+    })
+}
+
+fn log_hub(config: &Config, store: &Store) -> Arc<LogHub> {
+    LogHub::new(
+        store.clone(),
+        LogLimits {
+            retention_bytes: config.limits.log_retention_mb * 1024 * 1024,
+            rate_bytes_per_second: config.limits.log_rate_kb_s * 1024,
+            burst_bytes: config.limits.log_burst_kb * 1024,
+        },
+    )
+}
+
+fn supervisor(
+    base: &Base,
+    runner: &Arc<dyn crate::sandbox::Runner>,
+    hub: &Arc<LogHub>,
+    routes: &Arc<Routes>,
+    notifier: &Notifier,
+) -> Arc<Supervisor> {
+    let limits = &base.config.limits;
+    Supervisor::new(
+        runner.clone(),
+        hub.clone(),
+        routes.clone(),
+        base.store.clone(),
+        notifier.clone(),
+        Duration::from_secs(limits.app_stop_grace_s),
+        Duration::from_secs(limits.health_interval_s),
+    )
+}
+
+fn domains(
+    config: &Config,
+    store: &Store,
+    routes: &Arc<Routes>,
+    tls: &Option<Arc<TlsManager>>,
+    notifier: &Notifier,
+    bound: &Bound,
+) -> Arc<crate::domains::Domains> {
+    crate::domains::Domains::new(
+        store.clone(),
+        routes.clone(),
+        tls.clone(),
+        notifier.clone(),
+        crate::domains::OwnNames {
+            apps_domain: config.apps_domain.clone(),
+            control_host: config.control_host.clone(),
+        },
+        bound.https,
+    )
+}
+
+/// The certificate manager for `tls.mode` (none when off); its failures become notifications.
+async fn start_tls(
+    config: &Arc<Config>,
+    store: &Store,
+    notifier: &Notifier,
+) -> anyhow::Result<Option<Arc<TlsManager>>> {
+    if config.tls.mode == TlsMode::Off {
+        return Ok(None);
+    }
+    let tls_config = config.clone();
+    let tls_store: Arc<dyn crate::tls::TlsStore> = Arc::new(StoreTls(store.clone()));
+    let manager = tokio::task::spawn_blocking(move || {
+        TlsManager::new(
+            &tls_config.tls,
+            &tls_config.apps_domain,
+            &tls_config.control_host,
+            tls_store,
+            Arc::new(crate::tls::SystemClock),
+        )
+    })
+    .await?
+    .context("setting up TLS (tls.mode)")?;
+    let tls_notifier = notifier.clone();
+    let apps_domain = config.apps_domain.clone();
+    manager.on_failure(Box::new(move |name, error| {
+        let slug = crate::router::app_slug(name, &apps_domain);
+        tls_notifier.certificate_failed(name, slug, error);
+    }));
+    Ok(Some(manager))
+}
+
+/// Whether volumes (disk limits) are on, and volumes a killed backup left frozen thawed.
+async fn detect_volumes(config: &Config) -> anyhow::Result<crate::disk::Volumes> {
+    let (reserve, data_dir) = (config.limits.disk_reserve_mb, config.data_dir.clone());
+    let want = config.sandbox.mode == SandboxMode::Namespaces;
+    Ok(tokio::task::spawn_blocking(move || {
+        let volumes = crate::disk::Volumes::detect(reserve, want, &data_dir);
+        if volumes.limited() {
+            crate::disk::thaw_all_under(&data_dir);
+        }
+        volumes
+    })
+    .await?)
+}
+
+/// The TLS module's persistence, over the store's `tls` table.
+struct StoreTls(Store);
+
+impl crate::tls::TlsStore for StoreTls {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::tls::TlsError> {
+        self.0.tls_get(key).map_err(store_error)
+    }
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), crate::tls::TlsError> {
+        self.0.tls_put(key, value).map_err(store_error)
+    }
+    fn delete(&self, key: &str) -> Result<(), crate::tls::TlsError> {
+        self.0.tls_delete(key).map_err(store_error)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, crate::tls::TlsError> {
+        self.0.tls_list(prefix).map_err(store_error)
+    }
+}
+
+fn store_error(error: crate::store::StoreError) -> crate::tls::TlsError {
+    crate::tls::TlsError::Store(error.to_string())
+}
