@@ -7,15 +7,15 @@
 //! ([`super::failures::UnauthenticatedFailures`]), so that nobody without a secret can push the entries of
 //! token holders out of the log's 100,000.
 
+use super::reply::Reply;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::{Response, StatusCode};
+use http::StatusCode;
 
 use super::routes::{RouteSpec, Target};
-use super::{json_response, paging, types, ApiError, ApiRequest, Context, Params};
+use super::{paging, types, ApiError, ApiRequest, Context, Params};
 use crate::auth::Caller;
-use crate::http_util::Body;
 use crate::store::records::AuditRecord;
 
 /// The entry a request will leave, before it runs (status: the route's success).
@@ -28,7 +28,7 @@ pub async fn draft(
     params: &Params,
 ) -> AuditRecord {
     let now = crate::ids::now_ms();
-    let target = (!params.0.is_empty()).then(|| params.get(0).to_owned());
+    let target = (!params.is_empty()).then(|| params.get(0).to_owned());
     let project_id = project_of(ctx, spec.target, target.as_deref()).await;
     AuditRecord {
         v: 1,
@@ -91,7 +91,7 @@ async fn project_of(ctx: &Context, target: Target, key: Option<&str>) -> Option<
 }
 
 /// `GET /api/audit?limit&cursor&projectId`.
-pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<Body>, ApiError> {
+pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Reply, ApiError> {
     let mut project = None;
     let mut rest = Vec::new();
     for pair in request
@@ -141,20 +141,17 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
         .then(|| entries.last().map(|e| paging::cursor_of(e.at_ms, &e.id)))
         .flatten();
     let entries = entries.into_iter().map(types::AuditEntry::from).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::AuditLog {
-            entries,
-            next_cursor,
-            unauthenticated_failures: ctx.unauthenticated_failures.counts(),
-        },
-    ))
+    Ok(Reply::json(&types::AuditLog {
+        entries,
+        next_cursor,
+        unauthenticated_failures: ctx.unauthenticated_failures.counts(),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::routes::Route;
+    use crate::api::Route;
     use crate::error_code::ErrorCode;
     use crate::store::Store;
 

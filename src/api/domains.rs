@@ -3,15 +3,13 @@
 //! its answers and errors into the contract's shapes (`INVALID_DOMAIN`,
 //! `INVALID_DOMAIN_TAKEN`, 404, 409).
 
+use super::reply::Reply;
 use std::sync::Arc;
-
-use http::{Response, StatusCode};
 
 use super::json::read_string_fields;
 use super::projects::find;
-use super::{json_response, types, ApiError, ApiRequest, Context, ErrorCode};
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
 use crate::domains::{DomainError, DomainView};
-use crate::http_util::Body;
 use crate::ids::rfc3339;
 use crate::tls::CertificateState;
 
@@ -19,7 +17,7 @@ pub async fn create(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let body: types::CreateDomain = read_string_fields(&request)?;
     let project = find(ctx, id_or_slug).await?;
     let view = ctx
@@ -27,14 +25,14 @@ pub async fn create(
         .add(&project, &body.domain, body.redirect_to.as_deref())
         .await
         .map_err(api_error)?;
-    Ok(json_response(StatusCode::CREATED, &domain_of(view)))
+    Ok(Reply::json(&domain_of(view)))
 }
 
 pub async fn list(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: &ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;
     let views = ctx.domains.list(&project).await?;
@@ -50,44 +48,30 @@ pub async fn list(
         super::paging::Order::OldestFirst,
         &page,
     );
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DomainList {
-            project_id: project.id,
-            domains: views.into_iter().map(domain_of).collect(),
-            next_cursor,
-        },
-    ))
+    Ok(Reply::json(&types::DomainList {
+        project_id: project.id,
+        domains: views.into_iter().map(domain_of).collect(),
+        next_cursor,
+    }))
 }
 
-pub async fn get(
-    ctx: &Arc<Context>,
-    id_or_slug: &str,
-    domain: &str,
-) -> Result<Response<Body>, ApiError> {
+pub async fn get(ctx: &Arc<Context>, id_or_slug: &str, domain: &str) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let view = ctx.domains.get(&project, domain).await.map_err(api_error)?;
-    Ok(json_response(StatusCode::OK, &domain_of(view)))
+    Ok(Reply::json(&domain_of(view)))
 }
 
-pub async fn delete(
-    ctx: &Arc<Context>,
-    id_or_slug: &str,
-    domain: &str,
-) -> Result<Response<Body>, ApiError> {
+pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str, domain: &str) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let record = ctx
         .domains
         .remove(&project, domain)
         .await
         .map_err(api_error)?;
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DomainDeleted {
-            domain: record.domain,
-            deleted: true,
-        },
-    ))
+    Ok(Reply::json(&types::DomainDeleted {
+        domain: record.domain,
+        deleted: true,
+    }))
 }
 
 fn api_error(error: DomainError) -> ApiError {

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::routes::Route;
+use super::Route;
 use super::{types, ApiError};
 use crate::error_code::ErrorCode;
 

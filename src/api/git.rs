@@ -3,16 +3,15 @@
 //! signature), deploy hooks (`…/deploy-hooks`, `POST /api/hooks/{secret}`, no token) and
 //! previews (`GET …/previews`, `DELETE …/previews/{name}`). The work is `crate::autodeploy`'s.
 
+use super::reply::Reply;
 use std::sync::Arc;
 
-use http::{Response, StatusCode};
 use serde_json::Value;
 
 use super::json::{read_json_object, read_string_fields};
 use super::projects::{find, project_of};
-use super::{json_response, types, ApiError, ApiRequest, Context, ErrorCode};
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
 use crate::autodeploy::AutoDeployError;
-use crate::http_util::Body;
 use crate::ids::rfc3339;
 use crate::store::records::{DeployHookRecord, ProjectSettings, Trigger};
 
@@ -25,7 +24,7 @@ pub async fn patch_settings(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let body = read_json_object(&request)?;
     let project = find(ctx, id_or_slug).await?;
     let mut settings = project.settings.clone();
@@ -38,7 +37,7 @@ pub async fn patch_settings(
         .call(move |s| s.update_project(&id, |p| p.settings = settings))
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no project with id or slug {id_or_slug:?}")))?;
-    Ok(json_response(StatusCode::OK, &project_of(ctx, &updated)))
+    Ok(Reply::json(&project_of(ctx, &updated)))
 }
 
 fn invalid(message: String) -> ApiError {
@@ -121,17 +120,14 @@ fn apply(settings: &mut ProjectSettings, field: &str, value: &Value) -> Result<(
 pub async fn rotate_webhook_secret(
     ctx: &Arc<Context>,
     id_or_slug: &str,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let secret = ctx.autodeploy.rotate_secret(&project).await?;
     tracing::info!(project = %project.slug, "webhook secret made (or rotated)");
-    Ok(json_response(
-        StatusCode::CREATED,
-        &types::WebhookSecret {
-            secret,
-            webhook_url: format!("{}/api/webhooks/{}", ctx.control_url(), project.id),
-        },
-    ))
+    Ok(Reply::json(&types::WebhookSecret {
+        secret,
+        webhook_url: format!("{}/api/webhooks/{}", ctx.control_url(), project.id),
+    }))
 }
 
 /// The project, its provider and its secret are found before a byte of the body is read;
@@ -140,7 +136,7 @@ pub async fn webhook(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: http::Request<hyper::body::Incoming>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let key = ctx
         .autodeploy
@@ -156,15 +152,12 @@ pub async fn webhook(
     let (provisioning_id, deployment_id) = outcome
         .run
         .map_or((None, None), |(p, d)| (Some(p), Some(d)));
-    Ok(json_response(
-        StatusCode::ACCEPTED,
-        &types::WebhookAnswer {
-            action: outcome.action.to_owned(),
-            reason: outcome.reason,
-            provisioning_id,
-            deployment_id,
-        },
-    ))
+    Ok(Reply::json(&types::WebhookAnswer {
+        action: outcome.action.to_owned(),
+        reason: outcome.reason,
+        provisioning_id,
+        deployment_id,
+    }))
 }
 
 fn autodeploy_error(error: AutoDeployError) -> ApiError {
@@ -180,7 +173,7 @@ pub async fn create_hook(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let body: types::CreateDeployHook = read_string_fields(&request)?;
     // The same rule as a token's name, and as the schema's pattern: 1 to 100 characters
     // (not bytes: the schema counts characters), not only spaces, no control characters.
@@ -224,44 +217,38 @@ pub async fn create_hook(
     ctx.store
         .call(move |s| s.insert_deploy_hook(&stored))
         .await?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        &types::CreatedDeployHook {
-            id: record.id,
-            name: record.name,
-            branch: record.branch,
-            url: format!("{}/api/hooks/{secret}", ctx.control_url()),
-            created_at: rfc3339(record.created_ms),
-        },
-    ))
+    Ok(Reply::json(&types::CreatedDeployHook {
+        id: record.id,
+        name: record.name,
+        branch: record.branch,
+        url: format!("{}/api/hooks/{secret}", ctx.control_url()),
+        created_at: rfc3339(record.created_ms),
+    }))
 }
 
-pub async fn list_hooks(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+pub async fn list_hooks(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
     let hooks = ctx.store.call(move |s| s.deploy_hooks_of(&id)).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DeployHookList {
-            project_id: project.id,
-            deploy_hooks: hooks
-                .into_iter()
-                .map(|h| types::DeployHook {
-                    id: h.id,
-                    name: h.name,
-                    branch: h.branch,
-                    created_at: rfc3339(h.created_ms),
-                })
-                .collect(),
-        },
-    ))
+    Ok(Reply::json(&types::DeployHookList {
+        project_id: project.id,
+        deploy_hooks: hooks
+            .into_iter()
+            .map(|h| types::DeployHook {
+                id: h.id,
+                name: h.name,
+                branch: h.branch,
+                created_at: rfc3339(h.created_ms),
+            })
+            .collect(),
+    }))
 }
 
 pub async fn delete_hook(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     hook_id: &str,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let (id, hook) = (project.id.clone(), hook_id.to_owned());
     if !ctx
@@ -274,17 +261,14 @@ pub async fn delete_hook(
             project.slug
         )));
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DeployHookDeleted {
-            id: hook_id.to_owned(),
-            deleted: true,
-        },
-    ))
+    Ok(Reply::json(&types::DeployHookDeleted {
+        id: hook_id.to_owned(),
+        deleted: true,
+    }))
 }
 
 /// `POST /api/hooks/{secret}`: deploys the hook's branch with the saved settings.
-pub async fn trigger_hook(ctx: &Arc<Context>, secret: &str) -> Result<Response<Body>, ApiError> {
+pub async fn trigger_hook(ctx: &Arc<Context>, secret: &str) -> Result<Reply, ApiError> {
     let hash = crate::ids::sha256_hex(secret.as_bytes());
     let hook = ctx
         .store
@@ -316,20 +300,17 @@ pub async fn trigger_hook(ctx: &Arc<Context>, secret: &str) -> Result<Response<B
     }
     .map_err(autodeploy_error)?;
     tracing::info!(project = %project.slug, hook = %hook.id, run = %run.id, "deploy hook");
-    Ok(json_response(
-        StatusCode::ACCEPTED,
-        &types::HookTriggered {
-            provisioning_id: run.id,
-            deployment_id: run.deployment_id,
-        },
-    ))
+    Ok(Reply::json(&types::HookTriggered {
+        provisioning_id: run.id,
+        deployment_id: run.deployment_id,
+    }))
 }
 
 pub async fn list_previews(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: &ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
@@ -372,21 +353,18 @@ pub async fn list_previews(
         super::paging::Order::NewestFirst,
         &page,
     );
-    Ok(json_response(
-        StatusCode::OK,
-        &types::PreviewList {
-            project_id: project.id,
-            previews: page.into_iter().map(|(_, p)| p).collect(),
-            next_cursor,
-        },
-    ))
+    Ok(Reply::json(&types::PreviewList {
+        project_id: project.id,
+        previews: page.into_iter().map(|(_, p)| p).collect(),
+        next_cursor,
+    }))
 }
 
 pub async fn delete_preview(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     name: &str,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     if !ctx.autodeploy.teardown(&project, name).await? {
         return Err(ApiError::not_found(format!(
@@ -394,28 +372,19 @@ pub async fn delete_preview(
             project.slug
         )));
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &types::PreviewDeleted {
-            name: name.to_owned(),
-            deleted: true,
-        },
-    ))
+    Ok(Reply::json(&types::PreviewDeleted {
+        name: name.to_owned(),
+        deleted: true,
+    }))
 }
 
-pub async fn clear_build_cache(
-    ctx: &Arc<Context>,
-    id_or_slug: &str,
-) -> Result<Response<Body>, ApiError> {
+pub async fn clear_build_cache(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let freed_bytes = ctx.pipeline.clear_build_cache(&project.id).await;
     tracing::info!(project = %project.slug, freed_bytes, "build cache cleared");
-    Ok(json_response(
-        StatusCode::OK,
-        &types::BuildCacheCleared {
-            project_id: project.id,
-            deleted: true,
-            freed_bytes,
-        },
-    ))
+    Ok(Reply::json(&types::BuildCacheCleared {
+        project_id: project.id,
+        deleted: true,
+        freed_bytes,
+    }))
 }

@@ -2,20 +2,21 @@
 //! `GET …/logs/stream` (server-sent events: replay from `Last-Event-ID`/`since`, then live
 //! lines, status events, keepalives, and `end`).
 
+use super::reply::Reply;
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::ApiRequest;
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderValue, Response};
 use http_body_util::BodyExt;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 use super::types::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
-use super::{json_response, ApiError, Context};
-use crate::http_util::{Body, ChannelBody};
+use super::{ApiError, Context};
+use crate::http_util::ChannelBody;
 use crate::logs::{LogEvent, LogHub, LogLine, LogStream};
 use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState};
 
@@ -79,11 +80,7 @@ async fn deployment(ctx: &Context, id: &str) -> Result<DeploymentRecord, ApiErro
         .ok_or_else(|| ApiError::not_found(format!("no deployment {id:?}")))
 }
 
-pub async fn page(
-    ctx: &Arc<Context>,
-    id: &str,
-    request: &ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+pub async fn page(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
     let query = parse_query(request.uri().query())?;
     let deployment = deployment(ctx, id).await?;
     let hub = ctx.hub.clone();
@@ -93,15 +90,12 @@ pub async fn page(
         .call(move |_| hub.read(&deployment_id, query.since, query.limit, query.stream))
         .await?;
     let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
-    Ok(json_response(
-        StatusCode::OK,
-        &LogPage {
-            deployment_id: deployment.id,
-            logs: lines,
-            next_since,
-            has_more,
-        },
-    ))
+    Ok(Reply::json(&LogPage {
+        deployment_id: deployment.id,
+        logs: lines,
+        next_since,
+        has_more,
+    }))
 }
 
 /// Whether a deployment can still produce lines.
@@ -113,11 +107,7 @@ fn finished(deployment: &DeploymentRecord) -> bool {
     }
 }
 
-pub async fn stream(
-    ctx: &Arc<Context>,
-    id: &str,
-    request: &ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
     let query = parse_query(request.uri().query())?;
     let last_event_id = request
         .headers()
@@ -164,7 +154,7 @@ pub async fn stream(
         HeaderValue::from_static("no-cache"),
     );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    Ok(Reply::Whole(response))
 }
 
 fn line_event(line: &LogLine) -> Bytes {

@@ -1,6 +1,8 @@
-//! The REST API under `/api/` on the control host: authentication → rate limit → route →
-//! handler. Every response carries the rate-limit headers; every error is the contract's
-//! envelope (`error.rs`). Handlers live in one module per resource.
+//! The REST API under `/api/` on the control host: its route table (below: every route once,
+//! with its handler; `routes.rs` says what an entry is), a request's way through
+//! authentication, rate limit, scope, body and audit (`request.rs`), and one handler module
+//! per resource. Every response carries the rate-limit headers; every error is the contract's
+//! envelope (`error.rs`); a success is the handler's `Reply` with the route's status.
 
 mod audit;
 mod context;
@@ -15,394 +17,385 @@ mod notifications;
 mod observability;
 mod openapi;
 mod paging;
+mod params;
 mod projects;
 mod provision;
 mod public_body;
+mod reply;
+mod request;
+#[macro_use]
 mod routes;
 mod source;
 mod tokens;
 pub mod types;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use http::{HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use http::{HeaderValue, Request, Response, StatusCode};
 
 pub use context::Context;
 pub use error::{ApiError, ErrorCode};
 pub use openapi::{openapi_document, OpenApiDocument};
+pub use params::{match_template, Params};
 pub use public_body::PublicBodies;
-pub use routes::{Route, RouteSpec, Target, ROUTES};
+pub use request::handle;
+pub use routes::{RouteSpec, Target};
 pub use tokens::parse_create as parse_token_request;
 
-use crate::auth::Caller;
 use crate::http_util::{full, Body};
+use reply::Reply;
+use routes::{fields, shape, AnyObject, RequestBody, ResponseBody, Scope};
+use types::*;
 
 /// A request as handlers see it: the body already read (bounded by the route's limit).
 pub type ApiRequest = Request<bytes::Bytes>;
 
-/// Path parameters captured by a template, in order.
-pub struct Params(Vec<String>);
+route_table! {
+    |ctx, request, params, caller|
 
-impl Params {
-    pub fn get(&self, index: usize) -> &str {
-        &self.0[index]
+    ListProjects: GET "/api/projects" {
+        needs: Read, target: None, success: OK,
+        summary: "List projects",
+        request: None,
+        response: ResponseBody::Json(shape::<ProjectList>),
+        query: Some(fields::<PageQuery>),
+        handle: projects::list(ctx, &request, caller),
     }
-}
-
-/// Matches `path` against `template`; returns the captured (percent-decoded) parameters.
-pub fn match_template(template: &str, path: &str) -> Option<Params> {
-    let mut template_parts = template.split('/');
-    let mut path_parts = path.split('/');
-    let mut params = Vec::new();
-    loop {
-        match (template_parts.next(), path_parts.next()) {
-            (None, None) => return Some(Params(params)),
-            (Some(t), Some(p)) if t.starts_with('{') => {
-                if p.is_empty() {
-                    return None;
-                }
-                params
-                    .push(String::from_utf8(crate::http_util::percent_decode(p.as_bytes())?).ok()?);
-            }
-            (Some(t), Some(p)) if t == p => {}
-            _ => return None,
-        }
+    CreateProject: POST "/api/projects" {
+        needs: Admin, target: None, success: CREATED,
+        summary: "Create a project",
+        request: Some(RequestBody::Json(shape::<CreateProject>)),
+        response: ResponseBody::Json(shape::<Project>),
+        query: None,
+        handle: projects::create(ctx, request),
     }
-}
-
-enum Matched {
-    Route(&'static RouteSpec, Params),
-    WrongMethod(Vec<&'static str>),
-    None,
-}
-
-fn find_route(method: &Method, path: &str) -> Matched {
-    let mut allowed = Vec::new();
-    for spec in ROUTES {
-        if let Some(params) = match_template(spec.template, path) {
-            if spec.method == method || (method == Method::HEAD && spec.method == Method::GET) {
-                return Matched::Route(spec, params);
-            }
-            allowed.push(spec.method.as_str());
-        }
+    GetProject: GET "/api/projects/{projectId}" {
+        needs: Read, target: Project, success: OK,
+        summary: "Get a project by id or slug",
+        request: None,
+        response: ResponseBody::Json(shape::<Project>),
+        query: None,
+        handle: projects::get(ctx, params.get(0)),
     }
-    if allowed.is_empty() {
-        Matched::None
-    } else {
-        Matched::WrongMethod(allowed)
+    DeleteProject: DELETE "/api/projects/{projectId}" {
+        needs: Admin, target: Project, success: OK,
+        summary: "Delete a project, its app, deployments, logs, env vars and source",
+        request: None,
+        response: ResponseBody::Json(shape::<ProjectDeleted>),
+        query: None,
+        handle: projects::delete(ctx, params.get(0)),
     }
-}
-
-/// Handles one `/api/` request.
-pub async fn handle(
-    ctx: Arc<Context>,
-    request: Request<Incoming>,
-    client: SocketAddr,
-) -> Response<Body> {
-    let now_ms = crate::ids::now_ms();
-    let authorization = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let caller = ctx.tokens.verify(authorization, now_ms);
-    let matched = find_route(request.method(), request.uri().path());
-    let post_route = match (&matched, request.method()) {
-        (Matched::Route(spec, _), &Method::POST) => Some(spec.template),
-        _ => None,
-    };
-    let subject = match &caller {
-        Some(caller) => caller.token_id.clone(),
-        None => crate::ratelimit::client_subject(client.ip()),
-    };
-    let decision = ctx.limiter.check(
-        &subject,
-        post_route.map(|t| format!("POST {t}")).as_deref(),
-        now_ms as f64 / 1000.0,
-    );
-    let result = if !decision.allowed {
-        Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "rate limit of {} requests per minute exceeded; retry in {} s",
-                decision.limit, decision.retry_after
-            ),
-        )
-        .with_header("retry-after", decision.retry_after.to_string()))
-    } else {
-        match (caller, matched) {
-            (_, Matched::Route(spec, params)) if spec.route.is_public() => {
-                dispatch_public(&ctx, request, spec, params, client).await
-            }
-            (None, _) => Err(ApiError::unauthorized()),
-            (Some(caller), matched) => dispatch(&ctx, request, matched, caller, client).await,
-        }
-    };
-    let mut response = result.unwrap_or_else(ApiError::into_response);
-    let headers = response.headers_mut();
-    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
-    headers.insert(
-        "x-ratelimit-remaining",
-        HeaderValue::from(decision.remaining),
-    );
-    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_at));
-    response
-}
-
-async fn dispatch(
-    ctx: &Arc<Context>,
-    request: Request<Incoming>,
-    matched: Matched,
-    caller: Arc<Caller>,
-    client: SocketAddr,
-) -> Result<Response<Body>, ApiError> {
-    let (spec, params) = match matched {
-        Matched::Route(spec, params) => (spec, params),
-        Matched::WrongMethod(allowed) => {
-            return Err(ApiError::new(
-                ErrorCode::MethodNotAllowed,
-                format!(
-                    "{} is not allowed here; allowed: {}",
-                    request.method(),
-                    allowed.join(", ")
-                ),
-            )
-            .with_header("allow", allowed.join(", ")))
-        }
-        Matched::None => {
-            return Err(ApiError::not_found(format!(
-                "no API route {} {}; see GET /api/openapi.json",
-                request.method(),
-                request.uri().path()
-            )))
-        }
-    };
-    tracing::debug!(token = %caller.token_id, route = ?spec.route, "api request");
-    let method = request.method().clone();
-    if method == Method::GET || method == Method::HEAD {
-        return serve(ctx, request, spec, params, caller).await;
+    SetEnvVars: POST "/api/projects/{projectId}/env-vars" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Set environment variables (all or nothing)",
+        request: Some(RequestBody::Json(env_vars_body_schema)),
+        response: ResponseBody::Json(shape::<EnvVarsUpdated>),
+        query: None,
+        handle: projects::set_env_vars(ctx, caller, params.get(0), request),
     }
-    // A request that changes something leaves an audit entry, committed with its change.
-    let entry = audit::draft(ctx, &caller, client, &method, spec, &params).await;
-    let scoped = Some(Arc::new(entry.clone()));
-    let result = crate::store::AUDIT
-        .scope(scoped, serve(ctx, request, spec, params, caller))
-        .await;
-    let status = match &result {
-        Ok(response) => response.status(),
-        Err(error) => error.code.status(),
-    };
-    let mut entry = entry;
-    let result = match result {
-        // A new project is named by its answer, not its path.
-        Ok(response) if spec.route == Route::CreateProject && status.is_success() => {
-            let (parts, body) = response.into_parts();
-            let bytes = http_body_util::BodyExt::collect(body)
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            if let Ok(created) = serde_json::from_slice::<types::Project>(&bytes) {
-                entry.target = Some(created.slug);
-                entry.project_id = Some(created.id);
-            }
-            Ok(Response::from_parts(parts, full(bytes)))
-        }
-        other => other,
-    };
-    audit::finish(ctx, spec, entry, status).await;
-    result
-}
-
-/// A route no bearer token opens (`Route::is_public`): the handler authenticates the request
-/// itself (a provider's signature, a deploy hook's secret) before it reads a byte of the body
-/// (`public_body.rs`); a deploy hook reads none. Audited as `webhook` or `deploy hook`; a
-/// deploy hook's secret never reaches the audit log; failures before authentication are only
-/// counted (`failures::UnauthenticatedFailures`).
-async fn dispatch_public(
-    ctx: &Arc<Context>,
-    request: Request<Incoming>,
-    spec: &'static RouteSpec,
-    params: Params,
-    client: SocketAddr,
-) -> Result<Response<Body>, ApiError> {
-    let caller = Caller {
-        token_id: "-".into(),
-        token_name: match spec.route {
-            Route::Webhook => "webhook",
-            _ => "deploy hook",
-        }
-        .into(),
-        scope: crate::auth::Scope::Read,
-        projects: None,
-        expires_ms: None,
-    };
-    let mut entry = audit::draft(ctx, &caller, client, request.method(), spec, &params).await;
-    if spec.route == Route::TriggerDeployHook {
-        entry.target = None;
+    GetEnvVars: GET "/api/projects/{projectId}/env-vars" {
+        needs: Read, target: Project, success: OK,
+        summary: "Get environment variables",
+        request: None,
+        response: ResponseBody::Json(shape::<EnvVars>),
+        query: None,
+        handle: projects::get_env_vars(ctx, params.get(0), caller),
     }
-    let scoped = Some(Arc::new(entry.clone()));
-    let result = crate::store::AUDIT
-        .scope(scoped, async {
-            match spec.route {
-                Route::Webhook => git::webhook(ctx, params.get(0), request).await,
-                // The body is dropped unread: hyper closes the connection after the answer.
-                _ => git::trigger_hook(ctx, params.get(0)).await,
-            }
-        })
-        .await;
-    let status = match &result {
-        Ok(response) => response.status(),
-        Err(error) => error.code.status(),
-    };
-    let failures = &ctx.unauthenticated_failures;
-    if failures.settle(spec.route, result.as_ref().err(), crate::ids::now_ms()) {
-        audit::finish(ctx, spec, entry, status).await;
+    DeleteEnvVar: DELETE "/api/projects/{projectId}/env-vars/{key}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Delete one environment variable",
+        request: None,
+        response: ResponseBody::Json(shape::<EnvVarDeleted>),
+        query: None,
+        handle: projects::delete_env_var(ctx, params.get(0), params.get(1)),
     }
-    result
-}
-
-/// Authorizes, reads the body (bounded by the route), and runs the handler — or replays the
-/// answer an `Idempotency-Key` already got.
-async fn serve(
-    ctx: &Arc<Context>,
-    request: Request<Incoming>,
-    spec: &'static RouteSpec,
-    params: Params,
-    caller: Arc<Caller>,
-) -> Result<Response<Body>, ApiError> {
-    authorize(ctx, &caller, spec, &params).await?;
-    let limit = match spec.request {
-        Some(routes::RequestBody::Archive) => {
-            crate::pipeline::source_limits(&ctx.config.limits).max_archive_bytes as usize
-        }
-        _ => json::MAX_JSON_BYTES,
-    };
-    let (parts, body) = request.into_parts();
-    let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
-    let request = Request::from_parts(parts, body);
-    idempotency::run(&ctx.store, &ctx.idempotency, &caller, request, |request| {
-        handle_route(ctx, request, spec.route, params, &caller)
-    })
-    .await
-}
-
-async fn handle_route(
-    ctx: &Arc<Context>,
-    request: ApiRequest,
-    route: Route,
-    params: Params,
-    caller: &Caller,
-) -> Result<Response<Body>, ApiError> {
-    match route {
-        Route::ListProjects => projects::list(ctx, &request, caller).await,
-        Route::CreateProject => projects::create(ctx, request).await,
-        Route::GetProject => projects::get(ctx, params.get(0)).await,
-        Route::DeleteProject => projects::delete(ctx, params.get(0)).await,
-        Route::SetEnvVars => projects::set_env_vars(ctx, caller, params.get(0), request).await,
-        Route::GetEnvVars => projects::get_env_vars(ctx, params.get(0), caller).await,
-        Route::DeleteEnvVar => projects::delete_env_var(ctx, params.get(0), params.get(1)).await,
-        Route::CreateToken => tokens::create(ctx, request).await,
-        Route::ListTokens => tokens::list(ctx, &request).await,
-        Route::DeleteToken => tokens::delete(ctx, params.get(0), caller).await,
-        Route::UploadSource => source::upload(ctx, caller, params.get(0), request).await,
-        Route::Provision => provision::provision(ctx, caller, params.get(0), request).await,
-        Route::ProvisionStatus => provision::status(ctx, params.get(0)).await,
-        Route::Deployments => provision::deployments(ctx, params.get(0), &request).await,
-        Route::Rollback => provision::rollback(ctx, params.get(0), request).await,
-        Route::GetDeployment => provision::deployment(ctx, params.get(0)).await,
-        Route::CancelRun => provision::cancel(ctx, params.get(0)).await,
-        Route::Logs => logs::page(ctx, params.get(0), &request).await,
-        Route::LogStream => logs::stream(ctx, params.get(0), &request).await,
-        Route::Audit => audit::list(ctx, &request).await,
-        Route::OpenApi => Ok(json_response(StatusCode::OK, &openapi_document())),
-        Route::System => Ok(json_response(StatusCode::OK, &system_info(ctx))),
-        Route::Metrics => observability::metrics(ctx).await,
-        Route::ProjectUsage => observability::usage(ctx, params.get(0)).await,
-        Route::CreateNotification => notifications::create(ctx, request).await,
-        Route::ListNotifications => notifications::list(ctx).await,
-        Route::GetNotification => notifications::get(ctx, params.get(0)).await,
-        Route::DeleteNotification => notifications::delete(ctx, params.get(0)).await,
-        Route::NotificationDeliveries => notifications::deliveries(ctx, params.get(0)).await,
-        Route::CreateDomain => domains::create(ctx, params.get(0), request).await,
-        Route::ListDomains => domains::list(ctx, params.get(0), &request).await,
-        Route::GetDomain => domains::get(ctx, params.get(0), params.get(1)).await,
-        Route::DeleteDomain => domains::delete(ctx, params.get(0), params.get(1)).await,
-        Route::UpdateSettings => git::patch_settings(ctx, params.get(0), request).await,
-        Route::RotateWebhookSecret => git::rotate_webhook_secret(ctx, params.get(0)).await,
-        Route::CreateDeployHook => git::create_hook(ctx, params.get(0), request).await,
-        Route::ListDeployHooks => git::list_hooks(ctx, params.get(0)).await,
-        Route::DeleteDeployHook => git::delete_hook(ctx, params.get(0), params.get(1)).await,
-        Route::ListPreviews => git::list_previews(ctx, params.get(0), &request).await,
-        Route::DeletePreview => git::delete_preview(ctx, params.get(0), params.get(1)).await,
-        Route::ClearBuildCache => git::clear_build_cache(ctx, params.get(0)).await,
-        Route::Webhook | Route::TriggerDeployHook => {
-            unreachable!("`handle` sends the public routes to `dispatch_public`")
-        }
+    CreateToken: POST "/api/tokens" {
+        needs: Admin, target: None, success: CREATED,
+        summary: "Create an API token (the secret is shown once)",
+        request: Some(RequestBody::Json(shape::<CreateToken>)),
+        response: ResponseBody::Json(shape::<CreatedToken>),
+        query: None,
+        handle: tokens::create(ctx, request),
     }
-}
-
-/// The one place a token's scope, project list and the project's existence are checked
-/// against a route: 403 `FORBIDDEN` naming what is needed. That only admin tokens create
-/// projects is `projects::find_or_create`'s rule, the one way a request makes one.
-async fn authorize(
-    ctx: &Arc<Context>,
-    caller: &Caller,
-    spec: &RouteSpec,
-    params: &Params,
-) -> Result<(), ApiError> {
-    if !caller.scope.covers(spec.needs) {
-        return Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "{} {} needs a token with scope `{}`; this token's scope is `{}`",
-                spec.method,
-                spec.template,
-                spec.needs.as_str(),
-                caller.scope.as_str()
-            ),
-        ));
+    ListTokens: GET "/api/tokens" {
+        needs: Admin, target: None, success: OK,
+        summary: "List API tokens",
+        request: None,
+        response: ResponseBody::Json(shape::<TokenList>),
+        query: Some(fields::<PageQuery>),
+        handle: tokens::list(ctx, &request),
     }
-    if spec.target == Target::None
-        || (caller.scope == crate::auth::Scope::Admin && caller.projects.is_none())
-    {
-        return Ok(());
+    DeleteToken: DELETE "/api/tokens/{tokenId}" {
+        needs: Admin, target: None, success: OK,
+        summary: "Revoke an API token",
+        request: None,
+        response: ResponseBody::Json(shape::<TokenRevoked>),
+        query: None,
+        handle: tokens::delete(ctx, params.get(0), caller),
     }
-    let key = params.get(0).to_owned();
-    let target = spec.target;
-    let slug = ctx
-        .store
-        .call(move |store| -> crate::store::Result<Option<String>> {
-            let project_id = match target {
-                Target::None => return Ok(None),
-                Target::Project => {
-                    return Ok(Some(match store.find_project(&key)? {
-                        Some(project) => project.slug,
-                        // Not created yet: the slug it would get.
-                        None if !key.starts_with("prj_") => key,
-                        None => return Ok(None),
-                    }));
-                }
-                Target::Run => store.run(&key)?.map(|run| run.project_id),
-                Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
-            };
-            Ok(match project_id {
-                Some(id) => store.find_project(&id)?.map(|project| project.slug),
-                None => None,
-            })
-        })
-        .await?;
-    // A missing run or deployment is the handler's 404 to give.
-    let Some(slug) = slug else {
-        return Ok(());
-    };
-    if !caller.may_see(&slug) {
-        return Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!("this token is limited to other projects than `{slug}`"),
-        ));
+    UploadSource: POST "/api/projects/{projectId}/source" {
+        needs: Deploy, target: Project, success: CREATED,
+        summary: "Upload the project's source as a .tar.gz (Content-Type: application/gzip)",
+        request: Some(RequestBody::Archive),
+        response: ResponseBody::Json(shape::<SourceUploaded>),
+        query: None,
+        handle: source::upload(ctx, caller, params.get(0), request),
     }
-    Ok(())
+    Provision: POST "/api/projects/{projectId}/provision" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Start provisioning (install, build, start, switch)",
+        request: Some(RequestBody::Json(shape::<ProvisionBody>)),
+        response: ResponseBody::Json(shape::<ProvisionAccepted>),
+        query: None,
+        handle: provision::provision(ctx, caller, params.get(0), request),
+    }
+    ProvisionStatus: GET "/api/provisioning/{provisioningId}/status" {
+        needs: Read, target: Run, success: OK,
+        summary: "Check provisioning progress (poll every 2 s)",
+        request: None,
+        response: ResponseBody::Json(shape::<ProvisionStatus>),
+        query: None,
+        handle: provision::status(ctx, params.get(0)),
+    }
+    CancelRun: POST "/api/provisioning/{provisioningId}/cancel" {
+        needs: Deploy, target: Run, success: OK,
+        summary: "Cancel a run in progress (the live deployment is untouched); 409 once it ended",
+        request: None,
+        response: ResponseBody::Json(shape::<ProvisionStatus>),
+        query: None,
+        handle: provision::cancel(ctx, params.get(0)),
+    }
+    GetDeployment: GET "/api/deployments/{deploymentId}" {
+        needs: Read, target: Deployment, success: OK,
+        summary: "Get one deployment (state, url, error)",
+        request: None,
+        response: ResponseBody::Json(shape::<Deployment>),
+        query: None,
+        handle: provision::deployment(ctx, params.get(0)),
+    }
+    Deployments: GET "/api/projects/{projectId}/deployments" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the project's deployments, newest first",
+        request: None,
+        response: ResponseBody::Json(shape::<DeploymentList>),
+        query: Some(fields::<PageQuery>),
+        handle: provision::deployments(ctx, params.get(0), &request),
+    }
+    Rollback: POST "/api/projects/{projectId}/rollback" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Re-activate an earlier successful deployment without rebuilding",
+        request: Some(RequestBody::Json(shape::<RollbackBody>)),
+        response: ResponseBody::Json(shape::<ProvisionAccepted>),
+        query: None,
+        handle: provision::rollback(ctx, params.get(0), request),
+    }
+    Logs: GET "/api/deployments/{deploymentId}/logs" {
+        needs: Read, target: Deployment, success: OK,
+        summary: "Get deployment logs (since, limit, stream)",
+        request: None,
+        response: ResponseBody::Json(shape::<LogPage>),
+        query: Some(fields::<LogQuery>),
+        handle: logs::page(ctx, params.get(0), &request),
+    }
+    LogStream: GET "/api/deployments/{deploymentId}/logs/stream" {
+        needs: Read, target: Deployment, success: OK,
+        summary: "Stream deployment logs as Server-Sent Events (events log, status, end)",
+        request: None,
+        response: ResponseBody::EventStream,
+        query: Some(fields::<LogQuery>),
+        handle: logs::stream(ctx, params.get(0), &request),
+    }
+    Audit: GET "/api/audit" {
+        needs: Admin, target: None, success: OK,
+        summary: "The audit log: every request that changed something, newest first",
+        request: None,
+        response: ResponseBody::Json(shape::<AuditLog>),
+        query: Some(fields::<AuditQuery>),
+        handle: audit::list(ctx, &request),
+    }
+    OpenApi: GET "/api/openapi.json" {
+        needs: Read, target: None, success: OK,
+        summary: "This document",
+        request: None,
+        response: ResponseBody::Json(shape::<AnyObject>),
+        query: None,
+        handle: async { Ok(Reply::json(&openapi_document())) },
+    }
+    System: GET "/api/system" {
+        needs: Read, target: None, success: OK,
+        summary: "What the daemon runs as: version, sandbox mode in force, TLS mode, domains",
+        request: None,
+        response: ResponseBody::Json(shape::<SystemInfo>),
+        query: None,
+        handle: async { Ok(Reply::json(&system_info(ctx))) },
+    }
+    Metrics: GET "/api/metrics" {
+        needs: Read, target: None, success: OK,
+        summary: "Every metric in the Prometheus text format 0.0.4 (as GET /metrics on metrics_listen)",
+        request: None,
+        response: ResponseBody::PrometheusText,
+        query: None,
+        handle: observability::metrics(ctx),
+    }
+    ProjectUsage: GET "/api/projects/{projectId}/usage" {
+        needs: Read, target: Project, success: OK,
+        summary: "One project's traffic, app memory and CPU, build cache and certificates",
+        request: None,
+        response: ResponseBody::Json(shape::<ProjectUsage>),
+        query: None,
+        handle: observability::usage(ctx, params.get(0)),
+    }
+    CreateNotification: POST "/api/notifications" {
+        needs: Admin, target: None, success: CREATED,
+        summary: "Subscribe a webhook to events (the signing secret is shown once)",
+        request: Some(RequestBody::Json(shape::<CreateNotification>)),
+        response: ResponseBody::Json(shape::<CreatedNotification>),
+        query: None,
+        handle: notifications::create(ctx, request),
+    }
+    ListNotifications: GET "/api/notifications" {
+        needs: Admin, target: None, success: OK,
+        summary: "List webhook subscriptions",
+        request: None,
+        response: ResponseBody::Json(shape::<NotificationList>),
+        query: None,
+        handle: notifications::list(ctx),
+    }
+    GetNotification: GET "/api/notifications/{notificationId}" {
+        needs: Admin, target: None, success: OK,
+        summary: "Get a webhook subscription",
+        request: None,
+        response: ResponseBody::Json(shape::<Notification>),
+        query: None,
+        handle: notifications::get(ctx, params.get(0)),
+    }
+    DeleteNotification: DELETE "/api/notifications/{notificationId}" {
+        needs: Admin, target: None, success: OK,
+        summary: "Delete a webhook subscription and its queued deliveries",
+        request: None,
+        response: ResponseBody::Json(shape::<NotificationDeleted>),
+        query: None,
+        handle: notifications::delete(ctx, params.get(0)),
+    }
+    NotificationDeliveries: GET "/api/notifications/{notificationId}/deliveries" {
+        needs: Admin, target: None, success: OK,
+        summary: "The last 100 delivery attempts of a subscription, newest first",
+        request: None,
+        response: ResponseBody::Json(shape::<DeliveryList>),
+        query: None,
+        handle: notifications::deliveries(ctx, params.get(0)),
+    }
+    CreateDomain: POST "/api/projects/{projectId}/domains" {
+        needs: Deploy, target: Project, success: CREATED,
+        summary: "Add a custom domain (its certificate is issued at once; status says when it is served)",
+        request: Some(RequestBody::Json(shape::<CreateDomain>)),
+        response: ResponseBody::Json(shape::<Domain>),
+        query: None,
+        handle: domains::create(ctx, params.get(0), request),
+    }
+    ListDomains: GET "/api/projects/{projectId}/domains" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the project's custom domains with their certificate state",
+        request: None,
+        response: ResponseBody::Json(shape::<DomainList>),
+        query: Some(fields::<PageQuery>),
+        handle: domains::list(ctx, params.get(0), &request),
+    }
+    GetDomain: GET "/api/projects/{projectId}/domains/{domain}" {
+        needs: Read, target: Project, success: OK,
+        summary: "Get one custom domain",
+        request: None,
+        response: ResponseBody::Json(shape::<Domain>),
+        query: None,
+        handle: domains::get(ctx, params.get(0), params.get(1)),
+    }
+    DeleteDomain: DELETE "/api/projects/{projectId}/domains/{domain}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Delete a custom domain: it stops being served at once and its certificate is dropped",
+        request: None,
+        response: ResponseBody::Json(shape::<DomainDeleted>),
+        query: None,
+        handle: domains::delete(ctx, params.get(0), params.get(1)),
+    }
+    UpdateSettings: PATCH "/api/projects/{projectId}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Change the project's build settings (used by webhooks and deploy hooks)",
+        request: Some(RequestBody::Json(shape::<ProjectSettingsPatch>)),
+        response: ResponseBody::Json(shape::<Project>),
+        query: None,
+        handle: git::patch_settings(ctx, params.get(0), request),
+    }
+    RotateWebhookSecret: POST "/api/projects/{projectId}/webhook-secret" {
+        needs: Deploy, target: Project, success: CREATED,
+        summary: "Make (or rotate) the webhook secret; shown once, with the webhook URL",
+        request: None,
+        response: ResponseBody::Json(shape::<WebhookSecret>),
+        query: None,
+        handle: git::rotate_webhook_secret(ctx, params.get(0)),
+    }
+    Webhook: POST "/api/webhooks/{projectId}" {
+        needs: Read, target: None, success: ACCEPTED,
+        summary: "A git provider's webhook (GitHub, GitLab, Gitea, Forgejo): no token, its signature",
+        request: Some(RequestBody::Json(shape::<AnyObject>)),
+        response: ResponseBody::Json(shape::<WebhookAnswer>),
+        query: None,
+        public: git::webhook(ctx, params.get(0), request),
+    }
+    CreateDeployHook: POST "/api/projects/{projectId}/deploy-hooks" {
+        needs: Deploy, target: Project, success: CREATED,
+        summary: "Create a deploy hook (its secret URL is shown once)",
+        request: Some(RequestBody::Json(shape::<CreateDeployHook>)),
+        response: ResponseBody::Json(shape::<CreatedDeployHook>),
+        query: None,
+        handle: git::create_hook(ctx, params.get(0), request),
+    }
+    ListDeployHooks: GET "/api/projects/{projectId}/deploy-hooks" {
+        needs: Read, target: Project, success: OK,
+        summary: "List deploy hooks (without their secrets)",
+        request: None,
+        response: ResponseBody::Json(shape::<DeployHookList>),
+        query: None,
+        handle: git::list_hooks(ctx, params.get(0)),
+    }
+    DeleteDeployHook: DELETE "/api/projects/{projectId}/deploy-hooks/{hookId}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Delete a deploy hook",
+        request: None,
+        response: ResponseBody::Json(shape::<DeployHookDeleted>),
+        query: None,
+        handle: git::delete_hook(ctx, params.get(0), params.get(1)),
+    }
+    TriggerDeployHook: POST "/api/hooks/{secret}" {
+        needs: Read, target: None, success: ACCEPTED,
+        summary: "Run a deploy hook: no token, the secret URL (deploys its branch with the saved settings)",
+        request: None,
+        response: ResponseBody::Json(shape::<HookTriggered>),
+        query: None,
+        // The body is dropped unread: hyper closes the connection after the answer.
+        public: git::trigger_hook(ctx, params.get(0)),
+    }
+    ListPreviews: GET "/api/projects/{projectId}/previews" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the project's previews, most recently updated first",
+        request: None,
+        response: ResponseBody::Json(shape::<PreviewList>),
+        query: Some(fields::<PageQuery>),
+        handle: git::list_previews(ctx, params.get(0), &request),
+    }
+    DeletePreview: DELETE "/api/projects/{projectId}/previews/{name}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Tear a preview down (its host, app, build and certificate)",
+        request: None,
+        response: ResponseBody::Json(shape::<PreviewDeleted>),
+        query: None,
+        handle: git::delete_preview(ctx, params.get(0), params.get(1)),
+    }
+    ClearBuildCache: DELETE "/api/projects/{projectId}/build-cache" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Clear the project's build cache (the next build downloads everything again)",
+        request: None,
+        response: ResponseBody::Json(shape::<BuildCacheCleared>),
+        query: None,
+        handle: git::clear_build_cache(ctx, params.get(0)),
+    }
 }
 
 /// What the daemon runs as: version, sandbox mode in force, TLS mode, domains.
@@ -428,28 +421,13 @@ pub fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Respo
     response
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_match() {
-        let params = match_template(
-            "/api/projects/{projectId}/env-vars/{key}",
-            "/api/projects/web/env-vars/A%5FB",
-        )
-        .unwrap();
-        assert_eq!(params.get(0), "web");
-        assert_eq!(params.get(1), "A_B");
-        assert!(match_template("/api/projects/{projectId}", "/api/projects/").is_none());
-        assert!(match_template("/api/projects/{projectId}", "/api/projects/a/b").is_none());
-        assert!(matches!(
-            find_route(&Method::PUT, "/api/projects"),
-            Matched::WrongMethod(_)
-        ));
-        assert!(matches!(
-            find_route(&Method::GET, "/api/nope"),
-            Matched::None
-        ));
-    }
+/// A JSON body already serialized, sent with `status`.
+pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }

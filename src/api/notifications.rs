@@ -2,19 +2,14 @@
 //! `GET /api/notifications/{notificationId}/deliveries`: webhook subscriptions. A bad body
 //! is refused with `INVALID_BODY` naming the field, and nothing is stored.
 
+use super::reply::Reply;
 use std::sync::Arc;
 
-use http::{Response, StatusCode};
-
 use super::json::read_json_object;
-use super::{json_response, types, ApiError, Context, ErrorCode};
-use crate::http_util::Body;
+use super::{types, ApiError, Context, ErrorCode};
 use crate::notifications::{validate_url, EventKind, Format, MAX_SUBSCRIPTIONS};
 
-pub async fn create(
-    ctx: &Arc<Context>,
-    request: super::ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+pub async fn create(ctx: &Arc<Context>, request: super::ApiRequest) -> Result<Reply, ApiError> {
     let object = read_json_object(&request)?;
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
     let body: types::CreateNotification =
@@ -63,37 +58,28 @@ pub async fn create(
         .await?;
     tracing::info!(notification = %created.record.id, "webhook subscription created");
     let listed = types::Notification::from(&created.record);
-    Ok(json_response(
-        StatusCode::CREATED,
-        &types::CreatedNotification {
-            id: listed.id,
-            url: listed.url,
-            events: listed.events,
-            format: listed.format,
-            created_at: listed.created_at,
-            secret: created.secret,
-        },
-    ))
+    Ok(Reply::json(&types::CreatedNotification {
+        id: listed.id,
+        url: listed.url,
+        events: listed.events,
+        format: listed.format,
+        created_at: listed.created_at,
+        secret: created.secret,
+    }))
 }
 
-pub async fn list(ctx: &Arc<Context>) -> Result<Response<Body>, ApiError> {
+pub async fn list(ctx: &Arc<Context>) -> Result<Reply, ApiError> {
     let records = ctx.store.call(|s| s.list_notifications()).await?;
     let notifications = records.iter().map(types::Notification::from).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::NotificationList { notifications },
-    ))
+    Ok(Reply::json(&types::NotificationList { notifications }))
 }
 
-pub async fn get(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn get(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
     let record = find(ctx, id).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &types::Notification::from(&record),
-    ))
+    Ok(Reply::json(&types::Notification::from(&record)))
 }
 
-pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
     let owned = id.to_owned();
     let removed = ctx
         .store
@@ -103,26 +89,20 @@ pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiE
         return Err(not_found(id));
     }
     tracing::info!(notification = %id, "webhook subscription deleted");
-    Ok(json_response(
-        StatusCode::OK,
-        &types::NotificationDeleted {
-            id: id.to_owned(),
-            deleted: true,
-        },
-    ))
+    Ok(Reply::json(&types::NotificationDeleted {
+        id: id.to_owned(),
+        deleted: true,
+    }))
 }
 
-pub async fn deliveries(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn deliveries(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
     let record = find(ctx, id).await?;
     let key = record.id.clone();
     let attempts = ctx.store.call(move |s| s.delivery_attempts(&key)).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DeliveryList {
-            notification_id: record.id,
-            deliveries: attempts.iter().map(types::Delivery::from).collect(),
-        },
-    ))
+    Ok(Reply::json(&types::DeliveryList {
+        notification_id: record.id,
+        deliveries: attempts.iter().map(types::Delivery::from).collect(),
+    }))
 }
 
 async fn find(

@@ -1,15 +1,14 @@
 //! Projects and their env vars: `/api/projects[/{projectId}[/env-vars[/{key}]]]`.
 
+use super::reply::Reply;
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use super::ApiRequest;
-use http::{Response, StatusCode};
 
 use super::json::{read_json_object, read_string_fields, validate_slug};
-use super::{json_response, types, ApiError, Context};
+use super::{types, ApiError, Context};
 use crate::auth::{Caller, Scope};
-use crate::http_util::Body;
 use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
 use crate::store::{CreateProject, SetEnvVars, MAX_ENV_VARS};
@@ -117,7 +116,7 @@ pub async fn list(
     ctx: &Arc<Context>,
     request: &ApiRequest,
     caller: &Caller,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let mut records = ctx.store.call(|store| store.list_projects()).await?;
     records.retain(|project| caller.may_see(&project.slug));
@@ -128,16 +127,13 @@ pub async fn list(
         &page,
     );
     let projects = records.iter().map(|r| project_of(ctx, r)).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::ProjectList {
-            projects,
-            next_cursor,
-        },
-    ))
+    Ok(Reply::json(&types::ProjectList {
+        projects,
+        next_cursor,
+    }))
 }
 
-pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<Body>, ApiError> {
+pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, ApiError> {
     let types::CreateProject { slug } = read_string_fields(&request)?;
     validate_slug(&slug, ctx.config.reserved_slug())?;
     let uid_base = ctx.config.sandbox.uid_base;
@@ -150,10 +146,7 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<
         CreateProject::Created(record) => {
             tracing::info!(project = %record.id, slug = %record.slug, "project created");
             publish_new_project(ctx, &record);
-            Ok(json_response(
-                StatusCode::CREATED,
-                &project_of(ctx, &record),
-            ))
+            Ok(Reply::json(&project_of(ctx, &record)))
         }
         // 409: the request is well-formed; the store's state refuses it.
         CreateProject::SlugTaken(_) => Err(ApiError::new(
@@ -164,12 +157,12 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<
     }
 }
 
-pub async fn get(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+pub async fn get(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiError> {
     let record = find(ctx, id_or_slug).await?;
-    Ok(json_response(StatusCode::OK, &project_of(ctx, &record)))
+    Ok(Reply::json(&project_of(ctx, &record)))
 }
 
-pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Body>, ApiError> {
+pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiError> {
     let record = find(ctx, id_or_slug).await?;
     let id = record.id.clone();
     let deleted = ctx
@@ -185,14 +178,11 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Response<Bod
     ctx.domains.project_deleted(&deleted.project.domains).await;
     ctx.pipeline.project_deleted(&deleted).await;
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
-    Ok(json_response(
-        StatusCode::OK,
-        &types::ProjectDeleted {
-            id: record.id,
-            slug: record.slug,
-            deleted: true,
-        },
-    ))
+    Ok(Reply::json(&types::ProjectDeleted {
+        id: record.id,
+        slug: record.slug,
+        deleted: true,
+    }))
 }
 
 pub async fn set_env_vars(
@@ -200,7 +190,7 @@ pub async fn set_env_vars(
     caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     // Validate everything before touching the store, so a bad request creates nothing.
     if !id_or_slug.starts_with("prj_") {
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
@@ -229,13 +219,10 @@ pub async fn set_env_vars(
     }
     // The body's names, sorted (a map keeps them so).
     let updated: Vec<String> = body.into_keys().collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::EnvVarsUpdated {
-            project_id: project.id,
-            updated,
-        },
-    ))
+    Ok(Reply::json(&types::EnvVarsUpdated {
+        project_id: project.id,
+        updated,
+    }))
 }
 
 /// The project's env vars; a `read` token sees the names with every value `********`.
@@ -243,7 +230,7 @@ pub async fn get_env_vars(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     caller: &Caller,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let mut env_vars: std::collections::BTreeMap<String, String> =
         decrypted_env(ctx, &project.id).await?.into_iter().collect();
@@ -253,20 +240,17 @@ pub async fn get_env_vars(
         }
     }
     let env_vars = env_vars.into_iter().collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::EnvVars {
-            project_id: project.id,
-            env_vars,
-        },
-    ))
+    Ok(Reply::json(&types::EnvVars {
+        project_id: project.id,
+        env_vars,
+    }))
 }
 
 pub async fn delete_env_var(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     key: &str,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
     let (project_id, owned) = (project.id.clone(), key.to_owned());
     if !ctx
@@ -279,13 +263,10 @@ pub async fn delete_env_var(
             project.slug
         )));
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &types::EnvVarDeleted {
-            project_id: project.id,
-            deleted: key.to_owned(),
-        },
-    ))
+    Ok(Reply::json(&types::EnvVarDeleted {
+        project_id: project.id,
+        deleted: key.to_owned(),
+    }))
 }
 
 /// The project's env vars in plain text (for the API and for starting steps).

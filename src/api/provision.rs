@@ -1,17 +1,16 @@
 //! Provisioning: `POST /api/projects/{projectId}/provision`, `POST …/rollback`,
 //! `GET /api/provisioning/{provisioningId}/status`, `GET /api/projects/{projectId}/deployments`.
 
+use super::reply::Reply;
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use super::ApiRequest;
-use http::{Response, StatusCode};
 
 use super::json::{read_string_fields, validate_slug};
 use super::projects::{find, find_or_create};
-use super::{json_response, types, ApiError, Context};
+use super::{types, ApiError, Context};
 use crate::auth::Caller;
-use crate::http_util::Body;
 use crate::ids::rfc3339;
 use crate::pipeline::{ProvisionError, RunPlan};
 use crate::store::records::{DeploymentState, ProvisionRequest, RunRecord};
@@ -24,7 +23,7 @@ pub async fn provision(
     caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let body: types::ProvisionBody = read_string_fields(&request)?;
     let slug = body.project_slug;
     validate_slug(&slug, ctx.config.reserved_slug())?;
@@ -154,24 +153,21 @@ pub(super) fn provision_error(error: ProvisionError) -> ApiError {
     }
 }
 
-fn accepted(run: &RunRecord) -> Response<Body> {
-    json_response(
-        StatusCode::ACCEPTED,
-        &types::ProvisionAccepted {
-            status: types::AcceptedStatus::ProvisioningInProgress,
-            provisioning_id: run.id.clone(),
-            status_check_url: format!("/api/provisioning/{}/status", run.id),
-            estimated_completion_time: run.estimate_ms,
-            deployment_id: run.deployment_id.clone(),
-        },
-    )
+fn accepted(run: &RunRecord) -> Reply {
+    Reply::json(&types::ProvisionAccepted {
+        status: types::AcceptedStatus::ProvisioningInProgress,
+        provisioning_id: run.id.clone(),
+        status_check_url: format!("/api/provisioning/{}/status", run.id),
+        estimated_completion_time: run.estimate_ms,
+        deployment_id: run.deployment_id.clone(),
+    })
 }
 
 pub async fn rollback(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let types::RollbackBody { deployment_id } = read_string_fields(&request)?;
     let project = find(ctx, id_or_slug).await?;
     let id = deployment_id.clone();
@@ -203,9 +199,9 @@ pub async fn rollback(
     Ok(accepted(&run))
 }
 
-pub async fn status(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn status(ctx: &Arc<Context>, run_id: &str) -> Result<Reply, ApiError> {
     match ctx.pipeline.status(run_id).await? {
-        Some(status) => Ok(json_response(StatusCode::OK, &status)),
+        Some(status) => Ok(Reply::json(&status)),
         None => Err(ApiError::not_found(format!(
             "no provisioning run {run_id:?}"
         ))),
@@ -265,7 +261,7 @@ fn deployment_shape(
 }
 
 /// `GET /api/deployments/{deploymentId}`.
-pub async fn deployment(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn deployment(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
     let key = id.to_owned();
     let found = ctx
         .store
@@ -285,17 +281,14 @@ pub async fn deployment(ctx: &Arc<Context>, id: &str) -> Result<Response<Body>, 
         return Err(ApiError::not_found(format!("no deployment {id:?}")));
     };
     let url = ctx.pipeline.app_url(&project.slug);
-    Ok(json_response(
-        StatusCode::OK,
-        &deployment_shape(&d, &project, &runs, &url),
-    ))
+    Ok(Reply::json(&deployment_shape(&d, &project, &runs, &url)))
 }
 
 /// `POST /api/provisioning/{provisioningId}/cancel`: the final status once it is canceled;
 /// a run that already ended is 409 `CONFLICT`.
-pub async fn cancel(ctx: &Arc<Context>, run_id: &str) -> Result<Response<Body>, ApiError> {
+pub async fn cancel(ctx: &Arc<Context>, run_id: &str) -> Result<Reply, ApiError> {
     match ctx.pipeline.cancel(run_id).await {
-        Ok(status) => Ok(json_response(StatusCode::OK, &status)),
+        Ok(status) => Ok(Reply::json(&status)),
         Err(crate::pipeline::CancelError::NotFound) => Err(ApiError::not_found(format!(
             "no provisioning run {run_id:?}"
         ))),
@@ -317,7 +310,7 @@ pub async fn deployments(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     request: &ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
@@ -335,12 +328,9 @@ pub async fn deployments(
         .iter()
         .map(|d| deployment_shape(d, &project, &runs, &url))
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::DeploymentList {
-            project_id: project.id,
-            deployments,
-            next_cursor,
-        },
-    ))
+    Ok(Reply::json(&types::DeploymentList {
+        project_id: project.id,
+        deployments,
+        next_cursor,
+    }))
 }

@@ -1,4 +1,4 @@
-//! Bodies of the routes no token opens (`Route::is_public`). A webhook's body is read only
+//! Bodies of the routes no token opens (`RouteSpec::public`). A webhook's body is read only
 //! once its handler has found the project, the provider and the project's secret, into a
 //! buffer of its own (never pieces of the connection's read buffer), with a cap
 //! (`limits.public_body_kb`), a deadline (`limits.public_body_timeout_s`) and one budget of

@@ -1,13 +1,17 @@
-//! The API's route table: every route with its method, path template, the request body it
-//! takes, the response it answers and its query parameters, each named by an `api::types`
-//! shape. The router (`api::find_route`), the OpenAPI document (`api::openapi`) and their tests
-//! walk it, so the document can only describe routes that exist, with the handlers' own types.
+//! What a route of the API is (`RouteSpec`) and `route_table!`, which makes the whole table
+//! from one listing in `api/mod.rs`: each route written once — method, path template, scope,
+//! target, success status, summary, request and response shapes, query parameters and its
+//! handler call — becomes a `Route` variant, a `ROUTES` entry and an arm of the handler match.
+//! The router (`request::find_route`), the OpenAPI document (`api::openapi`) and their tests
+//! walk `ROUTES`, so the document can only describe routes that exist, with the handlers' own
+//! types and the status the dispatcher sends.
 
 use http::{Method, StatusCode};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::types::*;
 pub use crate::auth::Scope;
+
+use super::Route;
 
 /// One route of the API.
 pub struct RouteSpec {
@@ -21,8 +25,11 @@ pub struct RouteSpec {
     pub target: Target,
     /// One line for the OpenAPI document.
     pub summary: &'static str,
-    /// The status of a success.
+    /// The status of a success: the dispatcher sends a handler's `Reply::Json` with it.
     pub success: StatusCode,
+    /// A route no bearer token opens: the provider's signature (webhooks) or the secret in
+    /// the path (deploy hooks) authenticates it.
+    pub public: bool,
     pub request: Option<RequestBody>,
     pub response: ResponseBody,
     /// The query parameters, as the fields of a shape ([`fields`]).
@@ -57,7 +64,7 @@ pub fn fields<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
 }
 
 /// The OpenAPI document itself: any JSON object.
-type AnyObject = serde_json::Map<String, serde_json::Value>;
+pub(super) type AnyObject = serde_json::Map<String, serde_json::Value>;
 
 /// Which project a route acts on: the one its first path parameter names (directly, or
 /// through a run or deployment), or none.
@@ -69,580 +76,82 @@ pub enum Target {
     Deployment,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    ListProjects,
-    CreateProject,
-    GetProject,
-    DeleteProject,
-    SetEnvVars,
-    GetEnvVars,
-    DeleteEnvVar,
-    CreateToken,
-    ListTokens,
-    DeleteToken,
-    UploadSource,
-    Provision,
-    ProvisionStatus,
-    Deployments,
-    Rollback,
-    GetDeployment,
-    CancelRun,
-    Logs,
-    LogStream,
-    Audit,
-    OpenApi,
-    System,
-    Metrics,
-    ProjectUsage,
-    CreateNotification,
-    ListNotifications,
-    GetNotification,
-    DeleteNotification,
-    NotificationDeliveries,
-    CreateDomain,
-    ListDomains,
-    GetDomain,
-    DeleteDomain,
-    UpdateSettings,
-    RotateWebhookSecret,
-    Webhook,
-    CreateDeployHook,
-    ListDeployHooks,
-    DeleteDeployHook,
-    TriggerDeployHook,
-    ListPreviews,
-    DeletePreview,
-    ClearBuildCache,
-}
+/// Makes `enum Route`, `ROUTES` and the two handler matches (`handle_route` for token routes,
+/// `handle_public` for public ones) from one listing. The listing starts with the names its
+/// handler calls use for the context, the request, the path parameters and the caller; each
+/// route ends in `handle: <call>` or, for a public route, `public: <call>` (which gets the
+/// unread `Request<Incoming>`), a future of `Result<Reply, ApiError>`.
+macro_rules! route_table {
+    (
+        |$ctx:ident, $request:ident, $params:ident, $caller:ident|
+        $(
+            $name:ident: $method:ident $template:literal {
+                needs: $needs:ident, target: $target:ident, success: $success:ident,
+                summary: $summary:expr,
+                request: $body:expr,
+                response: $response:expr,
+                query: $query:expr,
+                $kind:ident: $handler:expr $(,)?
+            }
+        )*
+    ) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Route {
+            $($name,)*
+        }
 
-impl Route {
-    /// Routes a bearer token does not open: the provider's signature (webhooks) or the
-    /// secret in the path (deploy hooks) authenticates them.
-    pub fn is_public(self) -> bool {
-        matches!(self, Route::Webhook | Route::TriggerDeployHook)
-    }
-}
+        /// Every route of the API.
+        pub const ROUTES: &[RouteSpec] = &[$(
+            RouteSpec {
+                method: http::Method::$method,
+                template: $template,
+                route: Route::$name,
+                needs: Scope::$needs,
+                target: Target::$target,
+                summary: $summary,
+                success: http::StatusCode::$success,
+                public: route_table!(@public $kind),
+                request: $body,
+                response: $response,
+                query: $query,
+            },
+        )*];
 
-/// Every route of the API.
-pub const ROUTES: &[RouteSpec] = &[
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects",
-        route: Route::ListProjects,
-        needs: Scope::Read,
-        target: Target::None,
-        summary: "List projects",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<ProjectList>),
-        query: Some(fields::<PageQuery>),
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects",
-        route: Route::CreateProject,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Create a project",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Json(shape::<CreateProject>)),
-        response: ResponseBody::Json(shape::<Project>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}",
-        route: Route::GetProject,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "Get a project by id or slug",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<Project>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}",
-        route: Route::DeleteProject,
-        needs: Scope::Admin,
-        target: Target::Project,
-        summary: "Delete a project, its app, deployments, logs, env vars and source",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<ProjectDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/env-vars",
-        route: Route::SetEnvVars,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Set environment variables (all or nothing)",
-        success: StatusCode::OK,
-        request: Some(RequestBody::Json(env_vars_body_schema)),
-        response: ResponseBody::Json(shape::<EnvVarsUpdated>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/env-vars",
-        route: Route::GetEnvVars,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "Get environment variables",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<EnvVars>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}/env-vars/{key}",
-        route: Route::DeleteEnvVar,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Delete one environment variable",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<EnvVarDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/tokens",
-        route: Route::CreateToken,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Create an API token (the secret is shown once)",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Json(shape::<CreateToken>)),
-        response: ResponseBody::Json(shape::<CreatedToken>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/tokens",
-        route: Route::ListTokens,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "List API tokens",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<TokenList>),
-        query: Some(fields::<PageQuery>),
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/tokens/{tokenId}",
-        route: Route::DeleteToken,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Revoke an API token",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<TokenRevoked>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/source",
-        route: Route::UploadSource,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Upload the project's source as a .tar.gz (Content-Type: application/gzip)",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Archive),
-        response: ResponseBody::Json(shape::<SourceUploaded>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/provision",
-        route: Route::Provision,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Start provisioning (install, build, start, switch)",
-        success: StatusCode::ACCEPTED,
-        request: Some(RequestBody::Json(shape::<ProvisionBody>)),
-        response: ResponseBody::Json(shape::<ProvisionAccepted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/provisioning/{provisioningId}/status",
-        route: Route::ProvisionStatus,
-        needs: Scope::Read,
-        target: Target::Run,
-        summary: "Check provisioning progress (poll every 2 s)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<ProvisionStatus>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/provisioning/{provisioningId}/cancel",
-        route: Route::CancelRun,
-        needs: Scope::Deploy,
-        target: Target::Run,
-        summary: "Cancel a run in progress (the live deployment is untouched); 409 once it ended",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<ProvisionStatus>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/deployments/{deploymentId}",
-        route: Route::GetDeployment,
-        needs: Scope::Read,
-        target: Target::Deployment,
-        summary: "Get one deployment (state, url, error)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<Deployment>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/deployments",
-        route: Route::Deployments,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "List the project's deployments, newest first",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DeploymentList>),
-        query: Some(fields::<PageQuery>),
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/rollback",
-        route: Route::Rollback,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Re-activate an earlier successful deployment without rebuilding",
-        success: StatusCode::ACCEPTED,
-        request: Some(RequestBody::Json(shape::<RollbackBody>)),
-        response: ResponseBody::Json(shape::<ProvisionAccepted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/deployments/{deploymentId}/logs",
-        route: Route::Logs,
-        needs: Scope::Read,
-        target: Target::Deployment,
-        summary: "Get deployment logs (since, limit, stream)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<LogPage>),
-        query: Some(fields::<LogQuery>),
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/deployments/{deploymentId}/logs/stream",
-        route: Route::LogStream,
-        needs: Scope::Read,
-        target: Target::Deployment,
-        summary: "Stream deployment logs as Server-Sent Events (events log, status, end)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::EventStream,
-        query: Some(fields::<LogQuery>),
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/audit",
-        route: Route::Audit,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "The audit log: every request that changed something, newest first",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<AuditLog>),
-        query: Some(fields::<AuditQuery>),
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/openapi.json",
-        route: Route::OpenApi,
-        needs: Scope::Read,
-        target: Target::None,
-        summary: "This document",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<AnyObject>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/system",
-        route: Route::System,
-        needs: Scope::Read,
-        target: Target::None,
-        summary: "What the daemon runs as: version, sandbox mode in force, TLS mode, domains",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<SystemInfo>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/metrics",
-        route: Route::Metrics,
-        needs: Scope::Read,
-        target: Target::None,
-        summary:
-            "Every metric in the Prometheus text format 0.0.4 (as GET /metrics on metrics_listen)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::PrometheusText,
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/usage",
-        route: Route::ProjectUsage,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "One project's traffic, app memory and CPU, build cache and certificates",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<ProjectUsage>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/notifications",
-        route: Route::CreateNotification,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Subscribe a webhook to events (the signing secret is shown once)",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Json(shape::<CreateNotification>)),
-        response: ResponseBody::Json(shape::<CreatedNotification>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/notifications",
-        route: Route::ListNotifications,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "List webhook subscriptions",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<NotificationList>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/notifications/{notificationId}",
-        route: Route::GetNotification,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Get a webhook subscription",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<Notification>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/notifications/{notificationId}",
-        route: Route::DeleteNotification,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "Delete a webhook subscription and its queued deliveries",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<NotificationDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/notifications/{notificationId}/deliveries",
-        route: Route::NotificationDeliveries,
-        needs: Scope::Admin,
-        target: Target::None,
-        summary: "The last 100 delivery attempts of a subscription, newest first",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DeliveryList>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/domains",
-        route: Route::CreateDomain,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary:
-            "Add a custom domain (its certificate is issued at once; status says when it is served)",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Json(shape::<CreateDomain>)),
-        response: ResponseBody::Json(shape::<Domain>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/domains",
-        route: Route::ListDomains,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "List the project's custom domains with their certificate state",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DomainList>),
-        query: Some(fields::<PageQuery>),
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/domains/{domain}",
-        route: Route::GetDomain,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "Get one custom domain",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<Domain>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}/domains/{domain}",
-        route: Route::DeleteDomain,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary:
-            "Delete a custom domain: it stops being served at once and its certificate is dropped",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DomainDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::PATCH,
-        template: "/api/projects/{projectId}",
-        route: Route::UpdateSettings,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Change the project's build settings (used by webhooks and deploy hooks)",
-        success: StatusCode::OK,
-        request: Some(RequestBody::Json(shape::<ProjectSettingsPatch>)),
-        response: ResponseBody::Json(shape::<Project>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/webhook-secret",
-        route: Route::RotateWebhookSecret,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Make (or rotate) the webhook secret; shown once, with the webhook URL",
-        success: StatusCode::CREATED,
-        request: None,
-        response: ResponseBody::Json(shape::<WebhookSecret>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/webhooks/{projectId}",
-        route: Route::Webhook,
-        needs: Scope::Read,
-        target: Target::None,
-        summary: "A git provider's webhook (GitHub, GitLab, Gitea, Forgejo): no token, its signature",
-        success: StatusCode::ACCEPTED,
-        request: Some(RequestBody::Json(shape::<AnyObject>)),
-        response: ResponseBody::Json(shape::<WebhookAnswer>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/projects/{projectId}/deploy-hooks",
-        route: Route::CreateDeployHook,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Create a deploy hook (its secret URL is shown once)",
-        success: StatusCode::CREATED,
-        request: Some(RequestBody::Json(shape::<CreateDeployHook>)),
-        response: ResponseBody::Json(shape::<CreatedDeployHook>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/deploy-hooks",
-        route: Route::ListDeployHooks,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "List deploy hooks (without their secrets)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DeployHookList>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}/deploy-hooks/{hookId}",
-        route: Route::DeleteDeployHook,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Delete a deploy hook",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<DeployHookDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::POST,
-        template: "/api/hooks/{secret}",
-        route: Route::TriggerDeployHook,
-        needs: Scope::Read,
-        target: Target::None,
-        summary: "Run a deploy hook: no token, the secret URL (deploys its branch with the saved settings)",
-        success: StatusCode::ACCEPTED,
-        request: None,
-        response: ResponseBody::Json(shape::<HookTriggered>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::GET,
-        template: "/api/projects/{projectId}/previews",
-        route: Route::ListPreviews,
-        needs: Scope::Read,
-        target: Target::Project,
-        summary: "List the project's previews, most recently updated first",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<PreviewList>),
-        query: Some(fields::<PageQuery>),
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}/previews/{name}",
-        route: Route::DeletePreview,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Tear a preview down (its host, app, build and certificate)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<PreviewDeleted>),
-        query: None,
-    },
-    RouteSpec {
-        method: Method::DELETE,
-        template: "/api/projects/{projectId}/build-cache",
-        route: Route::ClearBuildCache,
-        needs: Scope::Deploy,
-        target: Target::Project,
-        summary: "Clear the project's build cache (the next build downloads everything again)",
-        success: StatusCode::OK,
-        request: None,
-        response: ResponseBody::Json(shape::<BuildCacheCleared>),
-        query: None,
-    },
-];
+        /// Runs the handler of a route a token opened.
+        #[allow(unused_variables)]
+        async fn handle_route(
+            route: Route,
+            $ctx: &std::sync::Arc<Context>,
+            $request: ApiRequest,
+            $params: params::Params,
+            $caller: &crate::auth::Caller,
+        ) -> Result<Reply, ApiError> {
+            match route {
+                $(Route::$name => route_table!(@token $kind $handler),)*
+            }
+        }
+
+        /// Runs the handler of a public route (`RouteSpec::public`).
+        #[allow(unused_variables)]
+        async fn handle_public(
+            route: Route,
+            $ctx: &std::sync::Arc<Context>,
+            $request: http::Request<hyper::body::Incoming>,
+            $params: params::Params,
+        ) -> Result<Reply, ApiError> {
+            match route {
+                $(Route::$name => route_table!(@untokened $kind $handler),)*
+            }
+        }
+    };
+    (@public handle) => { false };
+    (@public public) => { true };
+    (@token handle $handler:expr) => { $handler.await };
+    (@token public $handler:expr) => {
+        unreachable!("`request::handle` sends the public routes to `handle_public`")
+    };
+    (@untokened public $handler:expr) => { $handler.await };
+    (@untokened handle $handler:expr) => {
+        unreachable!("`request::handle` sends only public routes to `handle_public`")
+    };
+}

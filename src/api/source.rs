@@ -1,16 +1,15 @@
 //! `POST /api/projects/{projectId}/source`: a gzip'd tar upload, validated and stored
 //! content-addressed (the same archive twice is kept once).
 
+use super::reply::Reply;
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use super::ApiRequest;
-use http::{Response, StatusCode};
 
 use super::projects::{find_or_create, refuse_creation_unless_admin};
-use super::{json_response, ApiError, Context};
+use super::{ApiError, Context};
 use crate::auth::Caller;
-use crate::http_util::Body;
 use crate::source::SourceError;
 use crate::store::records::SourceRecord;
 
@@ -26,7 +25,7 @@ pub async fn upload(
     caller: &Caller,
     id_or_slug: &str,
     request: ApiRequest,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     // Before the archive is read and stored.
     refuse_creation_unless_admin(ctx, caller, id_or_slug).await?;
     let content_type = request
@@ -86,14 +85,11 @@ pub async fn upload(
     let stored = record.clone();
     ctx.store.call(move |s| s.put_source(&stored)).await?;
     tracing::info!(project = %project.slug, source = %record.id, sha256 = %record.sha256, "source uploaded");
-    Ok(json_response(
-        StatusCode::CREATED,
-        &super::types::SourceUploaded {
-            source_id: record.id,
-            project_id: project.id,
-            sha256: record.sha256,
-            size_bytes: record.size_bytes,
-            file_count: record.file_count,
-        },
-    ))
+    Ok(Reply::json(&super::types::SourceUploaded {
+        source_id: record.id,
+        project_id: project.id,
+        sha256: record.sha256,
+        size_bytes: record.size_bytes,
+        file_count: record.file_count,
+    }))
 }

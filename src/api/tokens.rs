@@ -1,21 +1,20 @@
 //! `POST/GET /api/tokens`, `DELETE /api/tokens/{tokenId}`: admin tokens manage tokens of any
 //! scope (`admin`, `deploy`, `read`), optionally limited to projects and with an expiry.
 
+use super::reply::Reply;
 use crate::error_code::ErrorCode;
 use std::sync::Arc;
 
 use super::ApiRequest;
-use http::{Response, StatusCode};
 
 use super::json::read_json_object;
 use super::paging::{self, Order};
-use super::{json_response, types, ApiError, Context};
+use super::{types, ApiError, Context};
 use crate::auth::{Grant, Scope};
-use crate::http_util::Body;
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
-pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<Body>, ApiError> {
+pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, ApiError> {
     let body = read_json_object(&request)?;
     let (name, grant) = parse_create(body, crate::ids::now_ms())?;
     let tokens = ctx.tokens.clone();
@@ -24,10 +23,10 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Response<
         .call(move |store| tokens.create_in(store, &name, grant, crate::ids::now_ms()))
         .await?;
     tracing::info!(token = %token.record.id, name = %token.record.name, scope = token.record.scope.as_str(), "API token created");
-    Ok(json_response(
-        StatusCode::CREATED,
-        &types::CreatedToken::new(&token.record, token.secret),
-    ))
+    Ok(Reply::json(&types::CreatedToken::new(
+        &token.record,
+        token.secret,
+    )))
 }
 
 /// The body of `POST /api/tokens` → the token's name and grant; `INVALID_BODY` naming the
@@ -91,7 +90,7 @@ pub fn parse_create(
     ))
 }
 
-pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<Body>, ApiError> {
+pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Reply, ApiError> {
     let page = paging::parse(request.uri().query())?;
     let tokens = ctx.tokens.clone();
     let records = ctx.store.call(move |_| tokens.list()).await?;
@@ -102,13 +101,10 @@ pub async fn list(ctx: &Arc<Context>, request: &ApiRequest) -> Result<Response<B
         &page,
     );
     let tokens = records.iter().map(types::Token::from).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &types::TokenList {
-            tokens,
-            next_cursor,
-        },
-    ))
+    Ok(Reply::json(&types::TokenList {
+        tokens,
+        next_cursor,
+    }))
 }
 
 /// Revokes a token at once; not the one the request is made with (that would lock the caller
@@ -117,7 +113,7 @@ pub async fn delete(
     ctx: &Arc<Context>,
     id: &str,
     caller: &crate::auth::Caller,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Reply, ApiError> {
     if caller.token_id == id {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -134,13 +130,10 @@ pub async fn delete(
         return Err(ApiError::not_found(format!("no token with id {id:?}")));
     }
     tracing::info!(token = %id, "API token revoked");
-    Ok(json_response(
-        StatusCode::OK,
-        &types::TokenRevoked {
-            id: id.to_owned(),
-            revoked: true,
-        },
-    ))
+    Ok(Reply::json(&types::TokenRevoked {
+        id: id.to_owned(),
+        revoked: true,
+    }))
 }
 
 #[cfg(test)]

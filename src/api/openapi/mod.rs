@@ -13,8 +13,9 @@ mod operations;
 
 use operations::{describe, error_codes, header_parameters, links, path_parameter_schema};
 
-use super::routes::{RequestBody, ResponseBody, RouteSpec, ROUTES};
+use super::routes::{RequestBody, ResponseBody, RouteSpec};
 use super::types::ErrorEnvelope;
+use super::ROUTES;
 use crate::error_code::ErrorCode;
 
 /// The document; serialize it to get the JSON.
@@ -300,7 +301,7 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
         request_body,
         responses,
         error_codes: by_status,
-        security: spec.route.is_public().then(Vec::new),
+        security: spec.public.then(Vec::new),
     }
 }
 

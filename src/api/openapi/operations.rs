@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::Link;
-use crate::api::routes::{RequestBody, Route, RouteSpec, Target};
+use crate::api::routes::{RequestBody, RouteSpec, Target};
+use crate::api::Route;
 use crate::error_code::ErrorCode;
 
 /// The error codes an operation can answer, from its place in the route table: what every
