@@ -18,6 +18,7 @@ pub mod auth;
 pub mod autodeploy;
 pub mod backup;
 pub mod budget;
+pub mod build_settings;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -15,8 +15,6 @@ use crate::autodeploy::AutoDeployError;
 use crate::ids::rfc3339;
 use crate::store::records::{DeployHookRecord, ProjectSettings, Trigger};
 
-/// Longest accepted command or setting.
-const MAX_SETTING_BYTES: usize = 16 * 1024;
 /// Deploy hooks per project.
 const MAX_HOOKS: usize = 20;
 
@@ -25,12 +23,9 @@ pub async fn patch_settings(
     id_or_slug: &str,
     request: ApiRequest,
 ) -> Result<Reply, ApiError> {
-    let body = read_json_object(&request)?;
+    let patch = read_json_object(&request)?;
     let project = find(ctx, id_or_slug).await?;
-    let mut settings = project.settings.clone();
-    for (field, value) in &body {
-        apply(&mut settings, field, value)?;
-    }
+    let settings = patched(&project.settings, patch)?;
     let id = project.id.clone();
     let updated = ctx
         .store
@@ -44,77 +39,43 @@ fn invalid(message: String) -> ApiError {
     ApiError::new(ErrorCode::InvalidBody, message)
 }
 
-/// Sets one field of `settings` from the PATCH body, checked.
-fn apply(settings: &mut ProjectSettings, field: &str, value: &Value) -> Result<(), ApiError> {
-    let boolean = || {
-        value
-            .as_bool()
-            .ok_or_else(|| invalid(format!("field `{field}` must be true or false")))
+/// `settings` with the patch's fields replaced (`null` or `""` clears an optional one), each
+/// field read by serde as `ProjectSettingsPatch` states it, the result checked as a whole.
+fn patched(
+    settings: &ProjectSettings,
+    patch: serde_json::Map<String, Value>,
+) -> Result<ProjectSettings, ApiError> {
+    let Ok(Value::Object(mut merged)) = serde_json::to_value(settings) else {
+        unreachable!("ProjectSettings serializes to an object")
     };
-    let text = || -> Result<Option<String>, ApiError> {
-        match value {
-            Value::Null => Ok(None),
-            Value::String(text) if text.is_empty() => Ok(None),
-            Value::String(text) if text.len() > MAX_SETTING_BYTES || text.contains('\0') => {
-                Err(invalid(format!(
-                    "field `{field}` is longer than {MAX_SETTING_BYTES} bytes or contains NUL"
-                )))
-            }
-            Value::String(text) => Ok(Some(text.clone())),
-            _ => Err(invalid(format!("field `{field}` must be a string or null"))),
+    for (field, value) in patch {
+        let alone = serde_json::Map::from_iter([(field.clone(), value.clone())]);
+        serde_json::from_value::<types::ProjectSettingsPatch>(Value::Object(alone))
+            .map_err(|error| invalid(format!("field `{field}`: {error}")))?;
+        let cleared = value.is_null() || value.as_str() == Some("");
+        if cleared && field == "productionBranch" {
+            return Err(invalid(
+                "field `productionBranch` must be a branch name".into(),
+            ));
         }
-    };
-    match field {
-        "gitUrl" => {
-            let url = text()?;
-            if let Some(url) = &url {
-                if crate::source::split_credentials(url).1.is_some() {
-                    return Err(invalid("field `gitUrl` must not hold credentials (user:token@): settings are not secret; use a public URL or a deploy key".into()));
-                }
-                crate::source::git_clone_command(url, None)
-                    .map_err(|e| ApiError::new(ErrorCode::InvalidGitUrl, e.to_string()))?;
-            }
-            settings.git_url = url;
-        }
-        "productionBranch" => {
-            let branch = text()?.ok_or_else(|| invalid("field `productionBranch` must be a branch name".into()))?;
-            crate::source::git_clone_command("https://example.invalid/r.git", Some(&branch))
-                .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;
-            settings.production_branch = branch;
-        }
-        "installCommand" => settings.install_command = text()?,
-        "buildCommand" => settings.build_command = text()?,
-        "startCommand" => settings.start_command = text()?,
-        "outputDirectory" => {
-            let dir = text()?;
-            if dir.as_deref().is_some_and(|d| crate::pipeline::output_directory(d).is_none()) {
-                return Err(invalid("field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")".into()));
-            }
-            settings.output_directory = dir;
-        }
-        "healthCheckPath" => {
-            let path = text()?;
-            if path.as_deref().is_some_and(|p| !p.starts_with('/') || p.chars().any(|c| c.is_whitespace() || c.is_control())) {
-                return Err(invalid("field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")".into()));
-            }
-            settings.health_check_path = path;
-        }
-        "framework" => {
-            let framework = text()?;
-            if framework.as_deref().is_some_and(|f| f != "auto") {
-                return Err(invalid("field `framework` must be \"auto\" or null".into()));
-            }
-            settings.framework = framework;
-        }
-        "previews" => settings.previews = boolean()?,
-        "previewForks" => settings.preview_forks = boolean()?,
-        other => {
-            return Err(invalid(format!(
-                "unknown field `{other}`; settings are gitUrl, productionBranch, installCommand, buildCommand, startCommand, outputDirectory, healthCheckPath, framework, previews, previewForks"
-            )))
-        }
+        merged.insert(field, if cleared { Value::Null } else { value });
     }
-    Ok(())
+    let mut settings: ProjectSettings = serde_json::from_value(Value::Object(merged))
+        .map_err(|error| invalid(error.to_string()))?;
+    settings.build = settings
+        .build
+        .validate()
+        .map_err(super::provision::invalid_setting)?;
+    if let Some(url) = &settings.git_url {
+        if crate::source::split_credentials(url).1.is_some() {
+            return Err(invalid("field `gitUrl` must not hold credentials (user:token@): settings are not secret; use a public URL or a deploy key".into()));
+        }
+        crate::source::check_git_url(url)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidGitUrl, e.to_string()))?;
+    }
+    crate::source::check_git_ref(&settings.production_branch)
+        .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;
+    Ok(settings)
 }
 
 pub async fn rotate_webhook_secret(

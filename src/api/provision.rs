@@ -15,9 +15,6 @@ use crate::ids::rfc3339;
 use crate::pipeline::{ProvisionError, RunPlan};
 use crate::store::records::{DeploymentState, ProvisionRequest, RunRecord};
 
-/// Longest accepted command.
-const MAX_COMMAND_BYTES: usize = 16 * 1024;
-
 pub async fn provision(
     ctx: &Arc<Context>,
     caller: &Caller,
@@ -25,77 +22,19 @@ pub async fn provision(
     request: ApiRequest,
 ) -> Result<Reply, ApiError> {
     let body: types::ProvisionBody = read_string_fields(&request)?;
+    let build = body.build_settings();
     let slug = body.project_slug;
     validate_slug(&slug, ctx.config.reserved_slug())?;
+    let build = build.validate().map_err(invalid_setting)?;
+    let non_empty = |value: Option<String>| value.filter(|v| !v.is_empty());
     let mut parsed = ProvisionRequest {
         project_slug: slug.clone(),
+        build,
+        source_id: non_empty(body.source_id),
+        git_url: non_empty(body.git_url),
+        git_ref: non_empty(body.git_ref),
         ..Default::default()
     };
-    for (field, value, slot) in [
-        (
-            "installCommand",
-            body.install_command,
-            &mut parsed.install_command,
-        ),
-        (
-            "buildCommand",
-            body.build_command,
-            &mut parsed.build_command,
-        ),
-        (
-            "startCommand",
-            body.start_command,
-            &mut parsed.start_command,
-        ),
-        (
-            "outputDirectory",
-            body.output_directory,
-            &mut parsed.output_directory,
-        ),
-        ("sourceId", body.source_id, &mut parsed.source_id),
-        ("gitUrl", body.git_url, &mut parsed.git_url),
-        ("gitRef", body.git_ref, &mut parsed.git_ref),
-        (
-            "healthCheckPath",
-            body.health_check_path,
-            &mut parsed.health_check_path,
-        ),
-    ] {
-        let value = value.filter(|v| !v.is_empty());
-        if value
-            .as_ref()
-            .is_some_and(|v| v.len() > MAX_COMMAND_BYTES || v.contains('\0'))
-        {
-            return Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("field `{field}` is longer than {MAX_COMMAND_BYTES} bytes or contains NUL"),
-            ));
-        }
-        *slot = value;
-    }
-    match body.framework.as_deref() {
-        None | Some("") => {}
-        Some("auto") => parsed.framework = Some("auto".into()),
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("field `framework` must be \"auto\" or absent, not {other:?}"),
-            ))
-        }
-    }
-    if let Some(path) = &parsed.health_check_path {
-        if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                "field `healthCheckPath` must be a path starting with / (e.g. \"/healthz\")",
-            ));
-        }
-    }
-    if let Some(dir) = &parsed.output_directory {
-        if crate::pipeline::output_directory(dir).is_none() {
-            return Err(ApiError::new(ErrorCode::InvalidBody, "field `outputDirectory` must be a relative path inside the project (e.g. \"dist\")"));
-        }
-    }
     if let Some(url) = parsed.git_url.take() {
         let (url, credentials) = crate::source::split_credentials(&url);
         parsed.git_url = Some(url);
@@ -144,6 +83,11 @@ pub async fn provision(
         .await
         .map_err(provision_error)?;
     Ok(accepted(&run))
+}
+
+/// A setting that breaks `BuildSettings`' rules: 400 `INVALID_BODY` naming the field.
+pub(super) fn invalid_setting(invalid: crate::build_settings::Invalid) -> ApiError {
+    ApiError::new(ErrorCode::InvalidBody, invalid.to_string())
 }
 
 pub(super) fn provision_error(error: ProvisionError) -> ApiError {

@@ -303,15 +303,10 @@ impl AutoDeploy {
         })?;
         Ok(ProvisionRequest {
             project_slug: project.slug.clone(),
-            install_command: settings.install_command.clone(),
-            build_command: settings.build_command.clone(),
-            start_command: settings.start_command.clone(),
-            output_directory: settings.output_directory.clone(),
-            health_check_path: settings.health_check_path.clone(),
+            build: settings.build.clone(),
             git_url: Some(git_url),
             git_ref: Some(git_ref),
             target,
-            framework: settings.framework.clone(),
             ..Default::default()
         })
     }

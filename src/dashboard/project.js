@@ -38,7 +38,7 @@ function redeployBody(project) {
   const s = project.settings || {};
   /** @type {Record<string, string>} */
   const body = { projectSlug: project.slug };
-  for (const key of ["installCommand", "buildCommand", "startCommand", "outputDirectory", "healthCheckPath", "gitUrl"]) if (s[key]) body[key] = s[key];
+  for (const key of ["installCommand", "buildCommand", "startCommand", "outputDirectory", "healthCheckPath", "framework", "gitUrl"]) if (s[key]) body[key] = s[key];
   if (s.gitUrl) body.gitRef = s.productionBranch || "main";
   if (!s.installCommand && !s.buildCommand && !s.startCommand) body.framework = "auto";
   return body;

@@ -42,20 +42,20 @@ impl Pipeline {
             deadline,
             dpl,
         } = *run;
-        let explicit_install = request.install_command.is_some();
+        let explicit_install = request.build.install_command.is_some();
         // Detection is part of the source step: a server whose start command cannot be found
         // fails here, before anything is installed.
         self.step(active, "source", async {
             self.fetch_source(project, request, workspace, env, deadline, deployment)
                 .await?;
-            if request.framework.as_deref() == Some("auto") {
+            if request.build.framework.as_deref() == Some("auto") {
                 self.apply_detection(request, workspace, dpl).await?;
             }
             Ok(true)
         })
         .await?;
         let request = &*request;
-        let has_commands = [&request.install_command, &request.build_command]
+        let has_commands = [&request.build.install_command, &request.build.build_command]
             .iter()
             .any(|c| c.as_deref().is_some_and(|c| !c.trim().is_empty()));
         let cache = match has_commands {
@@ -74,13 +74,13 @@ impl Pipeline {
         for (name, command, stream, code) in [
             (
                 "install",
-                request.install_command.as_deref(),
+                request.build.install_command.as_deref(),
                 LogStream::Install,
                 ErrorCode::InstallFailed,
             ),
             (
                 "build",
-                request.build_command.as_deref(),
+                request.build.build_command.as_deref(),
                 LogStream::Build,
                 ErrorCode::BuildFailed,
             ),

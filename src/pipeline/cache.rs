@@ -118,7 +118,7 @@ impl Pipeline {
             self.hub.system(dpl, &format!("detect: {reason}"));
         }
         if let Some(missing) = plan.missing_start() {
-            if request.start_command.is_none() && request.output_directory.is_none() {
+            if request.build.start_command.is_none() && request.build.output_directory.is_none() {
                 return Err(super::failure::Failure::new(
                     "source",
                     crate::error_code::ErrorCode::StartCommandMissing,
@@ -131,14 +131,14 @@ impl Pipeline {
                 *slot = value;
             }
         };
-        fill(&mut request.install_command, plan.install_command);
-        fill(&mut request.build_command, plan.build_command);
-        fill(&mut request.start_command, plan.start_command);
-        fill(&mut request.output_directory, plan.output_directory);
+        fill(&mut request.build.install_command, plan.install_command);
+        fill(&mut request.build.build_command, plan.build_command);
+        fill(&mut request.build.start_command, plan.start_command);
+        fill(&mut request.build.output_directory, plan.output_directory);
         for (name, value) in [
-            ("install", &request.install_command),
-            ("build", &request.build_command),
-            ("start", &request.start_command),
+            ("install", &request.build.install_command),
+            ("build", &request.build.build_command),
+            ("start", &request.build.start_command),
         ] {
             if let Some(value) = value {
                 self.hub

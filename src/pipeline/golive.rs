@@ -4,7 +4,7 @@
 //! under the project's lock, then draining and stopping the previous deployment. Also keeps
 //! only recent builds and logs, and picks the output directory.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -332,7 +332,7 @@ pub(crate) fn choose_output_dir(
     requested: Option<&str>,
 ) -> Result<String, Failure> {
     if let Some(requested) = requested.filter(|r| !r.trim().is_empty()) {
-        let relative = output_directory(requested).ok_or_else(|| {
+        let relative = crate::build_settings::output_directory(requested).ok_or_else(|| {
             Failure::new(
                 "deploy",
                 ErrorCode::StartFailed,
@@ -374,16 +374,6 @@ pub(crate) fn choose_output_dir(
         }
     }
     Ok(String::new())
-}
-
-/// The one rule for `outputDirectory` (the API checks it at the edge, the deploy step again on
-/// the built tree): a relative path of plain names inside the project.
-pub fn output_directory(requested: &str) -> Option<PathBuf> {
-    let relative = Path::new(requested.trim_start_matches("./"));
-    relative
-        .components()
-        .all(|c| matches!(c, Component::Normal(_)))
-        .then(|| relative.to_owned())
 }
 
 /// Ports apps get in mode `none`: below Linux's ephemeral range (32768 and up by default),

@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use golive::output_directory;
 pub use progress::{estimate_from_history, STEPS};
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
@@ -279,7 +278,10 @@ impl Pipeline {
                 target.trigger = crate::store::records::Trigger::Rollback;
                 let request = ProvisionRequest {
                     project_slug: project.slug.clone(),
-                    health_check_path: existing.health_check_path.clone(),
+                    build: crate::build_settings::BuildSettings {
+                        health_check_path: existing.health_check_path.clone(),
+                        ..Default::default()
+                    },
                     target,
                     ..Default::default()
                 };
@@ -298,7 +300,7 @@ impl Pipeline {
                     mode: None,
                     output_dir: None,
                     start_command: None,
-                    health_check_path: request.health_check_path.clone(),
+                    health_check_path: request.build.health_check_path.clone(),
                     source_sha256: None,
                     git_url: request.git_url.clone(),
                     port: None,

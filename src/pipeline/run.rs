@@ -249,6 +249,7 @@ impl Pipeline {
             .step(active, "deploy", async {
                 if let Some(request) = &request {
                     let start = request
+                        .build
                         .start_command
                         .clone()
                         .filter(|c| !c.trim().is_empty());
@@ -258,9 +259,10 @@ impl Pipeline {
                         DeploymentMode::Static
                     });
                     deployment.start_command = start;
-                    deployment.health_check_path = request.health_check_path.clone();
+                    deployment.health_check_path = request.build.health_check_path.clone();
                     if deployment.mode == Some(DeploymentMode::Static) {
                         let requested = request
+                            .build
                             .output_directory
                             .as_deref()
                             .filter(|o| !o.trim().is_empty());

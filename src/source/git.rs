@@ -87,7 +87,7 @@ pub fn git_clone_command(url: &str, git_ref: Option<&str>) -> Result<String, Sou
     Ok(command)
 }
 
-fn check_url(url: &str) -> Result<(), SourceError> {
+pub fn check_url(url: &str) -> Result<(), SourceError> {
     let refuse = |reason: &str| Err(SourceError::InvalidGitUrl(format!("gitUrl {reason}")));
     if url.is_empty() {
         return refuse("is empty");
@@ -148,7 +148,7 @@ fn check_url(url: &str) -> Result<(), SourceError> {
     Ok(())
 }
 
-fn check_ref(git_ref: &str) -> Result<(), SourceError> {
+pub fn check_ref(git_ref: &str) -> Result<(), SourceError> {
     let refuse = |reason: &str| Err(SourceError::InvalidGitRef(format!("gitRef {reason}")));
     if git_ref.chars().count() > MAX_REF_LEN {
         return refuse("is longer than 255 characters");

@@ -30,7 +30,10 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use git::{credential_env, git_clone_command, split_credentials};
+pub use git::{
+    check_ref as check_git_ref, check_url as check_git_url, credential_env, git_clone_command,
+    split_credentials,
+};
 
 /// The size and count limits applied to one archive.
 ///

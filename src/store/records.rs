@@ -1,6 +1,7 @@
 //! The on-disk record types. Each carries `v` (its own version) so a later schema can read or
 //! migrate older rows. Times are Unix milliseconds.
 
+use crate::build_settings::BuildSettings;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -40,13 +41,8 @@ pub struct ProjectRecord {
 pub struct ProjectSettings {
     pub git_url: Option<String>,
     pub production_branch: String,
-    pub install_command: Option<String>,
-    pub build_command: Option<String>,
-    pub start_command: Option<String>,
-    pub output_directory: Option<String>,
-    pub health_check_path: Option<String>,
-    /// `"auto"` or null.
-    pub framework: Option<String>,
+    #[serde(flatten)]
+    pub build: BuildSettings,
     /// Deploy other branches and pull requests as previews.
     pub previews: bool,
     /// Also pull requests from forks.
@@ -58,12 +54,7 @@ impl Default for ProjectSettings {
         ProjectSettings {
             git_url: None,
             production_branch: "main".into(),
-            install_command: None,
-            build_command: None,
-            start_command: None,
-            output_directory: None,
-            health_check_path: None,
-            framework: None,
+            build: BuildSettings::default(),
             previews: false,
             preview_forks: false,
         }
@@ -244,14 +235,12 @@ pub struct RunError {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProvisionRequest {
     pub project_slug: String,
-    pub install_command: Option<String>,
-    pub build_command: Option<String>,
-    pub start_command: Option<String>,
-    pub output_directory: Option<String>,
+    /// The commands and options (camelCase keys since they became `BuildSettings`).
+    #[serde(flatten)]
+    pub build: BuildSettings,
     pub source_id: Option<String>,
     pub git_url: Option<String>,
     pub git_ref: Option<String>,
-    pub health_check_path: Option<String>,
     /// `user:token` split out of an https `git_url` at the API's edge: handed to git through
     /// its environment for this run only, never stored (`git_url` keeps the URL without it).
     #[serde(skip)]
@@ -259,9 +248,6 @@ pub struct ProvisionRequest {
     /// Production or a preview, and where the run came from.
     #[serde(default)]
     pub target: DeployTarget,
-    /// `"auto"`: the commands left out are detected from the source (`crate::detect`).
-    #[serde(default)]
-    pub framework: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -332,6 +332,20 @@ pub struct SlugString(
     String,
 );
 
+impl ProvisionBody {
+    /// The build settings it names, not yet validated.
+    pub fn build_settings(&self) -> crate::build_settings::BuildSettings {
+        crate::build_settings::BuildSettings {
+            install_command: self.install_command.clone(),
+            build_command: self.build_command.clone(),
+            start_command: self.start_command.clone(),
+            output_directory: self.output_directory.clone(),
+            health_check_path: self.health_check_path.clone(),
+            framework: self.framework.clone(),
+        }
+    }
+}
+
 impl RequestFields for ProvisionBody {
     const FIELDS: &'static [&'static str] = &[
         "projectSlug",
