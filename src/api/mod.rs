@@ -406,7 +406,7 @@ fn system_info(ctx: &Context) -> types::SystemInfo {
         tls_mode: ctx.config.tls.mode.as_str().into(),
         apps_domain: ctx.config.apps_domain.clone(),
         control_host: ctx.config.control_host.clone(),
-        disk_limits: ctx.pipeline.volumes.limited(),
+        disk_limits: ctx.pipeline.workspaces().volumes().limited(),
     }
 }
 

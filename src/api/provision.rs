@@ -129,7 +129,7 @@ pub async fn rollback(
         deployment.state,
         DeploymentState::Live | DeploymentState::Inactive
     );
-    if !built || !ctx.pipeline.workspace(&deployment.id).is_dir() {
+    if !built || !ctx.pipeline.workspaces().workspace(&deployment.id).is_dir() {
         // 409: a deployment of this project, whose state (no kept build) forbids it.
         return Err(ApiError::new(ErrorCode::Conflict,
             format!("{deployment_id} cannot be rolled back to: only the last 5 successful deployments keep their build"),
@@ -224,7 +224,7 @@ pub async fn deployment(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError>
     let Some((d, project, runs)) = found else {
         return Err(ApiError::not_found(format!("no deployment {id:?}")));
     };
-    let url = ctx.pipeline.app_url(&project.slug);
+    let url = ctx.app_url(&project.slug);
     Ok(Reply::json(&deployment_shape(&d, &project, &runs, &url)))
 }
 
@@ -267,7 +267,7 @@ pub async fn deployments(
     );
     let project_id = project.id.clone();
     let runs = ctx.store.call(move |s| s.project_runs(&project_id)).await?;
-    let url = ctx.pipeline.app_url(&project.slug);
+    let url = ctx.app_url(&project.slug);
     let deployments = list
         .iter()
         .map(|d| deployment_shape(d, &project, &runs, &url))

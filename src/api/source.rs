@@ -51,7 +51,8 @@ pub async fn upload(
     let archive = request.into_body();
     // The archive is stored, and unpacked later: never into the store's reserve.
     ctx.pipeline
-        .volumes
+        .workspaces()
+        .volumes()
         .check_room(
             &ctx.config.data_dir,
             2 * archive.len() as u64,

@@ -28,7 +28,11 @@ impl Pipeline {
     /// Makes (or mounts) the project's cache; `None` (the build runs without one) on error.
     pub(super) async fn prepare_build_cache(&self, project: &ProjectRecord) -> Option<PathBuf> {
         let volume = self.build_cache_volume(&project.id);
-        let (volumes, uid, dir) = (self.volumes.clone(), project.uid, volume.dir.clone());
+        let (volumes, uid, dir) = (
+            self.workspaces.volumes().clone(),
+            project.uid,
+            volume.dir.clone(),
+        );
         let sandboxed = self.config.sandbox.mode == crate::config::SandboxMode::Namespaces;
         let made = tokio::task::spawn_blocking(move || {
             volumes.ensure_app_data(&volume, uid)?;
@@ -152,7 +156,7 @@ impl Pipeline {
     pub async fn clear_build_cache(&self, project_id: &str) -> u64 {
         let volume = self.build_cache_volume(project_id);
         let bytes = crate::usage::build_cache_bytes(&self.config.data_dir, project_id);
-        let volumes = self.volumes.clone();
+        let volumes = self.workspaces.volumes().clone();
         let _ = tokio::task::spawn_blocking(move || volumes.remove(&volume)).await;
         bytes
     }

@@ -11,7 +11,7 @@ impl Pipeline {
         for deployment_id in &deleted.deployment_ids {
             self.supervisor.stop(deployment_id).await;
             self.hub.remove(deployment_id);
-            self.remove_deployment_files(deployment_id).await;
+            self.workspaces.remove_deployment_files(deployment_id).await;
         }
         if let Some(tls) = &self.tls {
             let name = format!("{}.{}", deleted.project.slug, self.config.apps_domain);
@@ -20,8 +20,9 @@ impl Pipeline {
             }
         }
         self.clear_build_cache(&deleted.project.id).await;
-        let app_data = crate::disk::Volume::app_data(&self.app_data_dir(&deleted.project.id), 0);
-        let volumes = self.volumes.clone();
+        let app_data =
+            crate::disk::Volume::app_data(&self.workspaces.app_data_dir(&deleted.project.id), 0);
+        let volumes = self.workspaces.volumes().clone();
         let _ = tokio::task::spawn_blocking(move || volumes.remove(&app_data)).await;
         for sha in &deleted.source_sha256s {
             let sha2 = sha.clone();
@@ -53,7 +54,7 @@ impl Pipeline {
             self.supervisor.stop(deployment_id).await;
             self.hub.system(deployment_id, "preview torn down");
             self.hub.end(deployment_id);
-            self.remove_deployment_files(deployment_id).await;
+            self.workspaces.remove_deployment_files(deployment_id).await;
         }
         if let Some(tls) = &self.tls {
             let name = format!("{label}.{}", self.config.apps_domain);
@@ -62,10 +63,12 @@ impl Pipeline {
             }
         }
         let data = crate::disk::Volume::app_data(
-            &self.app_data_dir(&format!("{}--{}", project.id, preview.name)),
+            &self
+                .workspaces
+                .app_data_dir(&format!("{}--{}", project.id, preview.name)),
             0,
         );
-        let volumes = self.volumes.clone();
+        let volumes = self.workspaces.volumes().clone();
         let _ = tokio::task::spawn_blocking(move || volumes.remove(&data)).await;
         tracing::info!(project = %project.slug, preview = %preview.name, "preview torn down");
     }

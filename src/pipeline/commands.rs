@@ -94,8 +94,8 @@ impl Pipeline {
         let dpl = deployment.id.clone();
         let fail = |message: String| Failure::new("source", ErrorCode::SourceFailed, message);
         // A filesystem of its own (limits.build_disk_mb), empty.
-        let volume = self.workspace_volume(&dpl);
-        let (volumes, uid) = (self.volumes.clone(), project.uid);
+        let volume = self.workspaces.workspace_volume(&dpl);
+        let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
         tokio::task::spawn_blocking(move || volumes.create(&volume, uid))
             .await
             .expect("blocking task")
@@ -176,11 +176,11 @@ impl Pipeline {
         workspace: &Path,
         cache: Option<&Path>,
     ) -> std::io::Result<Vec<LimitedDir>> {
-        let mut wanted = vec![(workspace.to_owned(), self.workspace_volume(dpl))];
+        let mut wanted = vec![(workspace.to_owned(), self.workspaces.workspace_volume(dpl))];
         if let Some(cache) = cache {
             wanted.push((cache.to_owned(), self.build_cache_volume(project_id)));
         }
-        let volumes = self.volumes.clone();
+        let volumes = self.workspaces.volumes().clone();
         tokio::task::spawn_blocking(move || {
             let mut limited = Vec::new();
             for (path, volume) in wanted {
@@ -287,7 +287,7 @@ impl Pipeline {
         }
         match exit {
             Ok(exit) if exit.success() => Ok(()),
-            Ok(exit) if self.volumes.limited() && crate::disk::is_full(workspace) => {
+            Ok(exit) if self.workspaces.volumes().limited() && crate::disk::is_full(workspace) => {
                 Err(Failure::new(
                     step,
                     code,

@@ -52,6 +52,20 @@ pub(super) enum Switch<'a> {
     Restore,
 }
 
+/// One lock per project: its switches (deploy, rollback, restore, preview) happen one at a
+/// time.
+#[derive(Default)]
+pub(super) struct DeployLocks(
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+);
+
+impl DeployLocks {
+    fn of(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.0.lock().expect("locks poisoned");
+        locks.entry(project_id.to_owned()).or_default().clone()
+    }
+}
+
 impl Pipeline {
     /// The deploy step: load the static output, or start the app and wait until it is healthy.
     pub(super) async fn prepare(
@@ -60,10 +74,10 @@ impl Pipeline {
         deployment: &mut DeploymentRecord,
         env: &[(String, String)],
     ) -> Result<Prepared, Failure> {
-        let workspace = self.workspace(&deployment.id);
+        let workspace = self.workspaces.workspace(&deployment.id);
         // After a reboot (or for a rollback target) the workspace's image is mounted again.
-        let volume = self.workspace_volume(&deployment.id);
-        let volumes = self.volumes.clone();
+        let volume = self.workspaces.workspace_volume(&deployment.id);
+        let volumes = self.workspaces.volumes().clone();
         tokio::task::spawn_blocking(move || volumes.ensure_mounted(&volume))
             .await
             .expect("blocking task")
@@ -138,7 +152,7 @@ impl Pipeline {
                 let spec = self.app_spec(project, deployment, env.to_vec(), port);
                 let data =
                     crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
-                let (volumes, uid) = (self.volumes.clone(), project.uid);
+                let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
                 tokio::task::spawn_blocking(move || volumes.ensure_app_data(&data, uid))
                     .await
                     .expect("blocking task")
@@ -173,8 +187,8 @@ impl Pipeline {
         // A preview's app has a data volume of its own: it never writes production's.
         let label = super::host_label(&project.slug, &deployment.target);
         let data_dir = match deployment.target.environment {
-            Environment::Production => self.app_data_dir(&project.id),
-            Environment::Preview => self.app_data_dir(&format!(
+            Environment::Production => self.workspaces.app_data_dir(&project.id),
+            Environment::Preview => self.workspaces.app_data_dir(&format!(
                 "{}--{}",
                 project.id,
                 deployment.target.preview.as_deref().unwrap_or("preview")
@@ -185,7 +199,7 @@ impl Pipeline {
             // The route key the supervisor repoints after a restart.
             slug: label,
             uid: project.uid,
-            root: self.workspace(&deployment.id),
+            root: self.workspaces.workspace(&deployment.id),
             data_dir,
             command: deployment.start_command.clone().unwrap_or_default(),
             env,
@@ -205,7 +219,7 @@ impl Pipeline {
         prepared: Prepared,
         how: Switch<'_>,
     ) -> Result<(), Failure> {
-        let lock = self.deploy_lock(&project.id);
+        let lock = self.deploy_locks.of(&project.id);
         let _guard = lock.lock().await;
         let d = deployment.clone();
         let preview = match deployment.target.environment {
@@ -274,7 +288,10 @@ impl Pipeline {
             self.hub.end(&previous);
             let supervisor = self.supervisor.clone();
             let drain = Duration::from_secs(self.config.limits.app_drain_s);
-            let (dir, volumes) = (self.deployment_dir(&previous), self.volumes.clone());
+            let (dir, volumes) = (
+                self.workspaces.deployment_dir(&previous),
+                self.workspaces.volumes().clone(),
+            );
             let is_preview = preview.is_some();
             tokio::spawn(async move {
                 // In-flight requests to the old app finish during the drain period.
@@ -314,7 +331,9 @@ impl Pipeline {
                 continue;
             }
             if index >= 5 || deployment.state != DeploymentState::Inactive {
-                self.remove_deployment_files(&deployment.id).await;
+                self.workspaces
+                    .remove_deployment_files(&deployment.id)
+                    .await;
             }
             if index >= 10 {
                 self.hub.remove(&deployment.id);

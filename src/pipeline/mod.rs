@@ -18,14 +18,13 @@ mod run;
 mod source_root;
 mod status;
 mod tree;
+mod workspaces;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub use progress::{estimate_from_history, STEPS};
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
@@ -100,40 +99,40 @@ pub(crate) struct ActiveRun {
     pub shown_progress: AtomicU32,
 }
 
+/// Builds and deploys. Its parts, each with one owner: the runs in flight (`inflight.rs`,
+/// `InFlight`), the switch of a project's live deployment (`golive.rs`, one lock per
+/// project), and where files live (`workspaces.rs`, `Workspaces`).
 pub struct Pipeline {
-    pub(crate) config: Arc<Config>,
-    pub(crate) store: Store,
-    pub(crate) hub: Arc<LogHub>,
-    pub(crate) runner: Arc<dyn Runner>,
-    pub(crate) routes: Arc<Routes>,
-    pub(crate) supervisor: Arc<Supervisor>,
-    pub(crate) sources: Arc<SourceStore>,
-    pub(crate) secrets: Arc<SecretBox>,
-    pub(crate) tls: Option<Arc<crate::tls::TlsManager>>,
-    pub(crate) https_addr: Option<std::net::SocketAddr>,
+    config: Arc<Config>,
+    store: Store,
+    hub: Arc<LogHub>,
+    runner: Arc<dyn Runner>,
+    routes: Arc<Routes>,
+    supervisor: Arc<Supervisor>,
+    sources: Arc<SourceStore>,
+    secrets: Arc<SecretBox>,
+    tls: Option<Arc<crate::tls::TlsManager>>,
+    https_addr: Option<std::net::SocketAddr>,
     /// `https://<slug>.<apps_domain>[:port]`
-    pub(crate) urls: crate::urls::PublicUrls,
-    runs: Mutex<HashMap<String, Arc<ActiveRun>>>,
-    /// project id (production) or `<project id>#<preview>` → its run in flight.
-    by_project: Mutex<HashMap<String, String>>,
+    urls: crate::urls::PublicUrls,
+    inflight: inflight::InFlight,
     /// Serializes route switches per project.
-    deploy_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    pub(crate) tracker: TaskTracker,
-    pub(crate) shutdown: CancellationToken,
+    deploy_locks: golive::DeployLocks,
+    /// Cancelled when the daemon stops: every run's token is its child.
+    shutdown: CancellationToken,
     /// Builds running at once (`limits.max_concurrent_builds`); more wait for a slot, so
     /// builds cannot starve the live apps of CPU and memory.
-    pub(crate) build_slots: Arc<tokio::sync::Semaphore>,
+    build_slots: Arc<tokio::sync::Semaphore>,
     /// Apps an earlier daemon left running, by deployment, until start-up restore adopts
     /// (or stops) them.
     survivors: Mutex<HashMap<String, crate::sandbox::AppHandle>>,
-    /// Workspaces and app data as filesystems of their own (disk limits).
-    pub(crate) volumes: crate::disk::Volumes,
+    workspaces: workspaces::Workspaces,
     /// Deployment events (`deployment.*`) go out through it.
-    pub(crate) notifier: crate::notifications::Notifier,
+    notifier: crate::notifications::Notifier,
     /// Runs by result and their durations.
-    pub(crate) metrics: Arc<crate::metrics::DaemonMetrics>,
+    metrics: Arc<crate::metrics::DaemonMetrics>,
     /// Memory all static sites' files share (`limits.static_cache_mb`).
-    pub(crate) static_budget: crate::static_files::MemoryBudget,
+    static_budget: crate::static_files::MemoryBudget,
 }
 
 /// What `provision` needs to know about the caller's request.
@@ -177,10 +176,15 @@ impl Pipeline {
         let build_slots = parts.config.limits.max_concurrent_builds;
         let static_budget =
             crate::static_files::MemoryBudget::new(parts.config.limits.static_cache_mb << 20);
+        let workspaces = workspaces::Workspaces::new(
+            &parts.config.data_dir,
+            parts.config.limits.build_disk_mb,
+            parts.volumes,
+        );
         Arc::new(Pipeline {
             static_budget,
             survivors: Mutex::new(HashMap::new()),
-            volumes: parts.volumes,
+            workspaces,
             config: parts.config,
             store: parts.store,
             hub: parts.hub,
@@ -192,10 +196,8 @@ impl Pipeline {
             tls: parts.tls,
             https_addr: parts.https_addr,
             urls: parts.urls,
-            runs: Mutex::new(HashMap::new()),
-            by_project: Mutex::new(HashMap::new()),
-            deploy_locks: Mutex::new(HashMap::new()),
-            tracker: TaskTracker::new(),
+            inflight: inflight::InFlight::default(),
+            deploy_locks: golive::DeployLocks::default(),
             build_slots: Arc::new(tokio::sync::Semaphore::new(build_slots)),
             shutdown: parts.shutdown,
             notifier: parts.notifier,
@@ -203,40 +205,14 @@ impl Pipeline {
         })
     }
 
-    pub fn app_url(&self, slug: &str) -> String {
-        self.urls.app(slug)
+    /// Where deployments and apps keep their files.
+    pub fn workspaces(&self) -> &workspaces::Workspaces {
+        &self.workspaces
     }
 
     /// The URL a deployment with `target` is served at: the project's, or its preview's.
     pub fn target_url(&self, slug: &str, target: &DeployTarget) -> String {
-        self.app_url(&host_label(slug, target))
-    }
-
-    pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
-        self.config.data_dir.join("deployments").join(deployment_id)
-    }
-
-    pub fn workspace(&self, deployment_id: &str) -> PathBuf {
-        self.workspace_volume(deployment_id).dir
-    }
-
-    /// The deployment's workspace as a volume (`limits.build_disk_mb`).
-    pub(crate) fn workspace_volume(&self, deployment_id: &str) -> crate::disk::Volume {
-        crate::disk::Volume::workspace(
-            &self.deployment_dir(deployment_id),
-            self.config.limits.build_disk_mb,
-        )
-    }
-
-    /// Removes a deployment's files (its workspace volume unmounted first).
-    pub(crate) async fn remove_deployment_files(&self, deployment_id: &str) {
-        let dir = self.deployment_dir(deployment_id);
-        let volumes = self.volumes.clone();
-        let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
-    }
-
-    pub fn app_data_dir(&self, project_id: &str) -> PathBuf {
-        self.config.data_dir.join("appdata").join(project_id)
+        self.urls.app(&host_label(slug, target))
     }
 
     /// Validates the source choice, records the run and its deployment, supersedes a run in
@@ -249,9 +225,8 @@ impl Pipeline {
         if let RunPlan::Build(request) = &mut plan {
             self.choose_source(project, request).await?;
             // A build may fill its workspace: that must not eat the store's reserve.
-            let needed = self.config.limits.build_disk_mb << 20;
-            self.volumes
-                .check_room(&self.config.data_dir, needed, "a build")
+            self.workspaces
+                .check_room_for_a_build()
                 .map_err(|room| ProvisionError::Invalid(room.code, room.message))?;
         }
         let project_id = project.id.clone();
@@ -345,25 +320,15 @@ impl Pipeline {
             reason: Mutex::new(None),
             shown_progress: AtomicU32::new(0),
         });
-        self.runs
-            .lock()
-            .expect("runs poisoned")
-            .insert(run.id.clone(), active.clone());
-        let older = self
-            .by_project
-            .lock()
-            .expect("runs poisoned")
-            .insert(run_key(&project.id, &run.request.target), run.id.clone());
-        if let Some(older) =
-            older.and_then(|id| self.runs.lock().expect("runs poisoned").get(&id).cloned())
-        {
+        let key = run_key(&project.id, &run.request.target);
+        if let Some(older) = self.inflight.insert(&run.id, key, active.clone()) {
             *older.reason.lock().expect("reason poisoned") = Some(StopReason::Superseded);
             older.cancel.cancel();
         }
         tracing::info!(project = %project.slug, run = %run.id, deployment = %deployment.id, estimate_ms = estimate, "provisioning started");
         let this = self.clone();
         let project = project.clone();
-        self.tracker
+        self.inflight
             .spawn(async move { this.execute(active, project, deployment, plan).await });
         Ok(run)
     }
@@ -389,15 +354,14 @@ impl Pipeline {
             }
         }
         if let Some(url) = &request.git_url {
-            crate::source::git_clone_command(url, request.git_ref.as_deref()).map_err(|error| {
-                match error {
-                    crate::source::SourceError::InvalidGitRef(message) => ProvisionError::Invalid(
-                        ErrorCode::InvalidBody,
-                        format!("gitRef: {message}"),
-                    ),
-                    other => ProvisionError::Invalid(ErrorCode::InvalidGitUrl, other.to_string()),
-                }
+            crate::source::check_git_url(url).map_err(|error| {
+                ProvisionError::Invalid(ErrorCode::InvalidGitUrl, error.to_string())
             })?;
+            if let Some(git_ref) = &request.git_ref {
+                crate::source::check_git_ref(git_ref).map_err(|error| {
+                    ProvisionError::Invalid(ErrorCode::InvalidBody, format!("gitRef: {error}"))
+                })?;
+            }
             return Ok(());
         }
         let project_id = project.id.clone();

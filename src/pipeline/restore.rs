@@ -71,7 +71,9 @@ impl Pipeline {
                     // deployment is an earlier build, kept).
                     deployment.state = DeploymentState::Failed;
                     deployment.finished_ms = Some(now);
-                    self.remove_deployment_files(&deployment.id).await;
+                    self.workspaces
+                        .remove_deployment_files(&deployment.id)
+                        .await;
                 }
                 self.hub.system(
                     &deployment.id,

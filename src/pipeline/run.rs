@@ -128,7 +128,7 @@ impl Pipeline {
                     self.supervisor.stop(&dpl).await;
                 }
                 if let RunPlan::Build(_) = plan {
-                    self.remove_deployment_files(&dpl).await;
+                    self.workspaces.remove_deployment_files(&dpl).await;
                 }
             }
         }
@@ -198,7 +198,7 @@ impl Pipeline {
                 })?;
             }
             self.hub
-                .system(&dpl, &format!("bound {}", self.app_url(&label)));
+                .system(&dpl, &format!("bound {}", self.urls.app(&label)));
             Ok(true)
         })
         .await?;
@@ -220,7 +220,7 @@ impl Pipeline {
             RunPlan::Build(_) => Some(self.build_slot(active, &dpl).await?),
             RunPlan::Rollback(_) => None,
         };
-        let workspace = self.workspace(&dpl);
+        let workspace = self.workspaces.workspace(&dpl);
         let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
         let mut request = match plan {
             RunPlan::Rollback(_) => {
