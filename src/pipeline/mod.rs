@@ -17,6 +17,7 @@ mod restore;
 mod run;
 mod source_root;
 mod status;
+mod step;
 mod tree;
 mod workspaces;
 

@@ -4,7 +4,6 @@
 //! touches the deployment that was live before it.
 
 use crate::error_code::ErrorCode;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +13,12 @@ use super::build::BuildRun;
 use super::failure::Failure;
 use super::golive::{choose_output_dir, Prepared, Switch};
 use super::source_root::refuse_source_root;
-use super::{ActiveRun, Pipeline, RunPlan, StopReason};
+use super::{ActiveRun, Pipeline, RunPlan};
 use crate::metrics::RunResult;
 use crate::notifications::{Event, EventKind};
 use crate::store::records::{
-    DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunError,
-    RunStatus, StepState,
+    DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord,
+    ProvisionRequest, RunError, RunRecord, RunStatus,
 };
 
 impl Pipeline {
@@ -57,79 +56,12 @@ impl Pipeline {
         record.finished_ms = Some(now);
         match result {
             Ok(prepared) => {
-                record.status = RunStatus::ProvisioningComplete;
-                record.progress = 100;
-                deployment.state = DeploymentState::Live;
-                deployment.finished_ms.get_or_insert(now);
-                match self
-                    .switch(&project, &deployment, prepared, Switch::Run(&record))
+                self.went_live(&project, &mut deployment, prepared, &mut record, started)
                     .await
-                {
-                    Ok(()) => {
-                        self.hub.system(
-                            &dpl,
-                            &format!(
-                                "live at {} after {} ms",
-                                self.target_url(&project.slug, &deployment.target),
-                                started.elapsed().as_millis()
-                            ),
-                        );
-                    }
-                    Err(failure) => {
-                        self.hub.system(&dpl, &failure.message);
-                        record.status = RunStatus::ProvisioningFailed;
-                        record.error = Some(RunError {
-                            code: failure.code,
-                            message: failure.message,
-                        });
-                    }
-                }
             }
             Err(failure) => {
-                let canceled = failure.code == ErrorCode::Canceled;
-                record.status = if canceled {
-                    RunStatus::ProvisioningCanceled
-                } else {
-                    RunStatus::ProvisioningFailed
-                };
-                record.failed_step = (!canceled).then(|| failure.step.to_owned());
-                self.hub.system(
-                    &dpl,
-                    &format!(
-                        "{what} {}: {} ({})",
-                        if canceled { "canceled" } else { "failed" },
-                        failure.message,
-                        failure.code
-                    ),
-                );
-                record.error = Some(RunError {
-                    code: failure.code,
-                    message: failure.message,
-                });
-                if let RunPlan::Build(_) = plan {
-                    deployment.state = if canceled {
-                        DeploymentState::Canceled
-                    } else {
-                        DeploymentState::Failed
-                    };
-                    deployment.finished_ms = Some(now);
-                }
-                let (r, d) = (record.clone(), deployment.clone());
-                if let Err(error) = self
-                    .store
-                    .call(move |s| s.record_unsuccessful(&r, &d, !canceled))
+                self.failed(&project, &mut deployment, &mut record, &plan, failure)
                     .await
-                {
-                    tracing::error!(%error, run = %record.id, "could not record the run's end");
-                }
-                // An app this run started (a canceled deploy step drops the wait, not the
-                // app) must not outlive the run, unless it is the live one (a rollback).
-                if !self.is_live(&project, &deployment, &dpl) {
-                    self.supervisor.stop(&dpl).await;
-                }
-                if let RunPlan::Build(_) = plan {
-                    self.workspaces.remove_deployment_files(&dpl).await;
-                }
             }
         }
         *active.record.lock().expect("run poisoned") = record.clone();
@@ -144,10 +76,110 @@ impl Pipeline {
         self.finish(&record.id, &project.id, &deployment.target);
     }
 
+    /// The run's steps all succeeded: the switch, and the run's end in the log.
+    async fn went_live(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        prepared: Prepared,
+        record: &mut RunRecord,
+        started: Instant,
+    ) {
+        let dpl = deployment.id.clone();
+        record.status = RunStatus::ProvisioningComplete;
+        record.progress = 100;
+        deployment.state = DeploymentState::Live;
+        deployment.finished_ms = deployment.finished_ms.or(record.finished_ms);
+        match self
+            .switch(project, deployment, prepared, Switch::Run(record))
+            .await
+        {
+            Ok(()) => {
+                self.hub.system(
+                    &dpl,
+                    &format!(
+                        "live at {} after {} ms",
+                        self.target_url(&project.slug, &deployment.target),
+                        started.elapsed().as_millis()
+                    ),
+                );
+            }
+            Err(failure) => {
+                self.hub.system(&dpl, &failure.message);
+                record.status = RunStatus::ProvisioningFailed;
+                record.error = Some(RunError {
+                    code: failure.code,
+                    message: failure.message,
+                });
+            }
+        }
+    }
+
+    /// A step failed or the run was canceled: recorded, and what the run started removed
+    /// (never the live deployment).
+    async fn failed(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        record: &mut RunRecord,
+        plan: &RunPlan,
+        failure: Failure,
+    ) {
+        let dpl = deployment.id.clone();
+        let what = match plan {
+            RunPlan::Build(_) => "provisioning",
+            RunPlan::Rollback(_) => "rollback",
+        };
+        let canceled = failure.code == ErrorCode::Canceled;
+        record.status = if canceled {
+            RunStatus::ProvisioningCanceled
+        } else {
+            RunStatus::ProvisioningFailed
+        };
+        record.failed_step = (!canceled).then(|| failure.step.to_owned());
+        self.hub.system(
+            &dpl,
+            &format!(
+                "{what} {}: {} ({})",
+                if canceled { "canceled" } else { "failed" },
+                failure.message,
+                failure.code
+            ),
+        );
+        record.error = Some(RunError {
+            code: failure.code,
+            message: failure.message,
+        });
+        if let RunPlan::Build(_) = plan {
+            deployment.state = if canceled {
+                DeploymentState::Canceled
+            } else {
+                DeploymentState::Failed
+            };
+            deployment.finished_ms = record.finished_ms;
+        }
+        let (r, d) = (record.clone(), deployment.clone());
+        if let Err(error) = self
+            .store
+            .call(move |s| s.record_unsuccessful(&r, &d, !canceled))
+            .await
+        {
+            tracing::error!(%error, run = %record.id, "could not record the run's end");
+        }
+        // An app this run started (a canceled deploy step drops the wait, not the app) must
+        // not outlive the run, unless it is the live one (a rollback).
+        if !self.is_live(project, deployment, &dpl) {
+            self.supervisor.stop(&dpl).await;
+        }
+        if let RunPlan::Build(_) = plan {
+            self.workspaces.remove_deployment_files(&dpl).await;
+        }
+    }
+
     /// The run's end in the metrics and as a `deployment.*` event.
     fn report_end(
         &self,
-        record: &crate::store::records::RunRecord,
+        record: &RunRecord,
         project: &ProjectRecord,
         dpl: &str,
         elapsed: Duration,
@@ -184,23 +216,11 @@ impl Pipeline {
         self.step(active, "project_creation", async { Ok(true) })
             .await?;
 
-        self.step(active, "domain_binding", async {
-            if deployment.target.environment == Environment::Production {
-                self.routes.add_project(&project.slug);
-            }
-            if let Some(tls) = &self.tls {
-                tls.ensure_certificate(&hostname).await.map_err(|e| {
-                    Failure::new(
-                        "domain_binding",
-                        ErrorCode::CertificateFailed,
-                        format!("certificate for {hostname}: {e}"),
-                    )
-                })?;
-            }
-            self.hub
-                .system(&dpl, &format!("bound {}", self.urls.app(&label)));
-            Ok(true)
-        })
+        self.step(
+            active,
+            "domain_binding",
+            self.bind_domain(project, deployment, &hostname, &label),
+        )
         .await?;
 
         let env = self
@@ -221,80 +241,25 @@ impl Pipeline {
             RunPlan::Rollback(_) => None,
         };
         let workspace = self.workspaces.workspace(&dpl);
-        let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
-        let mut request = match plan {
-            RunPlan::Rollback(_) => {
-                for name in ["source", "install", "build"] {
-                    self.skip(active, name).await;
-                }
-                None
-            }
-            RunPlan::Build(request) => Some(request.clone()),
-        };
-        if let Some(request) = request.as_mut() {
-            let run = BuildRun {
-                active,
-                project,
-                workspace: &workspace,
-                env: &env,
-                deadline,
-                dpl: &dpl,
-            };
-            self.source_install_build(&run, request, deployment).await?;
-        }
+        let request = self.build(active, project, deployment, plan, &env).await?;
 
         // The deploy step starts an app, not a build: the next queued build may go.
         drop(build_slot);
         let prepared = self
             .step(active, "deploy", async {
                 if let Some(request) = &request {
-                    let start = request
-                        .build
-                        .start_command
-                        .clone()
-                        .filter(|c| !c.trim().is_empty());
-                    deployment.mode = Some(if start.is_some() {
-                        DeploymentMode::Server
-                    } else {
-                        DeploymentMode::Static
-                    });
-                    deployment.start_command = start;
-                    deployment.health_check_path = request.build.health_check_path.clone();
-                    if deployment.mode == Some(DeploymentMode::Static) {
-                        let requested = request
-                            .build
-                            .output_directory
-                            .as_deref()
-                            .filter(|o| !o.trim().is_empty());
-                        let output = choose_output_dir(&workspace, requested)?;
-                        if output.is_empty() && requested.is_none() {
-                            refuse_source_root(&workspace)?;
-                        }
-                        deployment.output_dir = Some(output);
-                    }
+                    choose_mode(deployment, request, &workspace)?;
                 }
                 self.prepare(project, deployment, &env).await
             })
             .await?;
 
         let verified = self
-            .step(active, "ssl_verification", async {
-                let (Some(tls), Some(addr)) = (&self.tls, self.https_addr) else {
-                    return Ok(false);
-                };
-                tls.verify(&hostname, addr).await.map_err(|e| {
-                    Failure::new(
-                        "ssl_verification",
-                        ErrorCode::CertificateFailed,
-                        format!("{hostname}: {e}"),
-                    )
-                })?;
-                self.hub.system(
-                    &dpl,
-                    &format!("verified the certificate served for {hostname}"),
-                );
-                Ok(true)
-            })
+            .step(
+                active,
+                "ssl_verification",
+                self.verify_served(&hostname, &dpl),
+            )
             .await;
         if let Err(failure) = verified {
             // The app this run started must not outlive it, unless it is the live one (a
@@ -307,6 +272,84 @@ impl Pipeline {
             return Err(failure);
         }
         Ok(prepared)
+    }
+
+    /// The source, install and build steps of a build (skipped for a rollback); the request
+    /// as the build left it (detected commands filled in). `limits.build_timeout_s` bounds
+    /// them together.
+    async fn build(
+        &self,
+        active: &Arc<ActiveRun>,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        plan: &RunPlan,
+        env: &[(String, String)],
+    ) -> Result<Option<ProvisionRequest>, Failure> {
+        let RunPlan::Build(request) = plan else {
+            for name in ["source", "install", "build"] {
+                self.skip(active, name).await;
+            }
+            return Ok(None);
+        };
+        let mut request = request.clone();
+        let dpl = deployment.id.clone();
+        let workspace = self.workspaces.workspace(&dpl);
+        let run = BuildRun {
+            active,
+            project,
+            workspace: &workspace,
+            env,
+            deadline: Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s),
+            dpl: &dpl,
+        };
+        self.source_install_build(&run, &mut request, deployment)
+            .await?;
+        Ok(Some(request))
+    }
+
+    /// The `domain_binding` step: production's route exists, the host has a certificate.
+    async fn bind_domain(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+        hostname: &str,
+        label: &str,
+    ) -> Result<bool, Failure> {
+        if deployment.target.environment == Environment::Production {
+            self.routes.add_project(&project.slug);
+        }
+        if let Some(tls) = &self.tls {
+            tls.ensure_certificate(hostname).await.map_err(|e| {
+                Failure::new(
+                    "domain_binding",
+                    ErrorCode::CertificateFailed,
+                    format!("certificate for {hostname}: {e}"),
+                )
+            })?;
+        }
+        self.hub
+            .system(&deployment.id, &format!("bound {}", self.urls.app(label)));
+        Ok(true)
+    }
+
+    /// The `ssl_verification` step: the certificate the router serves for the host verifies
+    /// (skipped without TLS).
+    async fn verify_served(&self, hostname: &str, dpl: &str) -> Result<bool, Failure> {
+        let (Some(tls), Some(addr)) = (&self.tls, self.https_addr) else {
+            return Ok(false);
+        };
+        tls.verify(hostname, addr).await.map_err(|e| {
+            Failure::new(
+                "ssl_verification",
+                ErrorCode::CertificateFailed,
+                format!("{hostname}: {e}"),
+            )
+        })?;
+        self.hub.system(
+            dpl,
+            &format!("verified the certificate served for {hostname}"),
+        );
+        Ok(true)
     }
 
     /// One of `limits.max_concurrent_builds` slots; says so in the log when it has to wait.
@@ -337,123 +380,34 @@ impl Pipeline {
         let label = super::host_label(&project.slug, &deployment.target);
         matches!(self.routes.snapshot().apps.get(&label), Some(Some(target)) if target.deployment_id() == dpl)
     }
-
-    /// Runs one step: marks it running, races it against cancellation, records the result.
-    /// The future answers `true` for done, `false` for skipped.
-    pub(super) async fn step<T>(
-        &self,
-        active: &Arc<ActiveRun>,
-        name: &'static str,
-        work: impl Future<Output = Result<T, Failure>>,
-    ) -> Result<T, Failure>
-    where
-        T: StepValue,
-    {
-        let started_ms = crate::ids::now_ms();
-        self.set_step(active, name, StepState::Running, Some(started_ms), None)
-            .await;
-        let started = Instant::now();
-        let result = tokio::select! {
-            result = work => result,
-            _ = active.cancel.cancelled() => Err(self.stop_failure(active, name)),
-        };
-        let duration = Some(started.elapsed().as_millis() as u64);
-        match &result {
-            Ok(value) if !value.skipped() => {
-                self.set_step(active, name, StepState::Succeeded, None, duration)
-                    .await
-            }
-            Ok(_) => {
-                self.set_step(active, name, StepState::Skipped, None, duration)
-                    .await
-            }
-            Err(failure) if failure.code == ErrorCode::Canceled => {
-                self.set_step(active, name, StepState::Skipped, None, duration)
-                    .await
-            }
-            Err(_) => {
-                self.set_step(active, name, StepState::Failed, None, duration)
-                    .await
-            }
-        }
-        result
-    }
-
-    pub(super) async fn skip(&self, active: &Arc<ActiveRun>, name: &'static str) {
-        self.set_step(
-            active,
-            name,
-            StepState::Skipped,
-            Some(crate::ids::now_ms()),
-            Some(0),
-        )
-        .await;
-    }
-
-    fn stop_failure(&self, active: &ActiveRun, step: &'static str) -> Failure {
-        match *active.reason.lock().expect("reason poisoned") {
-            Some(StopReason::Superseded) => Failure::new(
-                step,
-                ErrorCode::Canceled,
-                "superseded by a newer provisioning run of this project",
-            ),
-            Some(StopReason::Canceled) => Failure::new(
-                step,
-                ErrorCode::Canceled,
-                "canceled through the API (POST /api/provisioning/{id}/cancel)",
-            ),
-            Some(StopReason::Interrupted) | None => Failure::new(
-                step,
-                ErrorCode::Interrupted,
-                "the daemon stopped while this run was in progress; provision again",
-            ),
-        }
-    }
-
-    async fn set_step(
-        &self,
-        active: &Arc<ActiveRun>,
-        name: &str,
-        state: StepState,
-        started_ms: Option<u64>,
-        duration_ms: Option<u64>,
-    ) {
-        let record = {
-            let mut record = active.record.lock().expect("run poisoned");
-            if let Some(step) = record.steps.iter_mut().find(|s| s.name == name) {
-                step.state = state;
-                if started_ms.is_some() {
-                    step.started_ms = started_ms;
-                }
-                if duration_ms.is_some() {
-                    step.duration_ms = duration_ms;
-                }
-            }
-            record.clone()
-        };
-        let status = self.status_of(active, &record, crate::ids::now_ms()).await;
-        let mut stored = record.clone();
-        stored.progress = active
-            .shown_progress
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if let Err(error) = self.store.call(move |s| s.put_run_progress(&stored)).await {
-            tracing::error!(%error, "could not record step progress");
-        }
-        self.hub
-            .publish_status(&record.deployment_id, super::status_event(&status));
-    }
 }
 
-/// A step's result value: `bool` says done (true) or skipped (false); other values are done.
-pub(crate) trait StepValue {
-    fn skipped(&self) -> bool {
-        false
+/// A build's deployment mode: a server when it has a start command, else a static site from
+/// its output directory (never the source root with server code in it).
+fn choose_mode(
+    deployment: &mut DeploymentRecord,
+    request: &ProvisionRequest,
+    workspace: &std::path::Path,
+) -> Result<(), Failure> {
+    let build = &request.build;
+    let start = build.start_command.clone().filter(|c| !c.trim().is_empty());
+    deployment.mode = Some(if start.is_some() {
+        DeploymentMode::Server
+    } else {
+        DeploymentMode::Static
+    });
+    deployment.start_command = start;
+    deployment.health_check_path = build.health_check_path.clone();
+    if deployment.mode == Some(DeploymentMode::Static) {
+        let requested = build
+            .output_directory
+            .as_deref()
+            .filter(|o| !o.trim().is_empty());
+        let output = choose_output_dir(workspace, requested)?;
+        if output.is_empty() && requested.is_none() {
+            refuse_source_root(workspace)?;
+        }
+        deployment.output_dir = Some(output);
     }
+    Ok(())
 }
-impl StepValue for bool {
-    fn skipped(&self) -> bool {
-        !*self
-    }
-}
-impl StepValue for Vec<(String, String)> {}
-impl StepValue for Prepared {}
