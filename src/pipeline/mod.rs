@@ -230,86 +230,8 @@ impl Pipeline {
                 .check_room_for_a_build()
                 .map_err(|room| ProvisionError::Invalid(room.code, room.message))?;
         }
-        let project_id = project.id.clone();
-        let history = self
-            .store
-            .call(move |s| s.project_runs(&project_id))
-            .await?;
-        let mut successes: Vec<&RunRecord> = history
-            .iter()
-            .filter(|r| r.status == RunStatus::ProvisioningComplete && r.finished_ms.is_some())
-            .collect();
-        successes.sort_by_key(|r| std::cmp::Reverse(r.created_ms));
-        let estimate = estimate_from_history(
-            successes
-                .iter()
-                .filter_map(|r| r.finished_ms.map(|f| f - r.created_ms))
-                .collect(),
-        );
-
-        let now = crate::ids::now_ms();
-        let (request, mut deployment) = match &plan {
-            RunPlan::Rollback(existing) => {
-                let mut target = existing.target.clone();
-                target.trigger = crate::store::records::Trigger::Rollback;
-                let request = ProvisionRequest {
-                    project_slug: project.slug.clone(),
-                    build: crate::build_settings::BuildSettings {
-                        health_check_path: existing.health_check_path.clone(),
-                        ..Default::default()
-                    },
-                    target,
-                    ..Default::default()
-                };
-                (request, existing.clone())
-            }
-            RunPlan::Build(request) => (
-                request.clone(),
-                DeploymentRecord {
-                    v: 1,
-                    id: crate::ids::new_id("dpl_"),
-                    project_id: project.id.clone(),
-                    provisioning_id: String::new(),
-                    created_ms: now,
-                    finished_ms: None,
-                    state: DeploymentState::Building,
-                    mode: None,
-                    output_dir: None,
-                    start_command: None,
-                    health_check_path: request.build.health_check_path.clone(),
-                    source_sha256: None,
-                    git_url: request.git_url.clone(),
-                    port: None,
-                    target: request.target.clone(),
-                },
-            ),
-        };
-        let run = RunRecord {
-            v: 1,
-            id: crate::ids::new_id("pvn_"),
-            project_id: project.id.clone(),
-            deployment_id: deployment.id.clone(),
-            request,
-            status: RunStatus::ProvisioningInProgress,
-            steps: STEPS
-                .iter()
-                .map(|(name, _)| StepRecord {
-                    name: (*name).into(),
-                    state: StepState::Pending,
-                    started_ms: None,
-                    duration_ms: None,
-                })
-                .collect(),
-            progress: 0,
-            created_ms: now,
-            finished_ms: None,
-            estimate_ms: estimate,
-            failed_step: None,
-            error: None,
-        };
-        if let RunPlan::Build(_) = plan {
-            deployment.provisioning_id = run.id.clone();
-        }
+        let estimate = self.estimate(&project.id).await?;
+        let (run, deployment) = new_records(project, &plan, estimate);
         let (run_copy, deployment_copy) = (run.clone(), deployment.clone());
         self.store
             .call(move |s| s.put_run_and_deployment(&run_copy, &deployment_copy))
@@ -332,6 +254,27 @@ impl Pipeline {
         self.inflight
             .spawn(async move { this.execute(active, project, deployment, plan).await });
         Ok(run)
+    }
+
+    /// The median duration of the project's earlier successful runs.
+    async fn estimate(&self, project_id: &str) -> Result<u64, ProvisionError> {
+        let project_id = project_id.to_owned();
+        let history = self
+            .store
+            .call(move |s| s.project_runs(&project_id))
+            .await?;
+        let mut successes: Vec<&RunRecord> = history
+            .iter()
+            .filter(|r| r.status == RunStatus::ProvisioningComplete && r.finished_ms.is_some())
+            .collect();
+        successes.sort_by_key(|r| std::cmp::Reverse(r.created_ms));
+        let estimate = estimate_from_history(
+            successes
+                .iter()
+                .filter_map(|r| r.finished_ms.map(|f| f - r.created_ms))
+                .collect(),
+        );
+        Ok(estimate)
     }
 
     /// Fills in `source_id` or checks `git_url`, refusing a request with no source at all.
@@ -380,6 +323,79 @@ impl Pipeline {
             )),
         }
     }
+}
+
+/// The run and the deployment a new run records: a new building deployment, or for a rollback
+/// the earlier one it brings back.
+fn new_records(
+    project: &ProjectRecord,
+    plan: &RunPlan,
+    estimate: u64,
+) -> (RunRecord, DeploymentRecord) {
+    let now = crate::ids::now_ms();
+    let (request, mut deployment) = match plan {
+        RunPlan::Rollback(existing) => {
+            let mut target = existing.target.clone();
+            target.trigger = crate::store::records::Trigger::Rollback;
+            let request = ProvisionRequest {
+                project_slug: project.slug.clone(),
+                build: crate::build_settings::BuildSettings {
+                    health_check_path: existing.health_check_path.clone(),
+                    ..Default::default()
+                },
+                target,
+                ..Default::default()
+            };
+            (request, existing.clone())
+        }
+        RunPlan::Build(request) => (
+            request.clone(),
+            DeploymentRecord {
+                v: 1,
+                id: crate::ids::new_id("dpl_"),
+                project_id: project.id.clone(),
+                provisioning_id: String::new(),
+                created_ms: now,
+                finished_ms: None,
+                state: DeploymentState::Building,
+                mode: None,
+                output_dir: None,
+                start_command: None,
+                health_check_path: request.build.health_check_path.clone(),
+                source_sha256: None,
+                git_url: request.git_url.clone(),
+                port: None,
+                target: request.target.clone(),
+            },
+        ),
+    };
+    let run = RunRecord {
+        v: 1,
+        id: crate::ids::new_id("pvn_"),
+        project_id: project.id.clone(),
+        deployment_id: deployment.id.clone(),
+        request,
+        status: RunStatus::ProvisioningInProgress,
+        steps: STEPS
+            .iter()
+            .map(|(name, _)| StepRecord {
+                name: (*name).into(),
+                state: StepState::Pending,
+                started_ms: None,
+                duration_ms: None,
+            })
+            .collect(),
+        progress: 0,
+        created_ms: now,
+        finished_ms: None,
+        estimate_ms: estimate,
+        failed_step: None,
+        error: None,
+    };
+    if let RunPlan::Build(_) = plan {
+        deployment.provisioning_id = run.id.clone();
+    }
+    (run, deployment)
 }
 
 /// The status object as the log hub carries it to SSE followers.
