@@ -68,15 +68,24 @@ impl DeployLocks {
 
 impl Pipeline {
     /// The deploy step: load the static output, or start the app and wait until it is healthy.
+    /// The deploy step: the workspace mounted, then the static output loaded or the app
+    /// started until healthy.
     pub(super) async fn prepare(
         &self,
         project: &ProjectRecord,
         deployment: &mut DeploymentRecord,
         env: &[(String, String)],
     ) -> Result<Prepared, Failure> {
-        let workspace = self.workspaces.workspace(&deployment.id);
-        // After a reboot (or for a rollback target) the workspace's image is mounted again.
-        let volume = self.workspaces.workspace_volume(&deployment.id);
+        self.mount_workspace(&deployment.id).await?;
+        match deployment.mode {
+            Some(DeploymentMode::Static) | None => self.load_static(deployment).await,
+            Some(DeploymentMode::Server) => self.start_server(project, deployment, env).await,
+        }
+    }
+
+    /// After a reboot (or for a rollback target) the workspace's image is mounted again.
+    async fn mount_workspace(&self, deployment_id: &str) -> Result<(), Failure> {
+        let volume = self.workspaces.workspace_volume(deployment_id);
         let volumes = self.workspaces.volumes().clone();
         tokio::task::spawn_blocking(move || volumes.ensure_mounted(&volume))
             .await
@@ -87,94 +96,99 @@ impl Pipeline {
                     ErrorCode::StartFailed,
                     format!("cannot mount the deployment's workspace: {e}"),
                 )
-            })?;
-        match deployment.mode {
-            Some(DeploymentMode::Static) | None => {
-                let output = deployment.output_dir.clone().unwrap_or_default();
-                let root = workspace.join(&output);
-                self.hub.system(
-                    &deployment.id,
-                    &format!(
-                        "deploy: serving static files from {}",
-                        if output.is_empty() { "." } else { &output }
-                    ),
-                );
-                let budget = self.static_budget.clone();
-                let site = tokio::task::spawn_blocking(move || {
-                    crate::static_files::StaticSite::load_shared(&root, &budget)
-                })
-                .await
-                .expect("blocking task")
-                .map_err(|e| {
-                    Failure::new(
-                        "deploy",
-                        ErrorCode::StartFailed,
-                        format!("cannot load the static output: {e}"),
-                    )
-                })?;
-                Ok(Prepared::Static {
-                    site: Arc::new(site),
-                })
-            }
-            Some(DeploymentMode::Server) => {
-                if self.supervisor.is_running(&deployment.id) {
-                    // A rollback to the deployment that is still running (e.g. being drained).
-                    self.supervisor.stop(&deployment.id).await;
-                }
-                // Without namespaces every app shares the host's ports.
-                let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
-                let choose = if shared_ports {
-                    free_host_port
-                } else {
-                    free_port
-                };
-                // An app the previous daemon left running keeps its port.
-                let adopt = self.take_survivor(&deployment.id);
-                let port = deployment
-                    .port
-                    .filter(|p| adopt.is_some() || port_is_free(*p))
-                    .map_or_else(choose, Ok)
-                    .map_err(|e| {
-                        Failure::new(
-                            "deploy",
-                            ErrorCode::StartFailed,
-                            format!("no free port: {e}"),
-                        )
-                    })?;
-                deployment.port = Some(port);
-                let command = deployment.start_command.clone().unwrap_or_default();
-                if adopt.is_none() {
-                    self.hub.system(
-                        &deployment.id,
-                        &format!("deploy: $ {command} (PORT={port})"),
-                    );
-                }
-                let spec = self.app_spec(project, deployment, env.to_vec(), port);
-                let data =
-                    crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
-                let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
-                tokio::task::spawn_blocking(move || volumes.ensure_app_data(&data, uid))
-                    .await
-                    .expect("blocking task")
-                    .map_err(|e| {
-                        Failure::new(
-                            "deploy",
-                            ErrorCode::StartFailed,
-                            format!("cannot prepare the app's data volume: {e}"),
-                        )
-                    })?;
-                let address = self
-                    .supervisor
-                    .start(
-                        spec,
-                        Duration::from_secs(self.config.limits.health_timeout_s),
-                        adopt,
-                    )
-                    .await
-                    .map_err(|f| Failure::new("deploy", f.code, f.message))?;
-                Ok(Prepared::Server { address })
-            }
+            })
+    }
+
+    async fn load_static(&self, deployment: &DeploymentRecord) -> Result<Prepared, Failure> {
+        let workspace = self.workspaces.workspace(&deployment.id);
+        let output = deployment.output_dir.clone().unwrap_or_default();
+        let root = workspace.join(&output);
+        self.hub.system(
+            &deployment.id,
+            &format!(
+                "deploy: serving static files from {}",
+                if output.is_empty() { "." } else { &output }
+            ),
+        );
+        let budget = self.static_budget.clone();
+        let site = tokio::task::spawn_blocking(move || {
+            crate::static_files::StaticSite::load_shared(&root, &budget)
+        })
+        .await
+        .expect("blocking task")
+        .map_err(|e| {
+            Failure::new(
+                "deploy",
+                ErrorCode::StartFailed,
+                format!("cannot load the static output: {e}"),
+            )
+        })?;
+        Ok(Prepared::Static {
+            site: Arc::new(site),
+        })
+    }
+
+    async fn start_server(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        env: &[(String, String)],
+    ) -> Result<Prepared, Failure> {
+        if self.supervisor.is_running(&deployment.id) {
+            // A rollback to the deployment that is still running (e.g. being drained).
+            self.supervisor.stop(&deployment.id).await;
         }
+        // Without namespaces every app shares the host's ports.
+        let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
+        let choose = if shared_ports {
+            free_host_port
+        } else {
+            free_port
+        };
+        // An app the previous daemon left running keeps its port.
+        let adopt = self.take_survivor(&deployment.id);
+        let port = deployment
+            .port
+            .filter(|p| adopt.is_some() || port_is_free(*p))
+            .map_or_else(choose, Ok)
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    ErrorCode::StartFailed,
+                    format!("no free port: {e}"),
+                )
+            })?;
+        deployment.port = Some(port);
+        let command = deployment.start_command.clone().unwrap_or_default();
+        if adopt.is_none() {
+            self.hub.system(
+                &deployment.id,
+                &format!("deploy: $ {command} (PORT={port})"),
+            );
+        }
+        let spec = self.app_spec(project, deployment, env.to_vec(), port);
+        let data = crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
+        let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
+        tokio::task::spawn_blocking(move || volumes.ensure_app_data(&data, uid))
+            .await
+            .expect("blocking task")
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    ErrorCode::StartFailed,
+                    format!("cannot prepare the app's data volume: {e}"),
+                )
+            })?;
+        let address = self
+            .supervisor
+            .start(
+                spec,
+                Duration::from_secs(self.config.limits.health_timeout_s),
+                adopt,
+            )
+            .await
+            .map_err(|f| Failure::new("deploy", f.code, f.message))?;
+        Ok(Prepared::Server { address })
     }
 
     pub(crate) fn app_spec(
@@ -283,30 +297,35 @@ impl Pipeline {
             ),
         }
         if let Some(previous) = previous {
-            self.hub
-                .system(&previous, &format!("replaced by {}", deployment.id));
-            self.hub.end(&previous);
-            let supervisor = self.supervisor.clone();
-            let drain = Duration::from_secs(self.config.limits.app_drain_s);
-            let (dir, volumes) = (
-                self.workspaces.deployment_dir(&previous),
-                self.workspaces.volumes().clone(),
-            );
-            let is_preview = preview.is_some();
-            tokio::spawn(async move {
-                // In-flight requests to the old app finish during the drain period.
-                tokio::time::sleep(drain).await;
-                supervisor.stop(&previous).await;
-                // A preview keeps only the build it serves (no rollbacks of previews).
-                if is_preview {
-                    let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
-                }
-            });
+            self.retire(previous, &deployment.id, preview.is_some());
         }
         if let (Switch::Run(_), None) = (&how, &preview) {
             self.retain_recent(project).await;
         }
         Ok(())
+    }
+
+    /// The deployment `replacement` replaced: its log stream ends, and after the drain period
+    /// (in-flight requests finish) its app stops; a preview's build is removed too.
+    fn retire(&self, previous: String, replacement: &str, is_preview: bool) {
+        self.hub
+            .system(&previous, &format!("replaced by {replacement}"));
+        self.hub.end(&previous);
+        let supervisor = self.supervisor.clone();
+        let drain = Duration::from_secs(self.config.limits.app_drain_s);
+        let (dir, volumes) = (
+            self.workspaces.deployment_dir(&previous),
+            self.workspaces.volumes().clone(),
+        );
+        tokio::spawn(async move {
+            // In-flight requests to the old app finish during the drain period.
+            tokio::time::sleep(drain).await;
+            supervisor.stop(&previous).await;
+            // A preview keeps only the build it serves (no rollbacks of previews).
+            if is_preview {
+                let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
+            }
+        });
     }
 
     /// Keeps logs of the last 10 deployments and workspaces of the last 5 (rollback targets).

@@ -36,6 +36,42 @@ impl Pipeline {
         survivors: HashMap<String, crate::sandbox::AppHandle>,
     ) -> crate::store::Result<()> {
         *self.survivors.lock().expect("survivors poisoned") = survivors;
+        self.end_interrupted_runs().await?;
+
+        let projects = self.store.call(|s| s.list_projects()).await?;
+        let previews = self.store.call(|s| s.all_previews()).await?;
+        let mut live: Vec<(crate::store::records::ProjectRecord, String)> = projects
+            .iter()
+            .filter_map(|p| Some((p.clone(), p.live_deployment_id.clone()?)))
+            .collect();
+        for preview in previews {
+            let project = projects.iter().find(|p| p.id == preview.project_id);
+            if let (Some(project), Some(id)) = (project, preview.deployment_id) {
+                live.push((project.clone(), id));
+            }
+        }
+        futures_util::stream::iter(live)
+            .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id)| {
+                self.restore_deployment(project, id)
+            })
+            .await;
+        let left_over: Vec<_> = self
+            .survivors
+            .lock()
+            .expect("survivors poisoned")
+            .drain()
+            .collect();
+        for (deployment_id, handle) in left_over {
+            self.supervisor
+                .stop_left_over(&deployment_id, &handle)
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Runs the last daemon left in progress end `INTERRUPTED`: their running step failed,
+    /// a new build's workspace removed, its log stream ended.
+    async fn end_interrupted_runs(&self) -> crate::store::Result<()> {
         let runs = self.store.call(|s| s.all_runs()).await?;
         for mut run in runs
             .into_iter()
@@ -89,35 +125,6 @@ impl Pipeline {
                 self.store.call(move |s| s.put_run(&r)).await?;
             }
             tracing::warn!(run = %run.id, "marked an interrupted provisioning run as failed (INTERRUPTED)");
-        }
-
-        let projects = self.store.call(|s| s.list_projects()).await?;
-        let previews = self.store.call(|s| s.all_previews()).await?;
-        let mut live: Vec<(crate::store::records::ProjectRecord, String)> = projects
-            .iter()
-            .filter_map(|p| Some((p.clone(), p.live_deployment_id.clone()?)))
-            .collect();
-        for preview in previews {
-            let project = projects.iter().find(|p| p.id == preview.project_id);
-            if let (Some(project), Some(id)) = (project, preview.deployment_id) {
-                live.push((project.clone(), id));
-            }
-        }
-        futures_util::stream::iter(live)
-            .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id)| {
-                self.restore_deployment(project, id)
-            })
-            .await;
-        let left_over: Vec<_> = self
-            .survivors
-            .lock()
-            .expect("survivors poisoned")
-            .drain()
-            .collect();
-        for (deployment_id, handle) in left_over {
-            self.supervisor
-                .stop_left_over(&deployment_id, &handle)
-                .await;
         }
         Ok(())
     }
