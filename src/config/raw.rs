@@ -81,15 +81,55 @@ pub(super) struct RawSandbox {
 
 impl Config {
     pub(super) fn from_raw(raw: RawConfig, dev: bool) -> Result<Config, ConfigError> {
-        let data_dir = raw.data_dir.unwrap_or_else(|| {
+        let data_dir = raw.data_dir.clone().unwrap_or_else(|| {
             PathBuf::from(if dev {
                 "./.slipway"
             } else {
                 "/var/lib/slipway"
             })
         });
+        let (apps_domain, control_host) = raw.names(dev)?;
+        let listens = raw.listens(dev)?;
+        // Checked in the order a file reads, so the first mistake is the one reported.
+        let notifications = raw.notifications.validate()?;
+        let tls = raw.tls.validate(dev)?;
+        let rate_limits = raw.rate_limits.validate()?;
+        raw.limits.check()?;
+        let sandbox = raw.sandbox.validate(dev)?;
+        Ok(Config {
+            data_dir,
+            apps_domain,
+            control_host,
+            http_listen: listens.http,
+            https_listen: listens.https,
+            api_listen: listens.api,
+            metrics_listen: listens.metrics,
+            tls,
+            rate_limits,
+            limits: raw.limits,
+            sandbox,
+            metrics: MetricsConfig {
+                requests: raw.metrics.requests.unwrap_or(true),
+            },
+            notifications,
+            dev,
+        })
+    }
+}
+
+/// The addresses the daemon listens on.
+struct Listens {
+    http: SocketAddr,
+    https: SocketAddr,
+    api: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+}
+
+impl RawConfig {
+    /// `apps_domain` (required without `--dev`) and `control_host`, lowercase DNS names.
+    fn names(&self, dev: bool) -> Result<(String, String), ConfigError> {
         let apps_domain =
-            match raw.apps_domain {
+            match self.apps_domain.as_deref() {
                 Some(domain) => domain.trim_end_matches('.').to_ascii_lowercase(),
                 None if dev => "localhost".to_owned(),
                 None => return Err(ConfigError::Invalid {
@@ -105,8 +145,9 @@ impl Config {
                 message: format!("{apps_domain:?} is not a DNS name"),
             });
         }
-        let control_host = raw
+        let control_host = self
             .control_host
+            .as_deref()
             .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
             .unwrap_or_else(|| format!("slipway.{apps_domain}"));
         if !is_hostname(&control_host) {
@@ -115,47 +156,49 @@ impl Config {
                 message: format!("{control_host:?} is not a DNS name"),
             });
         }
+        Ok((apps_domain, control_host))
+    }
+
+    fn listens(&self, dev: bool) -> Result<Listens, ConfigError> {
         let http_listen = parse_addr(
             "http_listen",
-            raw.http_listen
-                .as_deref()
-                .unwrap_or(if dev { "127.0.0.1:8080" } else { "0.0.0.0:80" }),
+            self.http_listen.as_deref().unwrap_or(if dev {
+                "127.0.0.1:8080"
+            } else {
+                "0.0.0.0:80"
+            }),
         )?;
         let https_listen = parse_addr(
             "https_listen",
-            raw.https_listen.as_deref().unwrap_or(if dev {
+            self.https_listen.as_deref().unwrap_or(if dev {
                 "127.0.0.1:8443"
             } else {
                 "0.0.0.0:443"
             }),
         )?;
-        let api_listen = match raw.api_listen.as_deref() {
+        let api_listen = match self.api_listen.as_deref() {
             None | Some("") => None,
             Some(text) => Some(parse_addr("api_listen", text)?),
         };
-        let metrics_listen = match raw.metrics_listen.as_deref() {
+        let metrics_listen = match self.metrics_listen.as_deref() {
             None | Some("") => None,
             Some(text) => Some(parse_addr("metrics_listen", text)?),
         };
-        let metrics = MetricsConfig {
-            requests: raw.metrics.requests.unwrap_or(true),
-        };
+        Ok(Listens {
+            http: http_listen,
+            https: https_listen,
+            api: api_listen,
+            metrics: metrics_listen,
+        })
+    }
+}
+
+impl RawNotifications {
+    fn validate(self) -> Result<NotificationsConfig, ConfigError> {
         let notifications = NotificationsConfig {
-            retry_first_ms: positive(
-                "notifications.retry_first_ms",
-                raw.notifications.retry_first_ms,
-                1000,
-            )?,
-            retry_max_ms: positive(
-                "notifications.retry_max_ms",
-                raw.notifications.retry_max_ms,
-                3_600_000,
-            )?,
-            max_attempts: positive(
-                "notifications.max_attempts",
-                raw.notifications.max_attempts,
-                10,
-            )?,
+            retry_first_ms: positive("notifications.retry_first_ms", self.retry_first_ms, 1000)?,
+            retry_max_ms: positive("notifications.retry_max_ms", self.retry_max_ms, 3_600_000)?,
+            max_attempts: positive("notifications.max_attempts", self.max_attempts, 10)?,
         };
         if notifications.retry_max_ms < notifications.retry_first_ms {
             return Err(ConfigError::Invalid {
@@ -163,8 +206,13 @@ impl Config {
                 message: "must not be below notifications.retry_first_ms".into(),
             });
         }
+        Ok(notifications)
+    }
+}
 
-        let tls_mode = match raw.tls.mode.as_deref() {
+impl RawTls {
+    fn validate(self, dev: bool) -> Result<TlsConfig, ConfigError> {
+        let tls_mode = match self.mode.as_deref() {
             None => {
                 if dev {
                     TlsMode::Internal
@@ -186,12 +234,12 @@ impl Config {
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         let tls = TlsConfig {
             mode: tls_mode,
-            acme_directory: non_empty(raw.tls.acme_directory)
+            acme_directory: non_empty(self.acme_directory)
                 .unwrap_or_else(|| LETS_ENCRYPT_DIRECTORY.to_owned()),
-            acme_email: raw.tls.acme_email.unwrap_or_default(),
-            acme_ca_file: non_empty(raw.tls.acme_ca_file).map(PathBuf::from),
-            cert_file: non_empty(raw.tls.cert_file).map(PathBuf::from),
-            key_file: non_empty(raw.tls.key_file).map(PathBuf::from),
+            acme_email: self.acme_email.unwrap_or_default(),
+            acme_ca_file: non_empty(self.acme_ca_file).map(PathBuf::from),
+            cert_file: non_empty(self.cert_file).map(PathBuf::from),
+            key_file: non_empty(self.key_file).map(PathBuf::from),
         };
         if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
             return Err(ConfigError::Invalid {
@@ -199,23 +247,30 @@ impl Config {
                 message: "tls.mode = \"files\" needs both tls.cert_file and tls.key_file".into(),
             });
         }
+        Ok(tls)
+    }
+}
 
-        let rate_limits = RateLimits {
+impl RawRateLimits {
+    fn validate(self) -> Result<RateLimits, ConfigError> {
+        Ok(RateLimits {
             requests_per_minute: positive(
                 "rate_limits.requests_per_minute",
-                raw.rate_limits.requests_per_minute,
+                self.requests_per_minute,
                 60,
             )?,
             posts_per_minute_per_endpoint: positive(
                 "rate_limits.posts_per_minute_per_endpoint",
-                raw.rate_limits.posts_per_minute_per_endpoint,
+                self.posts_per_minute_per_endpoint,
                 30,
             )?,
-        };
-        let limits = raw.limits;
-        limits.check()?;
+        })
+    }
+}
 
-        let sandbox_mode = match raw.sandbox.mode.as_deref() {
+impl RawSandbox {
+    fn validate(self, dev: bool) -> Result<SandboxConfig, ConfigError> {
+        let sandbox_mode = match self.mode.as_deref() {
             None if dev => SandboxMode::Auto,
             Some("auto") => SandboxMode::Auto,
             None | Some("namespaces") => SandboxMode::Namespaces,
@@ -227,12 +282,12 @@ impl Config {
                 })
             }
         };
-        let subnet_text = raw.sandbox.subnet.as_deref().unwrap_or("10.213.0.0/16");
+        let subnet_text = self.subnet.as_deref().unwrap_or("10.213.0.0/16");
         let subnet = parse_subnet(subnet_text).ok_or_else(|| ConfigError::Invalid {
             key: "sandbox.subnet".into(),
             message: format!("{subnet_text:?} is not an IPv4 CIDR range between /8 and /28"),
         })?;
-        let uid_base = raw.sandbox.uid_base.unwrap_or(200_000);
+        let uid_base = self.uid_base.unwrap_or(200_000);
         if !(65_536..=u32::MAX - PROJECT_UID_RANGE).contains(&uid_base) {
             return Err(ConfigError::Invalid {
                 key: "sandbox.uid_base".into(),
@@ -242,23 +297,23 @@ impl Config {
                 ),
             });
         }
-        let instance = raw.sandbox.instance.unwrap_or_else(|| "slipway".into());
+        let instance = self.instance.unwrap_or_else(|| "slipway".into());
         if !valid_instance(&instance) {
             return Err(ConfigError::Invalid {
                 key: "sandbox.instance".into(),
                 message: format!(
                     "{instance:?} must start with a lowercase letter and hold only lowercase \
-                     letters, digits and _ (at most 24)"
+                 letters, digits and _ (at most 24)"
                 ),
             });
         }
-        let sandbox = SandboxConfig {
+        Ok(SandboxConfig {
             instance,
-            allow_smtp: raw.sandbox.allow_smtp.unwrap_or(false),
+            allow_smtp: self.allow_smtp.unwrap_or(false),
             mode: sandbox_mode,
             uid_base,
             subnet,
-            pass_env: raw.sandbox.pass_env.unwrap_or_else(|| {
+            pass_env: self.pass_env.unwrap_or_else(|| {
                 [
                     "HTTP_PROXY",
                     "HTTPS_PROXY",
@@ -275,23 +330,6 @@ impl Config {
                 .map(String::from)
                 .to_vec()
             }),
-        };
-
-        Ok(Config {
-            data_dir,
-            apps_domain,
-            control_host,
-            http_listen,
-            https_listen,
-            api_listen,
-            tls,
-            rate_limits,
-            limits,
-            sandbox,
-            metrics_listen,
-            metrics,
-            notifications,
-            dev,
         })
     }
 }
