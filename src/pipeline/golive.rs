@@ -87,16 +87,10 @@ impl Pipeline {
     async fn mount_workspace(&self, deployment_id: &str) -> Result<(), Failure> {
         let volume = self.workspaces.workspace_volume(deployment_id);
         let volumes = self.workspaces.volumes().clone();
-        tokio::task::spawn_blocking(move || volumes.ensure_mounted(&volume))
-            .await
-            .expect("blocking task")
-            .map_err(|e| {
-                Failure::new(
-                    "deploy",
-                    ErrorCode::StartFailed,
-                    format!("cannot mount the deployment's workspace: {e}"),
-                )
-            })
+        deploy_blocking("cannot mount the deployment's workspace", move || {
+            volumes.ensure_mounted(&volume)
+        })
+        .await
     }
 
     async fn load_static(&self, deployment: &DeploymentRecord) -> Result<Prepared, Failure> {
@@ -111,18 +105,10 @@ impl Pipeline {
             ),
         );
         let budget = self.static_budget.clone();
-        let site = tokio::task::spawn_blocking(move || {
+        let site = deploy_blocking("cannot load the static output", move || {
             crate::static_files::StaticSite::load_shared(&root, &budget)
         })
-        .await
-        .expect("blocking task")
-        .map_err(|e| {
-            Failure::new(
-                "deploy",
-                ErrorCode::StartFailed,
-                format!("cannot load the static output: {e}"),
-            )
-        })?;
+        .await?;
         Ok(Prepared::Static {
             site: Arc::new(site),
         })
@@ -169,16 +155,10 @@ impl Pipeline {
         let spec = self.app_spec(project, deployment, env.to_vec(), port);
         let data = crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
         let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
-        tokio::task::spawn_blocking(move || volumes.ensure_app_data(&data, uid))
-            .await
-            .expect("blocking task")
-            .map_err(|e| {
-                Failure::new(
-                    "deploy",
-                    ErrorCode::StartFailed,
-                    format!("cannot prepare the app's data volume: {e}"),
-                )
-            })?;
+        deploy_blocking("cannot prepare the app's data volume", move || {
+            volumes.ensure_app_data(&data, uid)
+        })
+        .await?;
         let address = self
             .supervisor
             .start(
@@ -447,4 +427,20 @@ fn port_is_free(port: u16) -> bool {
         Err(error) => error.kind() != std::io::ErrorKind::AddrInUse,
     };
     v6_free && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+/// Runs `work` on the blocking pool; its error fails the deploy step (`START_FAILED`) with
+/// "`what`: error".
+async fn deploy_blocking<T, E>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, Failure>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .expect("blocking task")
+        .map_err(|e| Failure::new("deploy", ErrorCode::StartFailed, format!("{what}: {e}")))
 }
