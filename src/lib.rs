@@ -30,7 +30,6 @@ pub mod doctor;
 pub mod domains;
 pub mod error_code;
 pub mod fs_at;
-#[allow(unsafe_code)] // one mallopt call
 pub mod heap;
 pub mod http_util;
 pub mod ids;
@@ -52,6 +51,8 @@ pub mod source;
 pub mod static_files;
 pub mod store;
 pub mod supervisor;
+#[allow(unsafe_code)] // safe wrappers of system calls
+pub(crate) mod sys;
 pub mod tls;
 pub mod urls;
 pub mod usage;
