@@ -1,4 +1,5 @@
-//! Allocator settings for the daemon's process.
+//! Allocator settings for the daemon's process (`main` calls it before it starts the runtime;
+//! the `mallopt` calls are `sys::heap`'s).
 
 /// glibc's malloc raises its mmap threshold each time a large block is freed (up to 32 MiB),
 /// after which multi-megabyte buffers (uploads, files read into static sites) come from the
@@ -9,10 +10,10 @@
 /// Measured by `benches/static_memory.sh`.
 pub fn bound_heap_growth() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; called before any other thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1024 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 4);
+    {
+        use crate::sys::heap::{set, MallocOption};
+        set(MallocOption::MmapThreshold, 256 * 1024);
+        set(MallocOption::TrimThreshold, 1024 * 1024);
+        set(MallocOption::ArenaMax, 4);
     }
 }

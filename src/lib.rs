@@ -9,7 +9,8 @@
 //! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
 //! [`notifications`] (outbound webhooks) → [`autodeploy`] (webhooks from git providers,
 //! deploy hooks, previews). Apart: [`client`], the
-//! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API.
+//! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API. At the
+//! bottom: `sys`, the only module allowed `unsafe` (safe wrappers of system calls).
 
 pub mod admin;
 pub mod api;
@@ -31,7 +32,6 @@ pub mod doctor;
 pub mod domains;
 pub mod error_code;
 pub mod fs_at;
-#[allow(unsafe_code)] // one mallopt call
 pub mod heap;
 pub mod http_util;
 pub mod ids;
@@ -45,7 +45,6 @@ pub mod pipeline;
 pub mod proxy;
 pub mod ratelimit;
 pub mod router;
-#[allow(unsafe_code)] // the one module that may: namespaces, mounts, fork/exec
 pub mod sandbox;
 pub mod secrets;
 pub mod server;
@@ -53,6 +52,8 @@ pub mod source;
 pub mod static_files;
 pub mod store;
 pub mod supervisor;
+#[allow(unsafe_code)] // the one module that may: safe wrappers of system calls
+pub(crate) mod sys;
 pub mod tls;
 pub mod urls;
 pub mod usage;

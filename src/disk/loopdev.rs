@@ -3,69 +3,17 @@
 //! `/dev` only holds the nodes that existed when it started; devtmpfs makes them itself),
 //! attaches the image with auto-clear (the device is let go when the filesystem is unmounted)
 //! and mounts it. When a step cannot be done the error says which resource ran out and what
-//! to do about it. Called by [`super::Volumes`].
+//! to do about it. Called by [`super::Volumes`]; the ioctls themselves are `sys::loopdev`'s.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::sys::loopdev::{self as ioctl, LoopConfig, LoopInfo64, LO_FLAGS_AUTOCLEAR};
+
 const LOOP_MAJOR: u64 = 7;
-const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
-const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
-const LOOP_SET_FD: libc::c_ulong = 0x4C00;
-const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
-const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
-const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-const LO_FLAGS_AUTOCLEAR: u32 = 4;
-
-/// `struct loop_info64` (linux/loop.h).
-#[repr(C)]
-struct LoopInfo64 {
-    device: u64,
-    inode: u64,
-    rdevice: u64,
-    offset: u64,
-    size_limit: u64,
-    number: u32,
-    encrypt_type: u32,
-    encrypt_key_size: u32,
-    flags: u32,
-    file_name: [u8; 64],
-    crypt_name: [u8; 64],
-    encrypt_key: [u8; 32],
-    init: [u64; 2],
-}
-
-impl LoopInfo64 {
-    fn zeroed() -> LoopInfo64 {
-        LoopInfo64 {
-            device: 0,
-            inode: 0,
-            rdevice: 0,
-            offset: 0,
-            size_limit: 0,
-            number: 0,
-            encrypt_type: 0,
-            encrypt_key_size: 0,
-            flags: 0,
-            file_name: [0; 64],
-            crypt_name: [0; 64],
-            encrypt_key: [0; 32],
-            init: [0; 2],
-        }
-    }
-}
-
-/// `struct loop_config` (linux/loop.h, `LOOP_CONFIGURE` since Linux 5.8).
-#[repr(C)]
-struct LoopConfig {
-    fd: u32,
-    block_size: u32,
-    info: LoopInfo64,
-    reserved: [u64; 8],
-}
 
 /// Another attach took the free device between asking and attaching: ask again.
 const ATTACH_ATTEMPTS: u32 = 8;
@@ -93,8 +41,8 @@ pub(super) fn mount_image(image: &Path, dir: &Path) -> io::Result<()> {
     let mounted = nix::mount::mount(Some(&path), dir, Some("ext4"), flags, None::<&str>);
     if let Err(error) = mounted {
         if ours {
-            // SAFETY: LOOP_CLR_FD on a loop device we opened and attached.
-            unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+            // A loop device we opened and attached.
+            let _ = ioctl::clear_fd(device.as_fd());
         }
         return Err(io::Error::other(format!(
             "mounting {} (through {}) on {}: {error}",
@@ -124,11 +72,8 @@ fn attach(backing: &File, image: &Path) -> io::Result<(File, PathBuf)> {
         })?;
     let mut last_error = None;
     for _ in 0..ATTACH_ATTEMPTS {
-        // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns an index or -1.
-        let index = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
-        if index < 0 {
-            let error = io::Error::last_os_error();
-            return Err(io::Error::new(
+        let index = ioctl::get_free(control.as_fd()).map_err(|error| {
+            io::Error::new(
                 error.kind(),
                 format!(
                     "no free loop device ({error}; {} in use): the kernel's limit of loop \
@@ -136,10 +81,10 @@ fn attach(backing: &File, image: &Path) -> io::Result<(File, PathBuf)> {
                      loop.max_loop= on the kernel command line) or remove unused deployments",
                     in_use()
                 ),
-            ));
-        }
+            )
+        })?;
         let path = PathBuf::from(format!("/dev/loop{index}"));
-        let device = open_or_make(&path, index as u64)?;
+        let device = open_or_make(&path, u64::from(index))?;
         match configure(&device, backing, image) {
             Ok(()) => return Ok((device, path)),
             // Taken by someone else since we asked: ask again.
@@ -181,11 +126,9 @@ fn attached(backing: &File) -> io::Result<Option<(File, PathBuf)>> {
         let Ok(device) = open_or_make(&path, index) else {
             continue;
         };
-        let mut info = LoopInfo64::zeroed();
-        // SAFETY: LOOP_GET_STATUS64 writes one `struct loop_info64` into `info`.
-        if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_GET_STATUS64, &mut info) } != 0 {
+        let Ok(info) = ioctl::get_status(device.as_fd()) else {
             continue; // detached meanwhile
-        }
+        };
         // The kernel's encoding of a device number is glibc's `st_dev` for every real disk.
         if info.device == meta.dev()
             && info.inode == meta.ino()
@@ -249,23 +192,17 @@ fn configure(device: &File, backing: &File, image: &Path) -> io::Result<()> {
         info,
         reserved: [0; 8],
     };
-    // SAFETY: LOOP_CONFIGURE reads one `struct loop_config`, which `config` is.
-    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
-        return Ok(());
-    }
-    let error = io::Error::last_os_error();
+    let error = match ioctl::configure(device.as_fd(), &config) {
+        Ok(()) => return Ok(()),
+        Err(error) => error,
+    };
     if error.raw_os_error() != Some(libc::EINVAL) && error.raw_os_error() != Some(libc::ENOTTY) {
         return Err(error);
     }
-    // SAFETY: LOOP_SET_FD takes the backing file's descriptor.
-    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_FD, backing.as_raw_fd()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: LOOP_SET_STATUS64 reads one `struct loop_info64`.
-    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_STATUS64, &config.info) } != 0 {
-        let error = io::Error::last_os_error();
-        // SAFETY: detach what we just attached.
-        unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) };
+    ioctl::set_fd(device.as_fd(), backing.as_fd())?;
+    if let Err(error) = ioctl::set_status(device.as_fd(), &config.info) {
+        // Detach what we just attached.
+        let _ = ioctl::clear_fd(device.as_fd());
         return Err(error);
     }
     Ok(())
@@ -300,12 +237,6 @@ fn is_loop_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_kernel_structs_have_the_kernels_sizes() {
-        assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
-        assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
-    }
 
     #[test]
     fn loop_device_names_are_told_from_the_control_node() {
@@ -376,9 +307,7 @@ mod tests {
         // A private mount namespace of this thread's would be cleaner; instead the node the
         // kernel hands out next is removed from /dev (if it has one) before mounting.
         let control = File::open("/dev/loop-control").unwrap();
-        // SAFETY: as in `attach`.
-        let index = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
-        assert!(index >= 0);
+        let index = ioctl::get_free(control.as_fd()).unwrap();
         let node = PathBuf::from(format!("/dev/loop{index}"));
         let _ = std::fs::remove_file(&node);
         let mount_point = dir.path().join("mnt");

@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 
 use crate::error_code::ErrorCode;
 
-#[allow(unsafe_code)] // the loop device ioctls (`/dev/loop-control`, LOOP_CONFIGURE)
 mod loopdev;
 mod portable;
 pub use portable::{thaw_all_under, Frozen};

@@ -11,10 +11,12 @@
 //! Called by [`super::ns`]; the supervisor stores the [`AppHandle`] the runner hands out.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde::{Deserialize, Serialize};
 
 use super::init::ExitReport;
@@ -66,29 +68,12 @@ pub(super) fn open_identified(handle: &AppHandle) -> io::Result<OwnedFd> {
     if !handle.is_alive() {
         return Err(gone());
     }
-    let pidfd = pidfd_open(handle.helper_pid)?;
+    let pidfd = crate::sys::process::pidfd_open(handle.helper_pid)?;
     // Checked again with the pidfd held: the pid cannot be reused from here on.
     if !handle.is_alive() {
         return Err(gone());
     }
     Ok(pidfd)
-}
-
-pub(super) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// A pidfd the runtime can wait on (it turns readable when the process exits).
-pub(super) fn watch(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
-    // SAFETY: the OwnedFd owns a valid descriptor, which nothing replaces or closes while
-    // the AsyncFd owns it.
-    unsafe { tokio::io::unix::AsyncFd::register(pidfd) }.map_err(io::Error::from)
 }
 
 /// The named pipe of an app's `stream` (`stdout` or `stderr`), next to its exit file.
@@ -118,21 +103,6 @@ pub(super) fn open_fifo(path: &Path) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// Sends `signal` to the process behind `pidfd`, which cannot hit a reused pid.
-pub(super) fn pidfd_send_signal(pidfd: &OwnedFd, signal: nix::sys::signal::Signal) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: pidfd_send_signal with a null siginfo sends a plain signal.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal as i32,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        );
-    }
-}
-
 /// Stops apps left running when no daemon runs (`slipway stop-apps`): SIGTERM to each
 /// helper (which passes it on to the app), up to `grace` for them to exit, then the sandbox
 /// is killed. Returns how many were still running.
@@ -149,13 +119,13 @@ pub fn stop_outliving(handles: &[AppHandle], grace: std::time::Duration) -> usiz
         }
     };
     for pidfd in &pidfds {
-        pidfd_send_signal(pidfd, Signal::SIGTERM);
+        let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), Signal::SIGTERM);
     }
     wait_all(grace);
     // SIGUSR1: the helper kills the sandbox init and reports; SIGKILL if even that hangs.
     for signal in [Signal::SIGUSR1, Signal::SIGKILL] {
         for pidfd in pidfds.iter().filter(|fd| !exited(fd)) {
-            pidfd_send_signal(pidfd, signal);
+            let _ = crate::sys::process::pidfd_send_signal(pidfd.as_fd(), signal);
         }
         wait_all(std::time::Duration::from_secs(2));
     }
@@ -164,14 +134,8 @@ pub fn stop_outliving(handles: &[AppHandle], grace: std::time::Duration) -> usiz
 
 /// Whether the process behind `pidfd` has exited (its pidfd polls readable).
 fn exited(pidfd: &OwnedFd) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut entry = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no waiting.
-    unsafe { libc::poll(&mut entry, 1, 0) > 0 }
+    let mut entry = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut entry, PollTimeout::ZERO).is_ok_and(|ready| ready > 0)
 }
 
 /// How an adopted app ended, from its helper's exit file (taken: the file is removed).
@@ -191,9 +155,8 @@ pub(super) fn take_exit(path: &Path) -> Exit {
 /// Makes a pipe's buffer `bytes` large (at most the system's `pipe-max-size`), so that an app
 /// keeps running through a daemon restart while it logs.
 pub(super) fn grow_pipe(fd: &OwnedFd, bytes: i32) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure leaves the default size.
-    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) };
+    // Failure leaves the default size.
+    let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(bytes));
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 
 use super::LimitedDir;
 
@@ -46,66 +48,20 @@ fn with_path(path: &Path) -> impl Fn(io::Error) -> io::Error + '_ {
 fn open_path(path: &Path, refuse_symlinks: bool) -> io::Result<OwnedFd> {
     let context = with_path(path);
     let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    let resolve = if refuse_symlinks {
-        libc::RESOLVE_NO_SYMLINKS
-    } else {
-        0
+    let resolve = match refuse_symlinks {
+        true => ResolveFlag::RESOLVE_NO_SYMLINKS,
+        false => ResolveFlag::empty(),
     };
-    // SAFETY: open_how is plain data; all-zero is its documented default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = resolve;
-    // SAFETY: plain syscalls on a valid C string and a properly sized struct.
-    let opened = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            &how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if opened < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(opened as i32) })
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(resolve);
+    openat2(AT_FDCWD, c_path.as_c_str(), how).map_err(|errno| context(errno.into()))
 }
 
 /// A detached recursive clone of the mount `opened` is on, with `attributes` set.
 fn clone_opened(opened: &OwnedFd, path: &Path, attributes: u64) -> io::Result<OwnedFd> {
     let context = with_path(path);
-    let flags = libc::OPEN_TREE_CLONE
-        | libc::O_CLOEXEC as u32
-        | libc::AT_RECURSIVE as u32
-        | libc::AT_EMPTY_PATH as u32;
-    // SAFETY: as above.
-    let tree =
-        unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
-    if tree < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
-    // SAFETY: open_tree returned a new descriptor that nothing else owns.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
-    let attr = libc::mount_attr {
-        attr_set: attributes,
-        attr_clr: 0,
-        propagation: libc::MS_PRIVATE,
-        userns_fd: 0,
-    };
-    // SAFETY: as above.
-    let set = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-            &attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    if set < 0 {
-        return Err(context(io::Error::last_os_error()));
-    }
+    let tree = crate::sys::mount::clone_tree(opened.as_fd()).map_err(&context)?;
+    crate::sys::mount::set_private_with(tree.as_fd(), attributes).map_err(&context)?;
     Ok(tree)
 }

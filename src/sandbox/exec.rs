@@ -16,8 +16,10 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -43,13 +45,8 @@ pub fn sandbox_exec_main() -> ! {
 
 fn run() -> io::Result<ExitReport> {
     // Keep the spec pipe as the lifeline; the sandbox gets /dev/null as stdin.
-    // SAFETY: fd 0 is open (the daemon gives it the spec pipe); the duplicate is ours.
-    let lifeline = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
-    if lifeline < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fcntl returned a new descriptor that nothing else owns.
-    let lifeline = unsafe { OwnedFd::from_raw_fd(lifeline) };
+    // A close-on-exec duplicate numbered 3 or above (`F_DUPFD_CLOEXEC`).
+    let lifeline = io::stdin().as_fd().try_clone_to_owned()?;
     let reachable = take_reachable_fd()?;
     let spec = spec::decode(File::from(lifeline.try_clone()?))?;
     let null = File::open("/dev/null")?;
@@ -101,7 +98,6 @@ fn run() -> io::Result<ExitReport> {
         filters,
         go_read,
         status_write,
-        helper_only,
     };
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
@@ -110,16 +106,11 @@ fn run() -> io::Result<ExitReport> {
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
     let mut stack = vec![0u8; 1 << 20];
-    // SAFETY: this process is single-threaded; the child runs on its own copy of memory and
-    // stack and ends in execve or _exit.
-    let pid = unsafe {
-        nix::sched::clone(
-            Box::new(|| init::sandbox_main(&mut context)),
-            &mut stack,
-            flags,
-            Some(libc::SIGCHLD),
-        )
-    }
+    // This process is single-threaded (see `sandbox_exec_main`); the init ends in execve or
+    // _exit.
+    let pid = crate::sys::process::clone_single_threaded(flags, &mut stack, helper_only, || {
+        init::sandbox_main(&mut context)
+    })
     .map_err(|errno| io::Error::other(format!("clone the sandbox: {errno}")))?;
     let ChildContext {
         spec,
@@ -150,16 +141,13 @@ fn run() -> io::Result<ExitReport> {
 /// The write end of the "reachable" pipe the daemon passed at [`spec::REACHABLE_FD`], made
 /// close-on-exec so that neither `ip`, `nft` nor the sandbox inherit it.
 fn take_reachable_fd() -> io::Result<OwnedFd> {
-    // SAFETY: F_SETFD on a descriptor number; it fails with EBADF when nothing is there.
-    if unsafe { libc::fcntl(spec::REACHABLE_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-        let error = io::Error::last_os_error();
-        return Err(io::Error::new(
+    // The daemon dup'ed this descriptor for the helper alone; nothing else owns it.
+    crate::sys::fd::claim_inherited(spec::REACHABLE_FD).map_err(|error| {
+        io::Error::new(
             error.kind(),
             format!("the daemon passed no reachable pipe: {error}"),
-        ));
-    }
-    // SAFETY: the daemon dup'ed this descriptor for the helper alone; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(spec::REACHABLE_FD) })
+        )
+    })
 }
 
 /// Records how an app's command ended, for a daemon that is not the helper's parent. Written
@@ -217,23 +205,21 @@ fn supervise(
     let mut lifeline_open = true;
     let mut status_open = true;
     loop {
-        let mut fds = vec![poll_entry(signals.as_fd().as_raw_fd())];
+        let mut fds = vec![poll_entry(signals.as_fd())];
         if lifeline_open {
-            fds.push(poll_entry(lifeline.as_raw_fd()));
+            fds.push(poll_entry(lifeline.as_fd()));
         }
         if status_open {
-            fds.push(poll_entry(status_pipe.as_raw_fd()));
+            fds.push(poll_entry(status_pipe.as_fd()));
         }
-        // SAFETY: fds is a valid array of pollfd for its length.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if ready < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(errno) => return Err(errno.into()),
         }
-        if fds[0].revents != 0 {
+        // Any event at all (revents != 0), bits nix does not name included.
+        let has_events = |entry: &PollFd<'_>| entry.revents().is_none_or(|flags| !flags.is_empty());
+        if has_events(&fds[0]) {
             while let Ok(Some(info)) = signals.read_signal() {
                 match Signal::try_from(info.ssi_signo as i32) {
                     Ok(Signal::SIGUSR1) => {
@@ -246,11 +232,14 @@ fn supervise(
                 }
             }
         }
-        for entry in &fds[1..] {
-            if entry.revents == 0 {
-                continue;
-            }
-            if entry.fd == lifeline.as_raw_fd() {
+        let ready: Vec<RawFd> = fds[1..]
+            .iter()
+            .filter(|entry| has_events(entry))
+            .map(|entry| entry.as_fd().as_raw_fd())
+            .collect();
+        drop(fds);
+        for fd in ready {
+            if fd == lifeline.as_raw_fd() {
                 // The daemon is gone or dropped the step: a build may not outlive it; an app
                 // waits for the next daemon to adopt it.
                 if !outlives_daemon {
@@ -304,12 +293,8 @@ fn finish(
     ExitReport::decode(&bytes).unwrap_or(fallback)
 }
 
-fn poll_entry(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
+fn poll_entry(fd: BorrowedFd<'_>) -> PollFd<'_> {
+    PollFd::new(fd, PollFlags::POLLIN)
 }
 
 /// Ends the helper the way the command ended, so the daemon sees the same exit status.
@@ -317,11 +302,9 @@ fn mirror(report: ExitReport) -> ! {
     match report {
         ExitReport::Code(code) => std::process::exit(code),
         ExitReport::Signal(number) => {
-            // SAFETY: plain prctl/signal calls on our own process; no core dump for a relay.
-            unsafe {
-                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-                libc::signal(number, libc::SIG_DFL);
-            }
+            // No core dump for a relay.
+            let _ = nix::sys::prctl::set_dumpable(false);
+            crate::sys::signal::restore_default(number);
             if let Ok(signal) = Signal::try_from(number) {
                 let mut set = SigSet::empty();
                 set.add(signal);

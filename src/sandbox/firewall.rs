@@ -19,8 +19,7 @@
 
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::BorrowedFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -210,17 +209,7 @@ pub(crate) fn run_with_stdin(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(netns) = netns {
-        let raw = netns.as_raw_fd();
-        // SAFETY: setns touches only the child's own namespaces (the helper that forks here
-        // is single-threaded, so the child may run ordinary code before exec).
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setns(raw, libc::CLONE_NEWNET) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::sys::process::enter_netns_at_exec(&mut command, netns);
     }
     let name = command.get_program().to_string_lossy().into_owned();
     let mut child = command.spawn()?;

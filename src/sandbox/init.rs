@@ -10,16 +10,18 @@
 
 use std::ffi::CString;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
-use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{ForkResult, Gid, Pid, Uid};
+use nix::unistd::{Gid, Pid, Uid};
 
 use super::mounts::{self, RootPlan};
 use super::seccomp::{self, Filters};
 use super::spec::{HelperSpec, SANDBOX_ID};
+use crate::sys::process::GroupCommand;
 
 /// The exit code of a sandbox that could not be built (the reason is on stderr): the
 /// helper's ([`super::exec`]) and this init's alike.
@@ -32,8 +34,6 @@ pub(crate) struct ChildContext {
     pub filters: Filters,
     pub go_read: OwnedFd,
     pub status_write: OwnedFd,
-    /// The helper's own descriptors, closed first thing in the clone.
-    pub helper_only: Vec<RawFd>,
 }
 
 /// How the command ended, as the init reports it to the helper.
@@ -82,12 +82,9 @@ impl ExitReport {
     }
 }
 
-/// Runs in the clone; never returns on success.
+/// Runs in the clone (which has closed the helper's own descriptors first); never returns
+/// on success.
 pub(crate) fn sandbox_main(context: &mut ChildContext) -> isize {
-    for fd in context.helper_only.drain(..) {
-        // SAFETY: these descriptors are the helper's; this copy of them is unused here.
-        unsafe { libc::close(fd) };
-    }
     if let Err(error) = prepare(context) {
         let _ = writeln!(io::stderr(), "slipway sandbox: {error}");
         return SETUP_FAILED as isize;
@@ -108,17 +105,15 @@ fn prepare(context: &mut ChildContext) -> io::Result<()> {
     nix::unistd::setresuid(Uid::from_raw(id), Uid::from_raw(id), Uid::from_raw(id))?;
     // Credential changes reset the parent-death signal: arm it after the last one, then make
     // sure the helper did not die in between (its end of the go pipe would hang up).
-    // SAFETY: plain prctl on this process.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut lifeline = libc::pollfd {
-        fd: context.go_read.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    let mut lifeline = [PollFd::new(context.go_read.as_fd(), PollFlags::POLLIN)];
+    let hung_up = |entry: &PollFd<'_>| {
+        entry
+            .revents()
+            .is_some_and(|flags| flags.contains(PollFlags::POLLHUP))
     };
-    // SAFETY: one valid pollfd.
-    if unsafe { libc::poll(&mut lifeline, 1, 0) } > 0 && lifeline.revents & libc::POLLHUP != 0 {
+    if poll(&mut lifeline, PollTimeout::ZERO).is_ok_and(|ready| ready > 0) && hung_up(&lifeline[0])
+    {
         return Err(io::Error::other("the helper died"));
     }
     nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP)?;
@@ -134,78 +129,13 @@ fn prepare(context: &mut ChildContext) -> io::Result<()> {
 /// Capabilities are not cleared by the uid change in this layout (the process was never uid
 /// 0 inside), so every set is emptied explicitly; then no_new_privs and seccomp.
 fn drop_privileges(filters: &Filters) -> io::Result<()> {
-    let check = |result: libc::c_int, what: &str| {
-        if result < 0 {
-            let error = io::Error::last_os_error();
-            return Err(io::Error::new(error.kind(), format!("{what}: {error}")));
-        }
-        Ok(())
-    };
-    // SAFETY: prctl/capset calls that only change this process's credentials.
-    unsafe {
-        check(
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL,
-                0,
-                0,
-                0,
-            ),
-            "clear ambient capabilities",
-        )?;
-        let secure = libc::SECBIT_NOROOT
-            | libc::SECBIT_NOROOT_LOCKED
-            | libc::SECBIT_NO_SETUID_FIXUP
-            | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
-            | libc::SECBIT_KEEP_CAPS_LOCKED
-            | libc::SECBIT_NO_CAP_AMBIENT_RAISE
-            | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        check(
-            libc::prctl(libc::PR_SET_SECUREBITS, secure as libc::c_ulong, 0, 0, 0),
-            "lock securebits",
-        )?;
-        for capability in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                    break;
-                }
-                check(-1, "drop the bounding set")?;
-            }
-        }
-        let mut header = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData::default(); 2];
-        check(
-            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int,
-            "clear capabilities",
-        )?;
-        check(
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
-            "set no_new_privs",
-        )?;
-    }
+    crate::sys::caps::drop_all()?;
+    nix::sys::prctl::set_no_new_privs().map_err(|errno| {
+        let error = io::Error::from(errno);
+        io::Error::new(error.kind(), format!("set no_new_privs: {error}"))
+    })?;
     seccomp::install(filters).map_err(|error| io::Error::other(format!("install seccomp: {error}")))
 }
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-extern "C" fn ignore_signal(_: libc::c_int) {}
 
 const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
 
@@ -225,15 +155,9 @@ fn run_init(context: &ChildContext) -> isize {
     }
     // The kernel drops signals a namespace init has no handler for; install one, keep the
     // signals blocked and collect them synchronously.
-    let handler = SigAction::new(
-        SigHandler::Handler(ignore_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
     let mut waited = SigSet::empty();
     for signal in FORWARDED {
-        // SAFETY: the handler does nothing, so it is async-signal-safe.
-        let _ = unsafe { sigaction(signal, &handler) };
+        let _ = crate::sys::signal::install_noop_handler(signal);
         waited.add(signal);
     }
     waited.add(Signal::SIGCHLD);
@@ -248,22 +172,16 @@ fn run_init(context: &ChildContext) -> isize {
             return SETUP_FAILED as isize;
         }
     };
-    // SAFETY: the init is single-threaded; the child only calls async-signal-safe functions
-    // before execve.
-    let command = match unsafe { nix::unistd::fork() } {
-        Ok(ForkResult::Child) => {
-            let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
-            let _ = SigSet::empty().thread_set_mask();
-            let _ = nix::unistd::chdir("/app");
-            let _ = nix::unistd::execve(&program, &argv, &envp);
-            let message = b"slipway sandbox: cannot run /bin/sh\n";
-            // SAFETY: write and _exit are async-signal-safe.
-            unsafe {
-                libc::write(2, message.as_ptr().cast(), message.len());
-                libc::_exit(127)
-            }
-        }
-        Ok(ForkResult::Parent { child }) => child,
+    let shell = GroupCommand {
+        program: &program,
+        argv: &argv,
+        envp: &envp,
+        dir: "/app",
+        exec_failed: b"slipway sandbox: cannot run /bin/sh\n",
+    };
+    // The init is single-threaded.
+    let command = match crate::sys::process::fork_exec_in_new_group(&shell) {
+        Ok(child) => child,
         Err(error) => {
             let _ = writeln!(io::stderr(), "slipway sandbox: fork: {error}");
             return SETUP_FAILED as isize;
@@ -288,8 +206,8 @@ fn run_init(context: &ChildContext) -> isize {
                 Ok(_) => continue,
             };
             let _ = nix::unistd::write(context.status_write.as_fd(), &report.encode());
-            // SAFETY: leaving the init ends the pid namespace: the kernel kills the rest.
-            unsafe { libc::_exit(0) }
+            // Leaving the init ends the pid namespace: the kernel kills the rest.
+            crate::sys::process::exit_immediately(0)
         }
     }
 }

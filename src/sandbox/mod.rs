@@ -12,7 +12,9 @@
 //! filesystem; `detached` clones the host trees) ; `cgroup`, `net`, `firewall` and `seccomp`
 //! are used by both sides.
 //! Architecture invariant: only `exec` and `init` create namespaces or change credentials,
-//! and they run in the single-threaded helper, never in the daemon.
+//! and they run in the single-threaded helper, never in the daemon. The system calls without
+//! a safe `nix` API (`clone`, `fork`, mounts, pidfds, capabilities) are `crate::sys`'s; this
+//! module writes no `unsafe`.
 
 mod adopt;
 mod cgroup;
@@ -20,7 +22,6 @@ mod detached;
 pub mod direct;
 mod exec;
 mod firewall;
-mod inherited;
 mod init;
 mod machine;
 mod mounts;
@@ -47,7 +48,6 @@ pub fn cgroup_support(
 }
 pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
-pub use inherited::adopt_inherited_fd;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 

@@ -12,7 +12,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -405,25 +405,12 @@ fn attach(tree: &Tree) -> io::Result<()> {
         std::fs::write(&tree.target, b"")?;
     }
     let target = CString::new(tree.target.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: plain syscall on owned descriptors and valid C strings.
-    let moved = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    if moved < 0 {
-        let error = io::Error::last_os_error();
-        return Err(io::Error::new(
+    crate::sys::mount::attach(tree.fd.as_fd(), &target).map_err(|error| {
+        io::Error::new(
             error.kind(),
             format!("attach /{}: {error}", tree.target.display()),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 fn step<T>(what: &str, result: nix::Result<T>) -> io::Result<T> {

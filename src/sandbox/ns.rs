@@ -239,7 +239,8 @@ impl Runner for NamespaceRunner {
                     exit_file,
                 } = launched;
                 let helper_pid = child.id().map_or(-1, |id| id as i32);
-                let pidfd = adopt::pidfd_open(helper_pid).and_then(adopt::watch)?;
+                let pidfd = crate::sys::process::pidfd_open(helper_pid)
+                    .and_then(crate::sys::fd::async_fd)?;
                 Ok(Running {
                     stdout: Some(LogPipe::from_owned_fd(stdout)?),
                     stderr: Some(LogPipe::from_owned_fd(stderr)?),
@@ -284,7 +285,7 @@ impl Runner for NamespaceRunner {
             reachable: Reachable::now(),
             inner: Box::new(NamespaceProcess {
                 child: None,
-                pidfd: adopt::watch(pidfd)?,
+                pidfd: crate::sys::fd::async_fd(pidfd)?,
                 helper_pid: handle.helper_pid,
                 lifeline: None,
                 resources: Some(resources),
@@ -361,17 +362,8 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
     let framed = spec::encode(&helper_spec)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     if framed.len() > 60 * 1024 {
-        // SAFETY: F_SETPIPE_SZ on a pipe we own.
-        if unsafe {
-            libc::fcntl(
-                write_end.as_raw_fd(),
-                libc::F_SETPIPE_SZ,
-                framed.len() as libc::c_int,
-            )
-        } < 0
-        {
-            return Err(io::Error::last_os_error());
-        }
+        let size = nix::fcntl::FcntlArg::F_SETPIPE_SZ(framed.len() as libc::c_int);
+        nix::fcntl::fcntl(&write_end, size)?;
     }
     std::fs::File::from(write_end.try_clone()?).write_all(&framed)?;
     // An app's output goes through named pipes next to its exit file, which a later daemon
@@ -408,7 +400,7 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         held.push((stdout_read.as_raw_fd(), spec::HELD_LOG_FDS[0]));
         held.push((stderr_read.as_raw_fd(), spec::HELD_LOG_FDS[1]));
     }
-    spec::pass_fds(&mut command, held);
+    spec::pass_fds(command.as_std_mut(), held);
     let child = command.spawn()?;
     // Only the helper holds the write end now: its exit reads as end-of-file.
     drop(reachable_write);

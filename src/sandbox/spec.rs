@@ -52,27 +52,8 @@ pub(crate) const REACHABLE_FD: i32 = 5;
 
 /// Makes the helper `command` start with each `(fd, number)` of `held` open at `number`
 /// ([`REACHABLE_FD`], [`HELD_LOG_FDS`]); everything else the daemon holds is close-on-exec.
-pub(crate) fn pass_fds(command: &mut tokio::process::Command, held: Vec<(RawFd, i32)>) {
-    // SAFETY: between fork and exec only fcntl and dup2 (async-signal-safe) run; the targets
-    // are the fixed numbers the helper expects, and dup2 clears close-on-exec on them.
-    unsafe {
-        command.pre_exec(move || {
-            // Copies above the targets first: a source may itself be numbered 3, 4 or 5.
-            let mut copies = [0; 3];
-            for (copy, (from, _)) in copies.iter_mut().zip(&held) {
-                *copy = libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10);
-                if *copy < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            for (copy, (_, to)) in copies.into_iter().zip(&held) {
-                if libc::dup2(copy, *to) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+pub(crate) fn pass_fds(command: &mut std::process::Command, held: Vec<(RawFd, i32)>) {
+    crate::sys::process::dup_at_exec(command, held);
 }
 
 /// Which host directories appear at `/app` and `/data`.

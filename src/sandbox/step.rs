@@ -6,7 +6,7 @@
 //! keeps running for the next daemon. Built by [`super::ns`].
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub(super) struct NamespaceProcess {
 impl NamespaceProcess {
     fn signal_helper(&self, signal: Signal) {
         if self.exited.is_none() {
-            adopt::pidfd_send_signal(self.pidfd.get_ref(), signal);
+            let _ = crate::sys::process::pidfd_send_signal(self.pidfd.get_ref().as_fd(), signal);
         }
     }
 
@@ -198,7 +198,7 @@ impl Drop for NamespaceProcess {
             if let Some(child) = child.as_mut() {
                 let _ = child.wait().await;
             } else if let (true, Some(pidfd)) = (adopted, pidfd) {
-                if let Ok(fd) = adopt::watch(pidfd) {
+                if let Ok(fd) = crate::sys::fd::async_fd(pidfd) {
                     let _ = fd.readable().await;
                 }
             }

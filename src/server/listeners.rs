@@ -168,7 +168,7 @@ fn read_env() -> ActivationEnv<'static> {
 
 /// An inherited fd as a tokio listener, refused unless it is a listening TCP socket.
 fn adopt(fd: RawFd) -> anyhow::Result<TcpListener> {
-    let owned = crate::sandbox::adopt_inherited_fd(fd)?;
+    let owned = crate::sys::fd::claim_inherited(fd)?;
     let listening = nix::sys::socket::getsockopt(&owned, nix::sys::socket::sockopt::AcceptConn)
         .with_context(|| format!("fd {fd} is not a socket"))?;
     if !listening {

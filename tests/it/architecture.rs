@@ -1,7 +1,7 @@
 //! The invariants of ARCHITECTURE.md that a reading of the source can check: no import cycle
 //! between top-level modules nor between the children of one, no import running back up the
 //! layers the checks name, error code strings only in `error_code.rs`, redb only in `store/`,
-//! no `json!` response bodies in the API, and one module layout. Every file the module tree
+//! `unsafe` only in `sys/`, no `json!` response bodies in the API, and one module layout. Every file the module tree
 //! reaches is read whole; only the bodies of test modules are skipped (`source.rs`). Run alone
 //! with `cargo test --test it architecture`.
 
@@ -85,6 +85,12 @@ fn top_level_modules_import_each_other_without_cycles() {
     assert!(
         !edges["api"].contains("app"),
         "api imports app, which wires it"
+    );
+    // `sys` is the bottom layer: safe wrappers of system calls, over no module of ours.
+    assert!(
+        edges["sys"].is_empty(),
+        "sys imports {:?}; it must import no other module of the crate",
+        edges["sys"]
     );
 }
 
@@ -269,6 +275,87 @@ fn only_the_store_imports_redb() {
         .map(|file| file.path.display().to_string())
         .collect();
     assert!(offenders.is_empty(), "redb outside store/: {offenders:?}");
+}
+
+/// "`unsafe` only in `sys/`": no source file outside `src/sys/` writes the keyword `unsafe`
+/// in code (comments and string literals are not code). Every `.rs` file under `src/` is
+/// read whole, test modules and test-only files included: the lint allows `unsafe_code`
+/// only on `sys`, and that `#[allow]` is written once, on `mod sys` in `lib.rs`.
+#[test]
+fn unsafe_is_written_only_in_sys() {
+    let src = source::src_dir();
+    let sys = src.join("sys");
+    let mut offenders = Vec::new();
+    let mut allows = Vec::new();
+    let mut pending = vec![src.clone()];
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(&directory).expect("read src") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.starts_with(&sys) || path.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read a source file");
+            let place = path.strip_prefix(&src).unwrap().display().to_string();
+            offenders.extend(
+                unsafe_lines(&text)
+                    .into_iter()
+                    .map(|line| format!("src/{place}:{line}")),
+            );
+            let (_, skeleton) = lexer::without_comments(&text);
+            for (index, _) in skeleton.match_indices("allow(unsafe_code)") {
+                let item = skeleton[index..]
+                    .split_once(']')
+                    .map_or("", |(_, rest)| rest);
+                let on_sys = item.trim_start().starts_with("pub(crate) mod sys;");
+                if place != "lib.rs" || !on_sys {
+                    let line = skeleton[..index].matches('\n').count() + 1;
+                    allows.push(format!("src/{place}:{line}"));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "`unsafe` outside src/sys/ (add a safe wrapper to sys/ instead):\n{}",
+        offenders.join("\n")
+    );
+    assert!(
+        allows.is_empty(),
+        "`allow(unsafe_code)` on something other than `mod sys` in lib.rs: {allows:?}"
+    );
+}
+
+/// The lines of `text` on which the keyword `unsafe` is written in code.
+fn unsafe_lines(text: &str) -> Vec<usize> {
+    let (_, skeleton) = lexer::without_comments(text);
+    let bytes = skeleton.as_bytes();
+    skeleton
+        .match_indices("unsafe")
+        .filter(|(index, word)| {
+            let end = index + word.len();
+            (*index == 0 || !source::is_ident(bytes[index - 1]))
+                && (end == bytes.len() || !source::is_ident(bytes[end]))
+        })
+        .map(|(index, _)| skeleton[..index].matches('\n').count() + 1)
+        .collect()
+}
+
+#[test]
+fn the_unsafe_check_sees_code_and_not_comments_or_strings() {
+    let text = r#"
+        // unsafe in a comment
+        /* unsafe */
+        #[allow(unsafe_code)]
+        const S: &str = "unsafe";
+        fn f() { let _ = r"unsafe"; }
+        fn g() { unsafe { h() } }
+        unsafe fn h() {}
+    "#;
+    assert_eq!(unsafe_lines(text), [7, 8]);
 }
 
 /// "No `json!` response bodies in the API": every JSON body the API and the control host send
