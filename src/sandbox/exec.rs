@@ -68,18 +68,7 @@ fn run() -> io::Result<ExitReport> {
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
 
-    let mut relayed = SigSet::empty();
-    for signal in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGUSR1,
-        Signal::SIGCHLD,
-    ] {
-        relayed.add(signal);
-    }
-    relayed.thread_block().map_err(io::Error::from)?;
-    let signals = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+    let signals = relayed_signals()?;
 
     // An app's helper holds the read ends of its log pipes: the sandbox must not.
     let mut helper_only = vec![
@@ -99,19 +88,7 @@ fn run() -> io::Result<ExitReport> {
         go_read,
         status_write,
     };
-    let flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS;
-    let mut stack = vec![0u8; 1 << 20];
-    // This process is single-threaded (see `sandbox_exec_main`); the init ends in execve or
-    // _exit.
-    let pid = crate::sys::process::clone_single_threaded(flags, &mut stack, helper_only, || {
-        init::sandbox_main(&mut context)
-    })
-    .map_err(|errno| io::Error::other(format!("clone the sandbox: {errno}")))?;
+    let pid = clone_sandbox(&mut context, helper_only)?;
     let ChildContext {
         spec,
         plan,
@@ -136,6 +113,44 @@ fn run() -> io::Result<ExitReport> {
         write_exit_file(path, report)?;
     }
     Ok(report)
+}
+
+/// The signals the helper relays to the sandbox (and SIGCHLD), blocked and read from a
+/// signalfd.
+fn relayed_signals() -> io::Result<SignalFd> {
+    let mut relayed = SigSet::empty();
+    for signal in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGCHLD,
+    ] {
+        relayed.add(signal);
+    }
+    relayed.thread_block().map_err(io::Error::from)?;
+    Ok(SignalFd::with_flags(
+        &relayed,
+        SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+    )?)
+}
+
+/// The sandbox's init, in new user, mount, pid, network, IPC and UTS namespaces; it closes
+/// `helper_only` first.
+fn clone_sandbox(context: &mut ChildContext, helper_only: Vec<i32>) -> io::Result<Pid> {
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    let mut stack = vec![0u8; 1 << 20];
+    // This process is single-threaded (see `sandbox_exec_main`); the init ends in execve or
+    // _exit.
+    crate::sys::process::clone_single_threaded(flags, &mut stack, helper_only, || {
+        init::sandbox_main(context)
+    })
+    .map_err(|errno| io::Error::other(format!("clone the sandbox: {errno}")))
 }
 
 /// The write end of the "reachable" pipe the daemon passed at [`spec::REACHABLE_FD`], made
@@ -220,17 +235,7 @@ fn supervise(
         // Any event at all (revents != 0), bits nix does not name included.
         let has_events = |entry: &PollFd<'_>| entry.revents().is_none_or(|flags| !flags.is_empty());
         if has_events(&fds[0]) {
-            while let Ok(Some(info)) = signals.read_signal() {
-                match Signal::try_from(info.ssi_signo as i32) {
-                    Ok(Signal::SIGUSR1) => {
-                        let _ = kill(pid, Signal::SIGKILL);
-                    }
-                    Ok(signal @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP)) => {
-                        let _ = kill(pid, signal);
-                    }
-                    _ => {}
-                }
-            }
+            relay_signals(signals, pid);
         }
         let ready: Vec<RawFd> = fds[1..]
             .iter()
@@ -254,26 +259,27 @@ fn supervise(
                 }
             }
         }
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => {
-                return Ok(finish(
-                    &mut status_pipe,
-                    status_open,
-                    report_bytes,
-                    ExitReport::Code(code),
-                ))
-            }
-            Ok(WaitStatus::Signaled(_, signal, _)) => {
-                let fallback = ExitReport::Signal(signal as i32);
-                return Ok(finish(
-                    &mut status_pipe,
-                    status_open,
-                    report_bytes,
-                    fallback,
-                ));
-            }
-            Ok(_) => {}
+        let ended = match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => ExitReport::Code(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => ExitReport::Signal(signal as i32),
+            Ok(_) => continue,
             Err(errno) => return Err(errno.into()),
+        };
+        return Ok(finish(&mut status_pipe, status_open, report_bytes, ended));
+    }
+}
+
+/// Passes SIGTERM, SIGINT and SIGHUP on to the sandbox's init; SIGUSR1 kills it.
+fn relay_signals(signals: &SignalFd, pid: Pid) {
+    while let Ok(Some(info)) = signals.read_signal() {
+        match Signal::try_from(info.ssi_signo as i32) {
+            Ok(Signal::SIGUSR1) => {
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+            Ok(signal @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP)) => {
+                let _ = kill(pid, signal);
+            }
+            _ => {}
         }
     }
 }

@@ -102,78 +102,10 @@ pub(crate) struct RootPlan {
 /// Helper side: clones the host trees. Project paths may not contain symlinks (the project
 /// controls its workspace, and a symlinked output dir must not pull in the host).
 pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
-    let read_only = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
-    let writable = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
     let mut trees = Vec::new();
-    for dir in SYSTEM_DIRS {
-        let host = Path::new("/").join(dir);
-        if host.is_dir() {
-            trees.push(Tree {
-                target: dir.into(),
-                fd: clone_tree(&host, read_only, false)?,
-                is_dir: true,
-            });
-        }
-    }
     let mut symlinks = Vec::new();
-    for name in ETC_ALLOWED {
-        let host = Path::new("/etc").join(name);
-        let target = Path::new("etc").join(name);
-        match std::fs::symlink_metadata(&host) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                symlinks.push((target, std::fs::read_link(&host)?))
-            }
-            Ok(meta) => trees.push(Tree {
-                target,
-                fd: clone_tree(&host, read_only, false)?,
-                is_dir: meta.is_dir(),
-            }),
-            Err(_) => {}
-        }
-    }
-    for name in ROOT_LINK_CANDIDATES {
-        let host = Path::new("/").join(name);
-        match std::fs::symlink_metadata(&host) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                symlinks.push((name.into(), std::fs::read_link(&host)?))
-            }
-            Ok(meta) if meta.is_dir() => trees.push(Tree {
-                target: name.into(),
-                fd: clone_tree(&host, read_only, false)?,
-                is_dir: true,
-            }),
-            _ => {}
-        }
-    }
-    let limited = &spec.limited_dirs;
-    match &spec.view {
-        FilesystemView::Build { workspace, cache } => {
-            trees.push(Tree {
-                target: "app".into(),
-                fd: clone_project_dir(workspace, writable, limited)?,
-                is_dir: true,
-            });
-            if let Some(cache) = cache {
-                trees.push(Tree {
-                    target: "cache".into(),
-                    fd: clone_project_dir(cache, writable, limited)?,
-                    is_dir: true,
-                });
-            }
-        }
-        FilesystemView::App { output, data_dir } => {
-            trees.push(Tree {
-                target: "app".into(),
-                fd: clone_project_dir(output, read_only, limited)?,
-                is_dir: true,
-            });
-            trees.push(Tree {
-                target: "data".into(),
-                fd: clone_project_dir(data_dir, writable, limited)?,
-                is_dir: true,
-            });
-        }
-    }
+    plan_host_trees(&mut trees, &mut symlinks)?;
+    plan_project_trees(spec, &mut trees)?;
     let mut devices = Vec::new();
     for device in DEVICES {
         let host = Path::new("/dev").join(device);
@@ -196,6 +128,84 @@ pub(crate) fn plan(spec: &HelperSpec) -> io::Result<RootPlan> {
         symlinks,
         files: generated_files(spec),
     })
+}
+
+const READ_ONLY: u64 = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+const WRITABLE: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+
+/// The host's system directories, the allowed files of `/etc` and the root's links
+/// (`/lib` → `usr/lib`), read-only; a host symlink is recreated as a link.
+fn plan_host_trees(
+    trees: &mut Vec<Tree>,
+    symlinks: &mut Vec<(PathBuf, PathBuf)>,
+) -> io::Result<()> {
+    for dir in SYSTEM_DIRS {
+        let host = Path::new("/").join(dir);
+        if host.is_dir() {
+            trees.push(Tree {
+                target: dir.into(),
+                fd: clone_tree(&host, READ_ONLY, false)?,
+                is_dir: true,
+            });
+        }
+    }
+    for name in ETC_ALLOWED {
+        let host = Path::new("/etc").join(name);
+        let target = Path::new("etc").join(name);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                symlinks.push((target, std::fs::read_link(&host)?))
+            }
+            Ok(meta) => trees.push(Tree {
+                target,
+                fd: clone_tree(&host, READ_ONLY, false)?,
+                is_dir: meta.is_dir(),
+            }),
+            Err(_) => {}
+        }
+    }
+    for name in ROOT_LINK_CANDIDATES {
+        let host = Path::new("/").join(name);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                symlinks.push((name.into(), std::fs::read_link(&host)?))
+            }
+            Ok(meta) if meta.is_dir() => trees.push(Tree {
+                target: name.into(),
+                fd: clone_tree(&host, READ_ONLY, false)?,
+                is_dir: true,
+            }),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The project's own directories: a build's workspace at `/app` and cache at `/cache`
+/// (writable), or an app's output at `/app` (read-only) and data at `/data`.
+fn plan_project_trees(spec: &HelperSpec, trees: &mut Vec<Tree>) -> io::Result<()> {
+    let limited = &spec.limited_dirs;
+    let mut add = |target: &str, dir: &Path, attributes: u64| -> io::Result<()> {
+        trees.push(Tree {
+            target: target.into(),
+            fd: clone_project_dir(dir, attributes, limited)?,
+            is_dir: true,
+        });
+        Ok(())
+    };
+    match &spec.view {
+        FilesystemView::Build { workspace, cache } => {
+            add("app", workspace, WRITABLE)?;
+            if let Some(cache) = cache {
+                add("cache", cache, WRITABLE)?;
+            }
+        }
+        FilesystemView::App { output, data_dir } => {
+            add("app", output, READ_ONLY)?;
+            add("data", data_dir, WRITABLE)?;
+        }
+    }
+    Ok(())
 }
 
 fn generated_files(spec: &HelperSpec) -> Vec<(PathBuf, String)> {
@@ -239,15 +249,11 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
     )?;
     // The new root covers /tmp of this (private) mount namespace while it is assembled.
     let root = Path::new("/tmp");
-    step(
+    tmpfs(
+        root,
+        nosuid_nodev,
+        "mode=0755,size=16m",
         "mount the root tmpfs",
-        mount(
-            Some("tmpfs"),
-            root,
-            Some("tmpfs"),
-            nosuid_nodev,
-            Some("mode=0755,size=16m"),
-        ),
     )?;
     std::env::set_current_dir(root)?;
 
@@ -261,51 +267,8 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
         std::os::unix::fs::symlink(target, link)?;
     }
     std::fs::create_dir("tmp")?;
-    step(
-        "mount /tmp",
-        mount(
-            Some("tmpfs"),
-            "tmp",
-            Some("tmpfs"),
-            nosuid_nodev,
-            Some("mode=1777"),
-        ),
-    )?;
-
-    std::fs::create_dir("dev")?;
-    step(
-        "mount /dev",
-        mount(
-            Some("tmpfs"),
-            "dev",
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-            Some("mode=0755,size=64k"),
-        ),
-    )?;
-    for device in plan.devices {
-        attach(&device)?;
-    }
-    for (name, target) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
-        std::os::unix::fs::symlink(target, Path::new("dev").join(name))?;
-    }
-    std::fs::create_dir("dev/shm")?;
-    step(
-        "mount /dev/shm",
-        mount(
-            Some("tmpfs"),
-            "dev/shm",
-            Some("tmpfs"),
-            nosuid_nodev,
-            Some("mode=1777"),
-        ),
-    )?;
-
+    tmpfs(Path::new("tmp"), nosuid_nodev, "mode=1777", "mount /tmp")?;
+    build_dev(plan.devices)?;
     std::fs::create_dir("proc")?;
     let proc_flags = nosuid_nodev | MsFlags::MS_NOEXEC;
     step(
@@ -318,10 +281,56 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
         place_generated(path, contents)?;
     }
     std::fs::remove_dir(".generated")?;
+    enter_read_only()
+}
 
+/// A tmpfs mounted on `dir` (relative to the root being built, or absolute).
+fn tmpfs(dir: &Path, flags: MsFlags, options: &str, what: &str) -> io::Result<()> {
+    step(
+        what,
+        mount(Some("tmpfs"), dir, Some("tmpfs"), flags, Some(options)),
+    )
+}
+
+/// `/dev`: a small noexec tmpfs with the planned device nodes bound in, the standard links
+/// and a `/dev/shm`.
+fn build_dev(devices: Vec<Tree>) -> io::Result<()> {
+    std::fs::create_dir("dev")?;
+    let dev_flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    tmpfs(
+        Path::new("dev"),
+        dev_flags,
+        "mode=0755,size=64k",
+        "mount /dev",
+    )?;
+    for device in devices {
+        attach(&device)?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, Path::new("dev").join(name))?;
+    }
+    std::fs::create_dir("dev/shm")?;
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    tmpfs(
+        Path::new("dev/shm"),
+        nosuid_nodev,
+        "mode=1777",
+        "mount /dev/shm",
+    )
+}
+
+/// The built tree becomes `/`, the host's root is detached, and `/` and `/dev` are made
+/// read-only.
+fn enter_read_only() -> io::Result<()> {
     step("pivot_root", nix::unistd::pivot_root(".", "."))?;
     step("detach the host root", umount2(".", MntFlags::MNT_DETACH))?;
     std::env::set_current_dir("/")?;
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let read_only = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | nosuid_nodev;
     step(
         "make / read-only",
@@ -336,8 +345,7 @@ pub(crate) fn build_root(plan: RootPlan) -> io::Result<()> {
             read_only | MsFlags::MS_NOEXEC,
             None::<&str>,
         ),
-    )?;
-    Ok(())
+    )
 }
 
 /// Puts a generated file at `path` inside the new root (the cwd): bound read-only over the

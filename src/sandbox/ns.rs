@@ -313,52 +313,7 @@ struct Launched {
 /// sandbox. An app's helper also gets the read ends of its log pipes to hold (see
 /// [`super::adopt`]) and an exit file.
 fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Result<Launched> {
-    let (view, exit_file) = match &spec.kind {
-        StepKind::Build { workspace, cache } => (
-            FilesystemView::Build {
-                workspace: workspace.clone(),
-                cache: cache.clone(),
-            },
-            None,
-        ),
-        StepKind::App { output, data_dir } => {
-            std::fs::create_dir_all(data_dir)?;
-            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
-            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
-            std::fs::create_dir_all(&shared.run_dir)?;
-            let exit_file = shared
-                .run_dir
-                .join(format!("{}.exit", resources.cgroup_name));
-            let _ = std::fs::remove_file(&exit_file);
-            let view = FilesystemView::App {
-                output: output.clone(),
-                data_dir: data_dir.clone(),
-            };
-            (view, Some(exit_file))
-        }
-    };
-    let helper_spec = HelperSpec {
-        command: spec.command.clone(),
-        env: spec.env.clone(),
-        host_id: spec.project_uid,
-        view,
-        limited_dirs: spec.limited_dirs.clone(),
-        cgroup_procs: resources.cgroup.procs_files.clone(),
-        network: NetworkSpec {
-            host_interface: net::interface_name(&shared.interface_prefix, &resources.link),
-            host_address: resources.link.host,
-            sandbox_address: resources.link.sandbox,
-            firewall: FirewallSpec {
-                // Read at every spawn: the host's addresses can change while the daemon runs.
-                host_addresses: net::host_addresses(shared.subnet)?,
-                subnet: shared.subnet,
-                allow_smtp: shared.allow_smtp,
-            },
-        },
-        hostname: "sandbox".into(),
-        nameservers: shared.nameservers.clone(),
-        exit_file: exit_file.clone(),
-    };
+    let (helper_spec, exit_file) = helper_spec(shared, spec, resources)?;
     let framed = spec::encode(&helper_spec)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     if framed.len() > 60 * 1024 {
@@ -412,6 +367,62 @@ fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Re
         stderr: stderr_read,
         exit_file,
     })
+}
+
+/// What the helper is told (its spec on stdin): the step's command, filesystem view, cgroup
+/// and network; an app's exit file, where its helper records how it ended.
+fn helper_spec(
+    shared: &Shared,
+    spec: &StepSpec,
+    resources: &StepResources,
+) -> io::Result<(HelperSpec, Option<PathBuf>)> {
+    let (view, exit_file) = match &spec.kind {
+        StepKind::Build { workspace, cache } => (
+            FilesystemView::Build {
+                workspace: workspace.clone(),
+                cache: cache.clone(),
+            },
+            None,
+        ),
+        StepKind::App { output, data_dir } => {
+            std::fs::create_dir_all(data_dir)?;
+            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
+            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
+            std::fs::create_dir_all(&shared.run_dir)?;
+            let exit_file = shared
+                .run_dir
+                .join(format!("{}.exit", resources.cgroup_name));
+            let _ = std::fs::remove_file(&exit_file);
+            let view = FilesystemView::App {
+                output: output.clone(),
+                data_dir: data_dir.clone(),
+            };
+            (view, Some(exit_file))
+        }
+    };
+    let helper_spec = HelperSpec {
+        command: spec.command.clone(),
+        env: spec.env.clone(),
+        host_id: spec.project_uid,
+        view,
+        limited_dirs: spec.limited_dirs.clone(),
+        cgroup_procs: resources.cgroup.procs_files.clone(),
+        network: NetworkSpec {
+            host_interface: net::interface_name(&shared.interface_prefix, &resources.link),
+            host_address: resources.link.host,
+            sandbox_address: resources.link.sandbox,
+            firewall: FirewallSpec {
+                // Read at every spawn: the host's addresses can change while the daemon runs.
+                host_addresses: net::host_addresses(shared.subnet)?,
+                subnet: shared.subnet,
+                allow_smtp: shared.allow_smtp,
+            },
+        },
+        hostname: "sandbox".into(),
+        nameservers: shared.nameservers.clone(),
+        exit_file: exit_file.clone(),
+    };
+    Ok((helper_spec, exit_file))
 }
 
 /// The buffer of an app's log pipes: output an app writes while no daemon reads.
