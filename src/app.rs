@@ -189,17 +189,18 @@ pub async fn run(
         store: store.clone(),
         data_dir: config.data_dir.clone(),
     });
-    let domains = crate::domains::Domains::new(
-        store.clone(),
-        routes.clone(),
-        tls.clone(),
-        notifier.clone(),
-        crate::domains::OwnNames {
+    let domains = crate::domains::Domains::new(crate::domains::DomainsParts {
+        store: store.clone(),
+        routes: routes.clone(),
+        tls: tls.clone(),
+        notifier: notifier.clone(),
+        names: crate::domains::OwnNames {
             apps_domain: config.apps_domain.clone(),
             control_host: config.control_host.clone(),
         },
-        bound.https,
-    );
+        https_addr: bound.https,
+        proofs: crate::domains::Proofs::new(&config.domains, secrets.clone()),
+    });
     let ctx = Arc::new(Context {
         config: config.clone(),
         store: store.clone(),
@@ -277,6 +278,7 @@ pub async fn run(
         listeners.push(visitor(listener, ListenerKind::Tls(acceptor))?);
         tracker.spawn(tls.clone().run_renewals(shutdown.child_token()));
     }
+    tracker.spawn(ctx.domains.clone().run_rechecks(shutdown.child_token()));
     let shared = crate::server::threads::Shared {
         budget: budget.clone(),
         limits,

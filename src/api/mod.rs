@@ -328,6 +328,7 @@ async fn handle_route(
         Route::ListDomains => domains::list(ctx, params.get(0), &request).await,
         Route::GetDomain => domains::get(ctx, params.get(0), params.get(1)).await,
         Route::DeleteDomain => domains::delete(ctx, params.get(0), params.get(1)).await,
+        Route::VerifyDomain => domains::verify(ctx, params.get(0), params.get(1)).await,
         Route::UpdateSettings => git::patch_settings(ctx, params.get(0), request).await,
         Route::RotateWebhookSecret => git::rotate_webhook_secret(ctx, params.get(0)).await,
         Route::CreateDeployHook => git::create_hook(ctx, params.get(0), request).await,

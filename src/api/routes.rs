@@ -104,6 +104,7 @@ pub enum Route {
     ListDomains,
     GetDomain,
     DeleteDomain,
+    VerifyDomain,
     UpdateSettings,
     RotateWebhookSecret,
     Webhook,
@@ -481,8 +482,8 @@ pub const ROUTES: &[RouteSpec] = &[
         route: Route::CreateDomain,
         needs: Scope::Deploy,
         target: Target::Project,
-        summary:
-            "Add a custom domain (its certificate is issued at once; status says when it is served)",
+        summary: "Add a custom domain: once its ownership is proven it is routed and its \
+                  certificate issued (status says when it is served)",
         success: StatusCode::CREATED,
         request: Some(RequestBody::Json(shape::<CreateDomain>)),
         response: ResponseBody::Json(shape::<Domain>),
@@ -523,6 +524,19 @@ pub const ROUTES: &[RouteSpec] = &[
         success: StatusCode::OK,
         request: None,
         response: ResponseBody::Json(shape::<DomainDeleted>),
+        query: None,
+    },
+    RouteSpec {
+        method: Method::POST,
+        template: "/api/projects/{projectId}/domains/{domain}/verify",
+        route: Route::VerifyDomain,
+        needs: Scope::Deploy,
+        target: Target::Project,
+        summary: "Check a domain's proof of ownership (its TXT record) now; proven, it is routed \
+                  and its certificate issued",
+        success: StatusCode::OK,
+        request: None,
+        response: ResponseBody::Json(shape::<Domain>),
         query: None,
     },
     RouteSpec {

@@ -34,6 +34,8 @@ pub(super) struct RawConfig {
     limits: Limits,
     #[serde(default)]
     sandbox: RawSandbox,
+    #[serde(default)]
+    domains: super::domains::RawDomains,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -59,6 +61,9 @@ pub(super) struct RawTls {
     acme_ca_file: Option<String>,
     cert_file: Option<String>,
     key_file: Option<String>,
+    internal_domain_suffixes: Option<Vec<String>>,
+    acme_orders_per_hour: Option<u32>,
+    acme_orders_per_project_per_hour: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +197,21 @@ impl Config {
             acme_ca_file: non_empty(raw.tls.acme_ca_file).map(PathBuf::from),
             cert_file: non_empty(raw.tls.cert_file).map(PathBuf::from),
             key_file: non_empty(raw.tls.key_file).map(PathBuf::from),
+            internal_domain_suffixes: super::domains::suffixes(
+                "tls.internal_domain_suffixes",
+                raw.tls.internal_domain_suffixes,
+                dev,
+            )?,
+            acme_orders_per_hour: positive(
+                "tls.acme_orders_per_hour",
+                raw.tls.acme_orders_per_hour,
+                100,
+            )?,
+            acme_orders_per_project_per_hour: positive(
+                "tls.acme_orders_per_project_per_hour",
+                raw.tls.acme_orders_per_project_per_hour,
+                10,
+            )?,
         };
         if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
             return Err(ConfigError::Invalid {
@@ -214,6 +234,7 @@ impl Config {
         };
         let limits = raw.limits;
         limits.check()?;
+        let domains = raw.domains.validate(dev)?;
 
         let sandbox_mode = match raw.sandbox.mode.as_deref() {
             None if dev => SandboxMode::Auto,
@@ -291,6 +312,7 @@ impl Config {
             metrics_listen,
             metrics,
             notifications,
+            domains,
             dev,
         })
     }
@@ -329,7 +351,7 @@ fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
     Some((std::net::Ipv4Addr::from(u32::from(addr) & mask), prefix))
 }
 
-fn is_hostname(name: &str) -> bool {
+pub(super) fn is_hostname(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {
