@@ -62,7 +62,7 @@ pub(super) fn suffixes(
     let mut suffixes = Vec::with_capacity(written.len());
     for suffix in written {
         let lowered = suffix.trim_end_matches('.').to_ascii_lowercase();
-        if !super::raw::is_hostname(&lowered) {
+        if !super::is_hostname(&lowered) {
             return Err(ConfigError::Invalid {
                 key: key.into(),
                 message: format!("{suffix:?} is not a DNS name (write \"example.com\", no \"*.\")"),

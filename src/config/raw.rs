@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{
-    valid_instance, Config, ConfigError, Limits, MetricsConfig, NotificationsConfig, RateLimits,
-    SandboxConfig, SandboxMode, TlsConfig, TlsMode, LETS_ENCRYPT_DIRECTORY, PROJECT_UID_RANGE,
+    is_hostname, valid_instance, Config, ConfigError, Limits, MetricsConfig, NotificationsConfig,
+    RateLimits, SandboxConfig, SandboxMode, TlsConfig, TlsMode, LETS_ENCRYPT_DIRECTORY,
+    PROJECT_UID_RANGE,
 };
 
 /// The TOML file as written; every field optional so `--dev` and defaults can fill gaps.
@@ -349,18 +350,4 @@ fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
     }
     let mask = u32::MAX << (32 - prefix);
     Some((std::net::Ipv4Addr::from(u32::from(addr) & mask), prefix))
-}
-
-pub(super) fn is_hostname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
 }

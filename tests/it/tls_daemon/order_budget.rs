@@ -49,7 +49,10 @@ async fn assert_deferred(daemon: &TestDaemon, name: &str) {
     assert_eq!(record["status"], "failed", "{record}");
     let error = record["lastError"].as_str().unwrap_or_default();
     assert!(error.contains("ACME order budget spent"), "{record}");
-    assert!(error.contains("acme_orders_per_project_per_hour = 1"), "{record}");
+    assert!(
+        error.contains("acme_orders_per_project_per_hour = 1"),
+        "{record}"
+    );
     assert_eq!(orders_for(daemon, name), 0, "{}", daemon.log_text());
 }
 
