@@ -31,6 +31,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             acme_ca_file: None,
             cert_file: None,
             key_file: None,
+            internal_domain_suffixes: vec!["test".into()],
+            acme_orders_per_hour: 100,
+            acme_orders_per_project_per_hour: 100,
         };
         let store: Arc<dyn TlsStore> = Arc::new(MemoryTlsStore::new());
         // The control host is issued at start: "localhost" resolves without any DNS set-up.

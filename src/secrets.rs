@@ -24,6 +24,8 @@ pub enum SecretError {
 
 pub struct SecretBox {
     key: LessSafeKey,
+    /// HMAC-SHA256 under a key derived from the same file, for [`SecretBox::tag`].
+    tag_key: ring::hmac::Key,
 }
 
 impl SecretBox {
@@ -52,9 +54,22 @@ impl SecretBox {
         };
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
             .map_err(|_| SecretError::KeyLength(path.display().to_string()))?;
+        let derived = ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes),
+            b"slipway tags",
+        );
         Ok(SecretBox {
             key: LessSafeKey::new(unbound),
+            tag_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
         })
+    }
+
+    /// A value only this daemon can compute for `context`, the same on every start (e.g. a
+    /// project's domain-ownership token): HMAC-SHA256 under a key derived from the key file.
+    pub fn tag(&self, context: &str) -> [u8; 32] {
+        let mut out = [0; 32];
+        out.copy_from_slice(ring::hmac::sign(&self.tag_key, context.as_bytes()).as_ref());
+        out
     }
 
     /// nonce ‖ ciphertext ‖ tag.

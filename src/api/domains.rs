@@ -1,5 +1,5 @@
-//! `POST/GET /api/projects/{projectId}/domains` and `GET/DELETE …/domains/{domain}`: custom
-//! domains. The rules live in `crate::domains`; this file turns requests into its calls and
+//! `POST/GET /api/projects/{projectId}/domains`, `GET/DELETE …/domains/{domain}` and
+//! `POST …/domains/{domain}/verify`: custom domains. The rules live in `crate::domains`; this file turns requests into its calls and
 //! its answers and errors into the contract's shapes (`INVALID_DOMAIN`,
 //! `INVALID_DOMAIN_TAKEN`, 404, 409).
 
@@ -74,12 +74,23 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str, domain: &str) -> Resul
     }))
 }
 
+pub async fn verify(ctx: &Arc<Context>, id_or_slug: &str, domain: &str) -> Result<Reply, ApiError> {
+    let project = find(ctx, id_or_slug).await?;
+    let view = ctx
+        .domains
+        .verify(&project, domain)
+        .await
+        .map_err(api_error)?;
+    Ok(Reply::json(&domain_of(view)))
+}
+
 fn api_error(error: DomainError) -> ApiError {
     let code = match &error {
-        DomainError::Name(_) | DomainError::TooMany { .. } | DomainError::BadRedirect { .. } => {
-            ErrorCode::InvalidDomain
-        }
-        DomainError::Taken { .. } | DomainError::AlreadyHere { .. } => {
+        DomainError::Name(_)
+        | DomainError::TooMany { .. }
+        | DomainError::BadRedirect { .. }
+        | DomainError::NotSignable(_) => ErrorCode::InvalidDomain,
+        DomainError::Taken { .. } | DomainError::AlreadyHere { .. } | DomainError::Under { .. } => {
             ErrorCode::InvalidDomainTaken
         }
         DomainError::NotFound { .. } | DomainError::NoProject => ErrorCode::NotFound,
@@ -94,6 +105,28 @@ fn api_error(error: DomainError) -> ApiError {
 
 /// The contract's domain record.
 fn domain_of(view: DomainView) -> types::Domain {
+    let verification = types::DomainVerification {
+        record_type: "TXT".to_owned(),
+        record_name: view.verification.challenge.record_name,
+        record_value: view.verification.challenge.value,
+        verified_at: view
+            .record
+            .verified_ms
+            .map(|ms| rfc3339(ms.max(view.record.created_ms))),
+        next_check_at: view.verification.next_check_ms.map(rfc3339),
+    };
+    if view.record.verified_ms.is_none() {
+        return types::Domain {
+            domain: view.record.domain,
+            project_id: view.record.project_id,
+            status: types::DomainStatus::Unverified,
+            redirect_to: view.record.redirect_to,
+            certificate: None,
+            last_error: view.verification.last_error,
+            created_at: rfc3339(view.record.created_ms),
+            verification,
+        };
+    }
     let (status, certificate, last_error) = match view.certificate {
         CertificateState::Plain => (types::DomainStatus::Active, None, None),
         CertificateState::Served {
@@ -120,5 +153,6 @@ fn domain_of(view: DomainView) -> types::Domain {
         certificate,
         last_error,
         created_at: rfc3339(view.record.created_ms),
+        verification,
     }
 }

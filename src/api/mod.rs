@@ -285,7 +285,7 @@ route_table! {
     }
     CreateDomain: POST "/api/projects/{projectId}/domains" {
         needs: Deploy, target: Project, success: CREATED,
-        summary: "Add a custom domain (its certificate is issued at once; status says when it is served)",
+        summary: "Add a custom domain: once its ownership is proven it is routed and its certificate issued (status says when it is served)",
         request: Some(RequestBody::Json(shape::<CreateDomain>)),
         response: ResponseBody::Json(shape::<Domain>),
         query: None,
@@ -306,6 +306,14 @@ route_table! {
         response: ResponseBody::Json(shape::<Domain>),
         query: None,
         handle: domains::get(ctx, params.get(0), params.get(1)),
+    }
+    VerifyDomain: POST "/api/projects/{projectId}/domains/{domain}/verify" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Check a domain's proof of ownership (its TXT record) now; proven, it is routed and its certificate issued",
+        request: None,
+        response: ResponseBody::Json(shape::<Domain>),
+        query: None,
+        handle: domains::verify(ctx, params.get(0), params.get(1)),
     }
     DeleteDomain: DELETE "/api/projects/{projectId}/domains/{domain}" {
         needs: Deploy, target: Project, success: OK,

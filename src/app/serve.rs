@@ -106,6 +106,13 @@ pub(super) fn start(
         listeners.push(visitor(listener, ListenerKind::Tls(acceptor))?);
         shutdown.spawn(tls.clone().run_renewals(shutdown.root.child_token()));
     }
+    shutdown.spawn(
+        services
+            .ctx
+            .domains
+            .clone()
+            .run_rechecks(shutdown.root.child_token()),
+    );
     let shared = Shared {
         budget: budget.clone(),
         limits,

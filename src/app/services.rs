@@ -93,7 +93,7 @@ impl Services {
             store: store.clone(),
             data_dir: config.data_dir.clone(),
         });
-        let domains = domains(config, store, &routes, &tls, &notifier, bound);
+        let domains = domains(base, &routes, &tls, &notifier, bound);
         let ctx = api_context(
             base,
             &pipeline,
@@ -215,24 +215,25 @@ fn supervisor(
 }
 
 fn domains(
-    config: &Config,
-    store: &Store,
+    base: &Base,
     routes: &Arc<Routes>,
     tls: &Option<Arc<TlsManager>>,
     notifier: &Notifier,
     bound: &Bound,
 ) -> Arc<crate::domains::Domains> {
-    crate::domains::Domains::new(
-        store.clone(),
-        routes.clone(),
-        tls.clone(),
-        notifier.clone(),
-        crate::domains::OwnNames {
+    let config = &base.config;
+    crate::domains::Domains::new(crate::domains::DomainsParts {
+        store: base.store.clone(),
+        routes: routes.clone(),
+        tls: tls.clone(),
+        notifier: notifier.clone(),
+        names: crate::domains::OwnNames {
             apps_domain: config.apps_domain.clone(),
             control_host: config.control_host.clone(),
         },
-        bound.https,
-    )
+        https_addr: bound.https,
+        proofs: crate::domains::Proofs::new(&config.domains, base.secrets.clone()),
+    })
 }
 
 /// The certificate manager for `tls.mode` (none when off); its failures become notifications.

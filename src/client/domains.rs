@@ -29,6 +29,14 @@ pub async fn domains(
             let added: Domain = api.post_json(&base, &body).await?;
             print!("{}", domains_table(std::slice::from_ref(&added)));
             match added.status {
+                DomainStatus::Unverified => eprintln!(
+                    "{}: not served until you prove you own it: create the DNS record\n  {} TXT \"{}\"\n\
+                     (checked again by itself, or at once with POST {base}/{}/verify)",
+                    added.domain,
+                    added.verification.record_name,
+                    added.verification.record_value,
+                    added.domain,
+                ),
                 DomainStatus::Pending => eprintln!(
                     "{}: the certificate is being issued; `slipway domains ls` shows when it is served. \
                      Point the name's DNS (A/AAAA or CNAME) at this machine if you have not yet.",
@@ -70,6 +78,7 @@ pub fn domains_table(domains: &[Domain]) -> String {
     ]];
     for domain in domains {
         let status = match domain.status {
+            DomainStatus::Unverified => "unverified",
             DomainStatus::Pending => "pending",
             DomainStatus::Active => "active",
             DomainStatus::Failed => "failed",
@@ -107,6 +116,13 @@ mod tests {
             certificate: None,
             last_error: None,
             created_at: "t".into(),
+            verification: crate::api::types::DomainVerification {
+                record_type: "TXT".into(),
+                record_name: format!("_slipway-challenge.{name}"),
+                record_value: "slipway-verify=0".into(),
+                verified_at: Some("t".into()),
+                next_check_at: None,
+            },
         };
         let table = domains_table(&[
             domain("www.example.com", DomainStatus::Active, None),

@@ -7,7 +7,9 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod domains;
 mod raw;
+pub use domains::{under_suffix, DomainsConfig};
 use raw::RawConfig;
 
 /// Exit code for a configuration error (EX_CONFIG from sysexits.h).
@@ -43,6 +45,7 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     pub metrics: MetricsConfig,
     pub notifications: NotificationsConfig,
+    pub domains: DomainsConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
 }
@@ -93,6 +96,13 @@ pub struct TlsConfig {
     pub acme_ca_file: Option<PathBuf>,
     pub cert_file: Option<PathBuf>,
     pub key_file: Option<PathBuf>,
+    /// `internal` mode: the custom domains the custom-domains root may sign (these names and
+    /// those under them; the root is name-constrained to them). `--dev` default: `localhost`
+    /// and `test`; otherwise none, so `internal` mode refuses custom domains until set.
+    pub internal_domain_suffixes: Vec<String>,
+    /// `acme` mode: new orders the daemon places in any hour, and for one project's names.
+    pub acme_orders_per_hour: u32,
+    pub acme_orders_per_project_per_hour: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -337,6 +347,21 @@ pub fn valid_instance(instance: &str) -> bool {
         && instance
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A DNS name: labels of letters, digits and inner hyphens, at most 253 characters.
+fn is_hostname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{
-    valid_instance, Config, ConfigError, Limits, MetricsConfig, NotificationsConfig, RateLimits,
-    SandboxConfig, SandboxMode, TlsConfig, TlsMode, LETS_ENCRYPT_DIRECTORY, PROJECT_UID_RANGE,
+    is_hostname, valid_instance, Config, ConfigError, Limits, MetricsConfig, NotificationsConfig,
+    RateLimits, SandboxConfig, SandboxMode, TlsConfig, TlsMode, LETS_ENCRYPT_DIRECTORY,
+    PROJECT_UID_RANGE,
 };
 
 /// The TOML file as written; every field optional so `--dev` and defaults can fill gaps.
@@ -34,6 +35,8 @@ pub(super) struct RawConfig {
     limits: Limits,
     #[serde(default)]
     sandbox: RawSandbox,
+    #[serde(default)]
+    domains: super::domains::RawDomains,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -59,6 +62,9 @@ pub(super) struct RawTls {
     acme_ca_file: Option<String>,
     cert_file: Option<String>,
     key_file: Option<String>,
+    internal_domain_suffixes: Option<Vec<String>>,
+    acme_orders_per_hour: Option<u32>,
+    acme_orders_per_project_per_hour: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,6 +101,7 @@ impl Config {
         let tls = raw.tls.validate(dev)?;
         let rate_limits = raw.rate_limits.validate()?;
         raw.limits.check()?;
+        let domains = raw.domains.validate(dev)?;
         let sandbox = raw.sandbox.validate(dev)?;
         Ok(Config {
             data_dir,
@@ -112,6 +119,7 @@ impl Config {
                 requests: raw.metrics.requests.unwrap_or(true),
             },
             notifications,
+            domains,
             dev,
         })
     }
@@ -240,6 +248,21 @@ impl RawTls {
             acme_ca_file: non_empty(self.acme_ca_file).map(PathBuf::from),
             cert_file: non_empty(self.cert_file).map(PathBuf::from),
             key_file: non_empty(self.key_file).map(PathBuf::from),
+            internal_domain_suffixes: super::domains::suffixes(
+                "tls.internal_domain_suffixes",
+                self.internal_domain_suffixes,
+                dev,
+            )?,
+            acme_orders_per_hour: positive(
+                "tls.acme_orders_per_hour",
+                self.acme_orders_per_hour,
+                100,
+            )?,
+            acme_orders_per_project_per_hour: positive(
+                "tls.acme_orders_per_project_per_hour",
+                self.acme_orders_per_project_per_hour,
+                10,
+            )?,
         };
         if tls.mode == TlsMode::Files && (tls.cert_file.is_none() || tls.key_file.is_none()) {
             return Err(ConfigError::Invalid {
@@ -365,18 +388,4 @@ fn parse_subnet(text: &str) -> Option<(std::net::Ipv4Addr, u8)> {
     }
     let mask = u32::MAX << (32 - prefix);
     Some((std::net::Ipv4Addr::from(u32::from(addr) & mask), prefix))
-}
-
-fn is_hostname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
 }

@@ -15,6 +15,14 @@ fn dev_defaults_need_nothing() {
     assert_eq!(config.tls.mode, TlsMode::Internal);
     assert_eq!(config.sandbox.mode, SandboxMode::Auto);
     assert_eq!(config.reserved_slug(), "slipway");
+    // Custom domains on reserved names work in --dev without a TXT record or any set-up.
+    assert_eq!(config.domains.trusted_suffixes, ["localhost", "test"]);
+    assert_eq!(config.tls.internal_domain_suffixes, ["localhost", "test"]);
+    assert_eq!(config.domains.nameserver, None);
+    let production = Config::from_toml("apps_domain = \"a.example\"", false).unwrap();
+    assert!(production.domains.trusted_suffixes.is_empty());
+    assert!(production.tls.internal_domain_suffixes.is_empty());
+    assert_eq!(production.tls.acme_orders_per_project_per_hour, 10);
 }
 
 #[test]

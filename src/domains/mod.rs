@@ -8,11 +8,19 @@
 //! so `active` means the certificate really is in the resolver. `app.rs` calls
 //! [`Domains::restore`] at start-up, before the daemon is ready; project deletion calls
 //! [`Domains::project_deleted`] after the store dropped the rows.
+//!
+//! Architecture invariant: a domain whose ownership is not proven ([`proof`]) is neither
+//! routed nor given a certificate; [`Domains::go_live`] is the one place both happen, and only
+//! for a proven record. Pending proofs are re-checked by [`Domains::verify`] and in the
+//! background with backoff ([`recheck`]).
 
 pub mod name;
+pub mod proof;
+mod recheck;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::notifications::Notifier;
@@ -23,6 +31,7 @@ use crate::store::{Store, StoreError};
 use crate::tls::{CertificateState, TlsManager};
 
 pub use name::NameError;
+pub use proof::{Challenge, Proofs};
 
 /// At most this many custom domains per project.
 pub const MAX_PER_PROJECT: usize = 50;
@@ -37,6 +46,10 @@ pub enum DomainError {
     Name(#[from] NameError),
     #[error("{domain} is already a domain of another project")]
     Taken { domain: String },
+    #[error("{domain} is under {parent}, a domain of another project")]
+    Under { domain: String, parent: String },
+    #[error("{0}")]
+    NotSignable(String),
     #[error("{domain} is already a domain of this project")]
     AlreadyHere { domain: String },
     #[error("the project has {max} domains already, the most allowed; delete one first")]
@@ -60,6 +73,17 @@ pub enum DomainError {
 pub struct DomainView {
     pub record: DomainRecord,
     pub certificate: CertificateState,
+    pub verification: Verification,
+}
+
+/// Where a domain's proof of ownership stands.
+#[derive(Debug, Clone)]
+pub struct Verification {
+    /// The TXT record that proves it for its project.
+    pub challenge: Challenge,
+    /// While not proven: why the last check failed, and when the next one runs (Unix ms).
+    pub last_error: Option<String>,
+    pub next_check_ms: Option<u64>,
 }
 
 /// The daemon's names, which no custom domain may take.
@@ -69,32 +93,41 @@ pub struct OwnNames {
     pub control_host: String,
 }
 
+/// What [`Domains::new`] is built from.
+pub struct DomainsParts {
+    pub store: Store,
+    pub routes: Arc<Routes>,
+    pub tls: Option<Arc<TlsManager>>,
+    pub notifier: Notifier,
+    pub names: OwnNames,
+    /// The HTTPS listener, where a new certificate is checked before `domain.active`.
+    pub https_addr: Option<SocketAddr>,
+    pub proofs: Proofs,
+}
+
 pub struct Domains {
     store: Store,
     routes: Arc<Routes>,
     tls: Option<Arc<TlsManager>>,
     notifier: Notifier,
     names: OwnNames,
-    /// The HTTPS listener, where a new certificate is checked before `domain.active`.
     https_addr: Option<SocketAddr>,
+    proofs: Proofs,
+    /// The pending proofs, by name: when each is checked next ([`recheck`]).
+    pending: Mutex<HashMap<String, recheck::Pending>>,
 }
 
 impl Domains {
-    pub fn new(
-        store: Store,
-        routes: Arc<Routes>,
-        tls: Option<Arc<TlsManager>>,
-        notifier: Notifier,
-        names: OwnNames,
-        https_addr: Option<SocketAddr>,
-    ) -> Arc<Domains> {
+    pub fn new(parts: DomainsParts) -> Arc<Domains> {
         Arc::new(Domains {
-            store,
-            routes,
-            tls,
-            notifier,
-            names,
-            https_addr,
+            store: parts.store,
+            routes: parts.routes,
+            tls: parts.tls,
+            notifier: parts.notifier,
+            names: parts.names,
+            https_addr: parts.https_addr,
+            proofs: parts.proofs,
+            pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -102,7 +135,8 @@ impl Domains {
         format!("{slug}.{}", self.names.apps_domain)
     }
 
-    /// Every stored domain is routed and its certificate served (or requested) again.
+    /// Every stored proven domain is routed and its certificate served (or requested) again;
+    /// pending ones go back to being re-checked.
     pub async fn restore(self: &Arc<Self>) -> Result<usize, StoreError> {
         let records = self.store.call(|store| store.all_domains()).await?;
         let projects = self.store.call(|store| store.list_projects()).await?;
@@ -111,12 +145,20 @@ impl Domains {
             let Some(project) = projects.iter().find(|p| p.id == record.project_id) else {
                 continue;
             };
-            hosts.push((record.domain.clone(), self.custom_host(project, record)));
+            match record.verified_ms {
+                Some(_) => hosts.push((record, self.custom_host(project, record))),
+                None => self.schedule_check(record, None),
+            }
         }
-        self.routes.add_domains(&hosts);
+        let routed: Vec<_> = hosts
+            .iter()
+            .map(|(record, host)| (record.domain.clone(), host.clone()))
+            .collect();
+        self.routes.add_domains(&routed);
         if let Some(tls) = &self.tls {
-            for (name, host) in &hosts {
-                if let Err(error) = tls.add_custom_name(name).await {
+            for (record, host) in &hosts {
+                let name = &record.domain;
+                if let Err(error) = tls.add_custom_name(name, &record.project_id).await {
                     tracing::warn!(domain = %name, %error, "no certificate for a custom domain yet");
                 }
                 if !matches!(tls.certificate_state(name), CertificateState::Served { .. }) {
@@ -161,16 +203,29 @@ impl Domains {
                 }
             }
         };
+        if let Some(refusal) = self
+            .tls
+            .as_ref()
+            .and_then(|tls| tls.custom_name_refusal(&domain))
+        {
+            return Err(DomainError::NotSignable(refusal));
+        }
+        let outcome = self.proofs.check(&project.id, &domain).await;
+        let now = crate::ids::now_ms();
         let record = DomainRecord {
             v: 1,
             domain: domain.clone(),
             project_id: project.id.clone(),
             redirect_to: redirect_to.clone(),
-            created_ms: crate::ids::now_ms(),
+            created_ms: now,
+            verified_ms: match outcome {
+                proof::Outcome::Missing(_) => None,
+                proof::Outcome::Txt | proof::Outcome::Trusted(_) => Some(now),
+            },
         };
         let stored = record.clone();
         let apps_domain = self.names.apps_domain.clone();
-        let outcome = self
+        let added = self
             .store
             .call(move |store| {
                 store.add_domain(
@@ -180,13 +235,14 @@ impl Domains {
                 )
             })
             .await?;
-        match outcome {
+        match added {
             AddDomain::Added(_) => {}
             AddDomain::NoProject => return Err(DomainError::NoProject),
             AddDomain::Taken { project_id } if project_id == project.id => {
                 return Err(DomainError::AlreadyHere { domain })
             }
             AddDomain::Taken { .. } => return Err(DomainError::Taken { domain }),
+            AddDomain::Under { parent } => return Err(DomainError::Under { domain, parent }),
             AddDomain::TooMany { max } => return Err(DomainError::TooMany { max }),
             AddDomain::BadRedirect => {
                 return Err(DomainError::BadRedirect {
@@ -195,29 +251,40 @@ impl Domains {
                 })
             }
         }
+        tracing::info!(%domain, project = %project.slug, ?outcome, "custom domain added");
+        match outcome {
+            proof::Outcome::Missing(why) => self.schedule_check(&record, Some(why)),
+            proof::Outcome::Txt | proof::Outcome::Trusted(_) => {
+                self.go_live(project, &record).await
+            }
+        }
+        Ok(self.view(record))
+    }
+
+    /// Routes a proven domain and gets its certificate: the one place both happen.
+    async fn go_live(self: &Arc<Self>, project: &ProjectRecord, record: &DomainRecord) {
+        if record.verified_ms.is_none() {
+            return;
+        }
+        let domain = &record.domain;
         self.routes
-            .add_domains(&[(domain.clone(), self.custom_host(project, &record))]);
-        tracing::info!(%domain, project = %project.slug, "custom domain added");
+            .add_domains(&[(domain.clone(), self.custom_host(project, record))]);
         let certificate = match &self.tls {
             None => CertificateState::Plain,
             Some(tls) => {
-                if let Err(error) = tls.add_custom_name(&domain).await {
+                if let Err(error) = tls.add_custom_name(domain, &project.id).await {
                     tracing::warn!(%domain, %error, "no certificate for the custom domain");
                 }
-                tls.certificate_state(&domain)
+                tls.certificate_state(domain)
             }
         };
         match &certificate {
             CertificateState::Plain | CertificateState::Served { .. } => {
-                self.notifier.domain_active(&project.slug, &domain)
+                self.notifier.domain_active(&project.slug, domain)
             }
-            CertificateState::Pending => self.watch_until_active(&project.slug, &domain),
+            CertificateState::Pending => self.watch_until_active(&project.slug, domain),
             CertificateState::Failed(_) => {}
         }
-        Ok(DomainView {
-            record,
-            certificate,
-        })
     }
 
     /// Waits (in the background) for the ACME certificate of `domain`, checks it is served on
@@ -271,11 +338,21 @@ impl Domains {
     }
 
     fn view(&self, record: DomainRecord) -> DomainView {
-        let certificate = match &self.tls {
-            None => CertificateState::Plain,
-            Some(tls) => tls.certificate_state(&record.domain),
+        let certificate = match (&self.tls, record.verified_ms) {
+            (_, None) => CertificateState::Pending,
+            (None, Some(_)) => CertificateState::Plain,
+            (Some(tls), Some(_)) => tls.certificate_state(&record.domain),
+        };
+        let (last_error, next_check_ms) = match record.verified_ms {
+            Some(_) => (None, None),
+            None => self.pending_state(&record.domain),
         };
         DomainView {
+            verification: Verification {
+                challenge: self.proofs.challenge(&record.project_id, &record.domain),
+                last_error,
+                next_check_ms,
+            },
             record,
             certificate,
         }
@@ -304,6 +381,7 @@ impl Domains {
                 return Err(DomainError::RedirectedTo { domain: name, from })
             }
         };
+        self.unschedule(&name);
         self.routes.remove_domain(&name);
         self.forget_certificate(&name).await;
         tracing::info!(domain = %name, project = %project.slug, "custom domain deleted");
@@ -313,6 +391,7 @@ impl Domains {
     /// A deleted project's domains (already gone from the store and the route table).
     pub async fn project_deleted(&self, names: &[String]) {
         for name in names {
+            self.unschedule(name);
             self.routes.remove_domain(name);
             self.forget_certificate(name).await;
         }

@@ -2,7 +2,10 @@
 //! at most) and the same names on the project record (so a project shows its domains without
 //! another read). Both change in one transaction. The rules a name must follow are checked
 //! before (`domains::name`); the rules that depend on what is stored are checked here, inside
-//! the transaction that writes, so two requests cannot both take a name.
+//! the transaction that writes, so two requests cannot both take a name: a name held by
+//! another project is taken unless that claim was never proven and this one is (a squatter's
+//! pending claim does not block the owner); a name under another project's proven domain is
+//! taken (`login.victim.com` under `victim.com`).
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +22,15 @@ pub struct DomainRecord {
     /// its slug host.
     pub redirect_to: Option<String>,
     pub created_ms: u64,
+    /// When ownership was proven (a TXT record, a trusted suffix); `None` while pending: the
+    /// name is neither routed nor given a certificate. Records written before proofs existed
+    /// have no such field and count as proven (0): they were served already.
+    #[serde(default = "proven_before_proofs")]
+    pub verified_ms: Option<u64>,
+}
+
+fn proven_before_proofs() -> Option<u64> {
+    Some(0)
 }
 
 /// What [`Store::add_domain`] did.
@@ -29,6 +41,10 @@ pub enum AddDomain {
     /// Another project (or this one) holds the name already.
     Taken {
         project_id: String,
+    },
+    /// Another project holds a proven domain `parent` that this name is under.
+    Under {
+        parent: String,
     },
     /// The project holds `max` domains already.
     TooMany {
@@ -66,10 +82,30 @@ impl Store {
             };
             let mut domains = txn.open_table(tables::DOMAINS)?;
             let holder: Option<DomainRecord> = get_record(&domains, "domains", &record.domain)?;
-            if let Some(holder) = holder {
-                return Ok(AddDomain::Taken {
-                    project_id: holder.project_id,
-                });
+            let displaced = match holder {
+                Some(holder)
+                    if holder.project_id != record.project_id
+                        && holder.verified_ms.is_none()
+                        && record.verified_ms.is_some() =>
+                {
+                    Some(holder)
+                }
+                Some(holder) => {
+                    return Ok(AddDomain::Taken {
+                        project_id: holder.project_id,
+                    })
+                }
+                None => None,
+            };
+            for parent in parents(&record.domain) {
+                let parent: Option<DomainRecord> = get_record(&domains, "domains", parent)?;
+                if let Some(parent) = parent.filter(|parent| {
+                    parent.project_id != record.project_id && parent.verified_ms.is_some()
+                }) {
+                    return Ok(AddDomain::Under {
+                        parent: parent.domain,
+                    });
+                }
             }
             if project.domains.len() >= max {
                 return Ok(AddDomain::TooMany { max });
@@ -81,10 +117,40 @@ impl Store {
                     return Ok(AddDomain::BadRedirect);
                 }
             }
+            if let Some(displaced) = displaced {
+                let squatter: Option<ProjectRecord> =
+                    get_record(&projects, "projects", &displaced.project_id)?;
+                if let Some(mut squatter) = squatter {
+                    squatter.domains.retain(|name| *name != displaced.domain);
+                    put_record(&mut projects, &squatter.id, &squatter)?;
+                }
+            }
             put_record(&mut domains, &record.domain, record)?;
             project.domains.push(record.domain.clone());
             put_record(&mut projects, &project.id, &project)?;
             AddDomain::Added(record.clone())
+        };
+        txn.commit()?;
+        Ok(outcome)
+    }
+
+    /// Marks `name` proven at `ms` if `project_id` still holds it; the record as stored.
+    pub fn set_domain_verified(
+        &self,
+        project_id: &str,
+        name: &str,
+        ms: u64,
+    ) -> Result<Option<DomainRecord>> {
+        let txn = self.write()?;
+        let outcome = {
+            let mut domains = txn.open_table(tables::DOMAINS)?;
+            let record: Option<DomainRecord> = get_record(&domains, "domains", name)?;
+            let Some(mut record) = record.filter(|record| record.project_id == project_id) else {
+                return Ok(None);
+            };
+            record.verified_ms.get_or_insert(ms);
+            put_record(&mut domains, name, &record)?;
+            Some(record)
         };
         txn.commit()?;
         Ok(outcome)
@@ -161,6 +227,14 @@ impl Store {
     }
 }
 
+/// The names `name` is under, nearest first, down to two labels (`a.b.example.com` →
+/// `b.example.com`, `example.com`).
+fn parents(name: &str) -> impl Iterator<Item = &str> {
+    name.match_indices('.')
+        .map(move |(at, _)| &name[at + 1..])
+        .filter(|parent| parent.contains('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,7 +246,60 @@ mod tests {
             project_id: project_id.into(),
             redirect_to: redirect_to.map(str::to_owned),
             created_ms: 1,
+            verified_ms: Some(1),
         }
+    }
+
+    /// A pending claim blocks nobody who proves the name; a proven one blocks the names under
+    /// it for other projects.
+    #[test]
+    fn proofs_decide_who_holds_a_name_and_the_names_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let victim = project(&store, "victim");
+        let squatter = project(&store, "squatter");
+        let add = |r: &DomainRecord| store.add_domain(r, slug_host, 10).unwrap();
+        let pending = |name: &str, id: &str| DomainRecord {
+            verified_ms: None,
+            ..record(name, id, None)
+        };
+        assert!(matches!(
+            add(&pending("victim.com", &squatter.id)),
+            AddDomain::Added(_)
+        ));
+        assert!(matches!(
+            add(&pending("victim.com", &victim.id)),
+            AddDomain::Taken { .. }
+        ));
+        assert!(matches!(
+            add(&record("victim.com", &victim.id, None)),
+            AddDomain::Added(_)
+        ));
+        assert!(store.domains_of(&squatter.id).unwrap().is_empty());
+        assert!(store
+            .find_project("squatter")
+            .unwrap()
+            .unwrap()
+            .domains
+            .is_empty());
+        for name in ["login.victim.com", "a.b.victim.com"] {
+            match add(&record(name, &squatter.id, None)) {
+                AddDomain::Under { parent } => assert_eq!(parent, "victim.com"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            add(&record("www.victim.com", &victim.id, None)),
+            AddDomain::Added(_)
+        ));
+        assert!(matches!(
+            add(&record("othervictim.com", &squatter.id, None)),
+            AddDomain::Added(_)
+        ));
+        assert_eq!(
+            parents("a.b.example.com").collect::<Vec<_>>(),
+            ["b.example.com", "example.com"]
+        );
     }
 
     fn slug_host(slug: &str) -> String {

@@ -5,7 +5,7 @@
 //! and renewal, or looked up in the operator's files. [`TlsManager::certificate_state`] says
 //! what is served for a name right now; [`TlsManager::forget`] drops a name again.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 
 use super::certs::LeafFacts;
@@ -32,17 +32,26 @@ pub enum CertificateState {
 }
 
 impl TlsManager {
-    pub(super) fn custom_names(&self) -> MutexGuard<'_, HashSet<String>> {
+    pub(super) fn custom_names(&self) -> MutexGuard<'_, HashMap<String, String>> {
         self.custom_names
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Makes `name` (already validated by `domains::name`) a name this daemon holds a
-    /// certificate for: serves the stored one if there is one, then gets one as
-    /// [`TlsManager::ensure_certificate`] does (`acme`: in the background).
-    pub async fn add_custom_name(self: &Arc<Self>, name: &str) -> Result<(), TlsError> {
-        self.custom_names().insert(name.to_owned());
+    /// Makes `name` (already validated by `domains::name`, its ownership proven) a name this
+    /// daemon holds a certificate for, on behalf of the project `project_id`: serves the stored
+    /// one if there is one, then gets one as [`TlsManager::ensure_certificate`] does (`acme`:
+    /// in the background, spending the project's order budget).
+    pub async fn add_custom_name(
+        self: &Arc<Self>,
+        name: &str,
+        project_id: &str,
+    ) -> Result<(), TlsError> {
+        if let Some(refusal) = self.custom_name_refusal(name) {
+            return Err(TlsError::NameNotAllowed(refusal));
+        }
+        self.custom_names()
+            .insert(name.to_owned(), project_id.to_owned());
         if self.resolver.exact(name).is_none() {
             if let Some(key) = self.cert_key(name) {
                 if let Some(record) = blocking::read_json::<CertRecord>(&self.store, &key).await? {
@@ -103,16 +112,46 @@ impl TlsManager {
         }
     }
 
-    /// The internal CA of custom domains, loaded from the store or made now.
+    /// Why this mode can never serve `name` as a custom domain (`internal`: the name is
+    /// outside `tls.internal_domain_suffixes`), as a sentence; `None` when it can.
+    pub fn custom_name_refusal(&self, name: &str) -> Option<String> {
+        let suffixes = &self.internal_domain_suffixes;
+        let signable = suffixes
+            .iter()
+            .any(|suffix| crate::config::under_suffix(name, suffix));
+        match self.mode {
+            TlsMode::Internal if !signable => Some(format!(
+                "{name} is outside tls.internal_domain_suffixes ({}): the internal custom-domains \
+                 root signs only names the operator listed there",
+                match suffixes.is_empty() {
+                    true => "empty".to_owned(),
+                    false => suffixes.join(", "),
+                }
+            )),
+            _ => None,
+        }
+    }
+
+    /// The internal CA of custom domains, loaded from the store or made now; its root is
+    /// name-constrained to `tls.internal_domain_suffixes`, and made anew when they change.
     pub(super) async fn domains_ca(&self) -> Result<&InternalCa, TlsError> {
+        let permitted = &self.internal_domain_suffixes;
+        if permitted.is_empty() {
+            return Err(TlsError::Config(
+                "tls.internal_domain_suffixes is empty: no custom domain may be signed".into(),
+            ));
+        }
         self.domains_ca
             .get_or_try_init(|| async {
                 let stored: Option<CaRecord> =
                     blocking::read_json(&self.store, keys::DOMAINS_CA).await?;
                 let record = match stored {
-                    Some(record) => record,
-                    None => {
-                        let record = internal_ca::create_domains_ca(self.clock.now())?;
+                    Some(record) if record.permitted == *permitted => record,
+                    previous => {
+                        if previous.is_some() {
+                            tracing::warn!(?permitted, "tls.internal_domain_suffixes changed: making a new custom-domains root; export and trust it again");
+                        }
+                        let record = internal_ca::create_domains_ca(permitted, self.clock.now())?;
                         blocking::write_json(&self.store, keys::DOMAINS_CA, record.clone())
                             .await?;
                         tracing::info!("made the internal CA for custom domains; `slipway ca export --domains` prints its root");

@@ -51,17 +51,30 @@ pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsE
     create_ca_from(root_params, permitted, now)
 }
 
-/// The second root of `internal` mode, for the projects' custom domains: their names are not
-/// known in advance, so it carries no name constraints (see docs/security.md). Made when the
-/// first custom domain needs a leaf; `slipway ca export --domains` prints it.
-pub fn create_domains_ca(now: SystemTime) -> Result<CaRecord, TlsError> {
-    let root_params = ca_params(
+/// The second root of `internal` mode, for the projects' custom domains: name-constrained to
+/// the operator's `tls.internal_domain_suffixes` (`permitted`, never empty: an empty list
+/// would be no constraint at all). Made when the first custom domain needs a leaf;
+/// `slipway ca export --domains` prints it.
+pub fn create_domains_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsError> {
+    if permitted.is_empty() {
+        return Err(TlsError::Config(
+            "a custom-domains root needs at least one permitted suffix".into(),
+        ));
+    }
+    let mut root_params = ca_params(
         "Slipway internal custom-domains root CA",
         ROOT_LIFETIME,
         now,
         1,
     )?;
-    create_ca_from(root_params, &[], now)
+    root_params.name_constraints = Some(NameConstraints {
+        permitted_subtrees: permitted
+            .iter()
+            .map(|name| GeneralSubtree::DnsName(name.clone()))
+            .collect(),
+        excluded_subtrees: Vec::new(),
+    });
+    create_ca_from(root_params, permitted, now)
 }
 
 fn create_ca_from(

@@ -4,7 +4,8 @@
 //! ACME issuance runs in a background task per name, started at `domain_binding`, so it
 //! overlaps the install and build steps; its progress is a `watch` channel that
 //! [`TlsManager::wait_ready`] awaits. A failure records a per-name backoff in the store
-//! (1 min doubling to 6 h, see [`policy`]); no attempt starts before it ends, across restarts.
+//! (1 min doubling to 6 h, see [`policy`]); no attempt starts before it ends, across restarts
+//! and deletes. Every new order is taken from the order budget ([`super::budget`]) first.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -155,10 +156,20 @@ impl TlsManager {
     }
 
     /// Stops managing `name` (its project was deleted): the certificate stops being served and
-    /// its certificate, pending order and backoff leave the store.
+    /// its certificate and pending order leave the store. Its backoff is kept aside (as is the
+    /// order log, see [`super::budget`]): adding the name again starts no order before the
+    /// backoff ends, while renewals no longer see it; [`TlsManager::check_renewals`] drops it a
+    /// day after it ended.
     pub async fn forget(&self, name: &str) -> Result<(), TlsError> {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         self.issuances().remove(&name);
+        let backoff_key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
+        if let Some(backoff) =
+            blocking::read_json::<BackoffRecord>(&self.store, &backoff_key).await?
+        {
+            let kept_key = format!("{}{name}", keys::ACME_KEPT_BACKOFF_PREFIX);
+            blocking::write_json(&self.store, &kept_key, backoff).await?;
+        }
         if self.mode != TlsMode::Files {
             self.resolver.remove(&name);
         }
@@ -226,6 +237,7 @@ impl TlsManager {
         names.sort();
         names.dedup();
         let now = self.clock.now();
+        self.drop_old_backoffs().await?;
         for name in names.into_iter().filter(|name| self.name_allowed(name)) {
             let due = self
                 .resolver
@@ -247,6 +259,22 @@ impl TlsManager {
         Ok(())
     }
 
+    /// Drops the backoffs kept for forgotten names once a day has passed since they ended.
+    async fn drop_old_backoffs(&self) -> Result<(), TlsError> {
+        let now = super::clock::unix_seconds(self.clock.now());
+        let mut old = Vec::new();
+        for key in blocking::list(&self.store, keys::ACME_KEPT_BACKOFF_PREFIX).await? {
+            let record: Option<BackoffRecord> = blocking::read_json(&self.store, &key).await?;
+            if record.is_some_and(|record| record.next_attempt_at + 86_400 < now) {
+                old.push(key);
+            }
+        }
+        match old.is_empty() {
+            true => Ok(()),
+            false => blocking::delete(&self.store, old).await,
+        }
+    }
+
     /// `files` mode: loads the operator's files again if they changed; true when swapped.
     pub fn reload_files(&self) -> Result<bool, TlsError> {
         match &self.files {
@@ -266,7 +294,12 @@ impl TlsManager {
         };
         let ca = match policy::name_allowed(name, &self.apps_domain, &self.control_host) {
             true => ca,
-            false => self.domains_ca().await?,
+            false => {
+                if let Some(refusal) = self.custom_name_refusal(name) {
+                    return Err(TlsError::NameNotAllowed(refusal));
+                }
+                self.domains_ca().await?
+            }
         };
         let record = ca.issue_leaf(name, self.clock.now())?;
         self.install(record).await
@@ -285,7 +318,12 @@ impl TlsManager {
 
     async fn start_acme(self: &Arc<Self>, name: &str) -> Result<(), TlsError> {
         let backoff_key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
-        let backoff: Option<BackoffRecord> = blocking::read_json(&self.store, &backoff_key).await?;
+        let mut backoff: Option<BackoffRecord> =
+            blocking::read_json(&self.store, &backoff_key).await?;
+        if backoff.is_none() {
+            let kept_key = format!("{}{name}", keys::ACME_KEPT_BACKOFF_PREFIX);
+            backoff = blocking::read_json(&self.store, &kept_key).await?;
+        }
         if let Some(until) = backoff
             .as_ref()
             .and_then(|record| policy::backing_off_until(record, self.clock.now()))
@@ -297,6 +335,16 @@ impl TlsManager {
                 IssueState::Failed(format!("{last_error} (next attempt after {until})")),
             );
             return Ok(());
+        }
+        let running = self
+            .issuances()
+            .get(name)
+            .is_some_and(|issuance| matches!(*issuance.state.borrow(), IssueState::Pending));
+        if running {
+            return Ok(());
+        }
+        if let Err(spent) = self.take_order(name).await? {
+            return self.defer_over_budget(name, backoff, spent).await;
         }
         let generation = {
             let mut issuances = self.issuances();
@@ -316,6 +364,31 @@ impl TlsManager {
         let manager = Arc::clone(self);
         let name = name.to_owned();
         tokio::spawn(async move { manager.run_acme_issuance(name, generation, backoff).await });
+        Ok(())
+    }
+
+    /// No order is left in the budget: `name` waits until one is, as a backoff that counts no
+    /// failure (stored, so a restart or a delete and add waits too).
+    async fn defer_over_budget(
+        &self,
+        name: &str,
+        backoff: Option<BackoffRecord>,
+        spent: super::budget::Spent,
+    ) -> Result<(), TlsError> {
+        let until = httpdate::fmt_http_date(from_unix_seconds(spent.until));
+        let message = format!(
+            "ACME order budget spent: {}; next attempt after {until}",
+            spent.reason
+        );
+        tracing::warn!(%name, %message, "ACME order deferred");
+        let record = BackoffRecord {
+            failures: backoff.map_or(0, |record| record.failures),
+            next_attempt_at: spent.until,
+            last_error: format!("ACME order budget spent: {}", spent.reason),
+        };
+        let key = format!("{}{name}", keys::ACME_BACKOFF_PREFIX);
+        blocking::write_json(&self.store, &key, record).await?;
+        self.set_state(name, IssueState::Failed(message));
         Ok(())
     }
 
@@ -350,8 +423,12 @@ impl TlsManager {
         let settled = match outcome {
             Ok(()) => {
                 tracing::info!(%name, "ACME certificate issued");
-                let done = [keys::ACME_ORDER_PREFIX, keys::ACME_BACKOFF_PREFIX]
-                    .map(|prefix| format!("{prefix}{name}"));
+                let done = [
+                    keys::ACME_ORDER_PREFIX,
+                    keys::ACME_BACKOFF_PREFIX,
+                    keys::ACME_KEPT_BACKOFF_PREFIX,
+                ]
+                .map(|prefix| format!("{prefix}{name}"));
                 blocking::delete(&self.store, done.to_vec())
                     .await
                     .map(|()| IssueState::Ready)

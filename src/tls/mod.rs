@@ -16,6 +16,7 @@
 //! writes to the file system.
 
 pub mod acme;
+pub mod budget;
 pub mod certs;
 pub mod clock;
 mod custom;
@@ -27,7 +28,7 @@ pub mod resolver;
 pub mod store;
 pub mod verify;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -91,10 +92,16 @@ pub struct TlsManager {
     next_generation: AtomicU64,
     /// Told of every failed issuance or renewal (name, error): `certificate.failed`.
     on_failure: std::sync::OnceLock<FailureHook>,
-    /// The custom domains of the projects: names this daemon may hold certificates for.
-    custom_names: Mutex<HashSet<String>>,
+    /// The custom domains of the projects: names this daemon may hold certificates for, each
+    /// with the id of the project that holds it (whose order budget it spends).
+    custom_names: Mutex<HashMap<String, String>>,
     /// `internal` mode: the CA that signs custom domains' leaves, made on first use.
     domains_ca: tokio::sync::OnceCell<InternalCa>,
+    /// `tls.internal_domain_suffixes`: what `domains_ca` may sign (its name constraints).
+    internal_domain_suffixes: Vec<String>,
+    order_budget: budget::OrderBudget,
+    /// Held while the stored order log is read, decided on and written.
+    order_log_lock: tokio::sync::Mutex<()>,
 }
 
 /// What [`TlsManager::on_failure`] is given: the certificate's name and the error.
@@ -161,8 +168,14 @@ impl TlsManager {
             issuances: Mutex::new(HashMap::new()),
             next_generation: AtomicU64::new(1),
             on_failure: std::sync::OnceLock::new(),
-            custom_names: Mutex::new(HashSet::new()),
+            custom_names: Mutex::new(HashMap::new()),
             domains_ca: tokio::sync::OnceCell::new(),
+            internal_domain_suffixes: config.internal_domain_suffixes.clone(),
+            order_budget: budget::OrderBudget {
+                per_hour: config.acme_orders_per_hour,
+                per_owner_per_hour: config.acme_orders_per_project_per_hour,
+            },
+            order_log_lock: tokio::sync::Mutex::new(()),
         };
         match config.mode {
             TlsMode::Off => {}
@@ -237,7 +250,7 @@ impl TlsManager {
     /// True for the names this daemon may hold a certificate for.
     pub fn name_allowed(&self, name: &str) -> bool {
         policy::name_allowed(name, &self.apps_domain, &self.control_host)
-            || self.custom_names().contains(name)
+            || self.custom_names().contains_key(name)
     }
 
     fn checked_name(&self, name: &str) -> Result<String, TlsError> {

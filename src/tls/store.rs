@@ -72,13 +72,19 @@ impl TlsStore for MemoryTlsStore {
 /// certificate made by another mode.
 pub mod keys {
     pub const CA: &str = "internal/ca";
-    /// The internal root and intermediate for custom domains (no name constraints).
+    /// The internal root and intermediate for custom domains (constrained to
+    /// `tls.internal_domain_suffixes`).
     pub const DOMAINS_CA: &str = "internal/domains-ca";
     pub const INTERNAL_CERT_PREFIX: &str = "internal/cert/";
     pub const ACME_CERT_PREFIX: &str = "acme/cert/";
     pub const ACME_ACCOUNT: &str = "acme/account";
     pub const ACME_ORDER_PREFIX: &str = "acme/order/";
     pub const ACME_BACKOFF_PREFIX: &str = "acme/backoff/";
+    /// The backoff of a forgotten name (a deleted domain or project), kept for a day after
+    /// it ends so that adding the name again waits for it.
+    pub const ACME_KEPT_BACKOFF_PREFIX: &str = "acme/kept-backoff/";
+    /// The new orders of the last hour (`budget::OrderLog`).
+    pub const ACME_ORDER_LOG: &str = "acme/order-log";
     pub const ACME_PREFERRED_CHALLENGE: &str = "acme/preferred-challenge";
 }
 

@@ -1,7 +1,8 @@
 # Sourced by the tests/api scripts: start_daemon NAME [EXTRA_TOML] starts the daemon
 # ($SLIPWAY_BIN, default $CARGO_TARGET_DIR or target, /debug/slipway) on a free loopback port
 # with its data in a temp dir, sandbox mode "auto" (namespaces as root), TLS off, and waits for
-# "ready". It sets $dir, $port and $token, and stops the daemon and its apps on exit.
+# "ready". Custom domains' TXT proofs are asked of a closed loopback port (so none leaves
+# the machine, and none is proven). It sets $dir, $port and $token, and stops the daemon and its apps on exit.
 bin=${SLIPWAY_BIN:-${CARGO_TARGET_DIR:-target}/debug/slipway}
 
 start_daemon() {
@@ -11,6 +12,8 @@ start_daemon() {
 apps_domain = "localhost"
 data_dir = "$dir/data"
 http_listen = "127.0.0.1:$port"
+[domains]
+nameserver = "127.0.0.1:9"
 [sandbox]
 mode = "auto"
 instance = "slw${1:0:2}$$"

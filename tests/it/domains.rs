@@ -188,12 +188,12 @@ async fn domains_serve_redirect_go_away_at_once_and_survive_a_restart() {
     )
     .await;
     assert_eq!(status, 201);
-    add(&daemon, "blog", json!({"domain": "blog.example.test"})).await;
+    add(&daemon, "blog", json!({"domain": "blog.other.test"})).await;
 
     let served = get(&daemon, "www.example.test", "/").await;
     assert_eq!(served.status, 200);
     assert!(served.text().contains("web site"));
-    assert!(get(&daemon, "blog.example.test", "/")
+    assert!(get(&daemon, "blog.other.test", "/")
         .await
         .text()
         .contains("blog site"));

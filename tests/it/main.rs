@@ -9,6 +9,7 @@ mod connections;
 mod dashboard;
 mod dashboard_forms;
 mod dev_mode;
+mod domain_proofs;
 mod domains;
 mod flood;
 mod forwarding;

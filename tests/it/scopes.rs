@@ -50,6 +50,10 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "DELETE /api/projects/{projectId}/domains/{domain}",
             "deploy",
         ),
+        (
+            "POST /api/projects/{projectId}/domains/{domain}/verify",
+            "deploy",
+        ),
         ("PATCH /api/projects/{projectId}", "deploy"),
         ("POST /api/projects/{projectId}/webhook-secret", "deploy"),
         ("POST /api/projects/{projectId}/deploy-hooks", "deploy"),

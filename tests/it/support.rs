@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 pub mod browser;
 mod deploying;
+pub mod dns;
 mod http;
 mod options;
 pub mod tls;

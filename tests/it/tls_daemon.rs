@@ -7,4 +7,5 @@ mod cookies;
 mod domains;
 mod files;
 mod internal;
+mod order_budget;
 mod relay;

@@ -56,7 +56,7 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         Route::CreateNotification => &[],
         Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
         Route::DeleteDomain => &[Conflict],
-        Route::ListDomains | Route::GetDomain => &[],
+        Route::ListDomains | Route::GetDomain | Route::VerifyDomain => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
         // The body is read only once the project and its secret are known (`public_body.rs`).
         Route::Webhook => &[

@@ -15,12 +15,15 @@ pub struct CreateDomain {
     pub redirect_to: Option<String>,
 }
 
-/// Whether a custom domain is served: `pending` while its certificate is being issued,
-/// `active` once it is served (over HTTPS, or plain HTTP when TLS is off), `failed` when it
-/// is not and `lastError` says why.
+/// Whether a custom domain is served: `unverified` until its ownership is proven (neither
+/// routed nor certified; `verification` names the TXT record to create, `lastError` what the
+/// last check found), `pending` while its certificate is being issued, `active` once it is
+/// served (over HTTPS, or plain HTTP when TLS is off), `failed` when it is not and
+/// `lastError` says why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DomainStatus {
+    Unverified,
     Pending,
     Active,
     Failed,
@@ -46,6 +49,25 @@ pub struct Domain {
     pub certificate: Option<DomainCertificate>,
     pub last_error: Option<String>,
     pub created_at: String,
+    pub verification: DomainVerification,
+}
+
+/// The proof of ownership of a domain: the TXT record that proves it for its project (the
+/// same value for every domain of the project), unless the name is under an operator-trusted
+/// suffix.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainVerification {
+    /// Always `TXT`.
+    pub record_type: String,
+    /// `_slipway-challenge.<domain>`.
+    pub record_name: String,
+    /// `slipway-verify=<token>`.
+    pub record_value: String,
+    /// When ownership was proven; null while `unverified`.
+    pub verified_at: Option<String>,
+    /// While `unverified`: when the daemon checks the record again by itself.
+    pub next_check_at: Option<String>,
 }
 
 /// `GET /api/projects/{projectId}/domains`.

@@ -29,7 +29,9 @@ impl TlsSetup {
         let path = |path: &Path| format!("{:?}", path.display().to_string());
         match self {
             TlsSetup::Off => "mode = \"off\"\n".into(),
-            TlsSetup::Internal => "mode = \"internal\"\n".into(),
+            TlsSetup::Internal => {
+                "mode = \"internal\"\ninternal_domain_suffixes = [\"test\"]\n".into()
+            }
             TlsSetup::Files {
                 cert_file,
                 key_file,
@@ -62,6 +64,10 @@ pub struct DaemonOptions {
     extra_toml: String,
     /// Top-level keys, written before the first table.
     root_toml: String,
+    /// More keys of the `[tls]` table.
+    tls_toml: String,
+    /// The body of the `[domains]` table.
+    domains_toml: String,
     pub(super) dev: bool,
     pub(super) env: Vec<(&'static str, String)>,
     pub(super) uid: Option<u32>,
@@ -79,6 +85,10 @@ impl Default for DaemonOptions {
             sandbox_mode: Some("none"),
             extra_toml: String::new(),
             root_toml: String::new(),
+            tls_toml: String::new(),
+            // Test names under `.test` need no proof; any other is looked up on a closed
+            // loopback port (tests talk to loopback only), so it stays unproven.
+            domains_toml: "trusted_suffixes = [\"test\"]\nnameserver = \"127.0.0.1:9\"\n".into(),
             dev: false,
             env: Vec::new(),
             uid: None,
@@ -131,6 +141,19 @@ impl DaemonOptions {
         self
     }
 
+    /// More keys of the `[tls]` table (after those of the [`TlsSetup`]).
+    pub fn tls_keys(mut self, toml: &str) -> Self {
+        self.tls_toml.push_str(toml);
+        self
+    }
+
+    /// The body of the `[domains]` table, instead of the default (`.test` names trusted, DNS
+    /// on a closed loopback port).
+    pub fn domains_table(mut self, toml: &str) -> Self {
+        toml.clone_into(&mut self.domains_toml);
+        self
+    }
+
     /// Runs `serve --dev --config …` (the config still overrides the dev defaults).
     pub fn dev(mut self) -> Self {
         self.dev = true;
@@ -164,13 +187,15 @@ impl DaemonOptions {
     pub(super) fn config_toml(&self, data_dir: &Path) -> String {
         format!(
             "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n{root}\n[tls]\n{tls}\n\n\
-             [sandbox]\n{sandbox}\n{extra}\n",
+             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n{root}\n[tls]\n{tls}{tls_keys}\n\
+             [domains]\n{domains}\n[sandbox]\n{sandbox}\n{extra}\n",
             data = data_dir.display().to_string(),
             domain = self.apps_domain,
             control = self.control_host(),
             https_port = self.https_port,
             tls = self.tls.table(),
+            tls_keys = self.tls_toml,
+            domains = self.domains_toml,
             sandbox = match self.sandbox_mode {
                 None => String::new(),
                 Some(mode) => format!("mode = \"{mode}\"\n"),

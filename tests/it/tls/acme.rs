@@ -237,7 +237,8 @@ async fn failed_issuance_backs_off_and_the_backoff_survives_a_restart() {
         .is_err());
     assert_eq!(restarted.backoff(name).await.unwrap().unwrap().failures, 3);
 
-    // Forgetting the name drops its backoff too.
+    // Forgetting the name moves its backoff aside: renewals no longer see it (adding the name
+    // again waits for it, see `tls_daemon::order_budget`).
     restarted.forget(name).await.unwrap();
     assert!(restarted.backoff(name).await.unwrap().is_none());
 }

@@ -28,6 +28,9 @@ pub fn tls_config(mode: TlsMode) -> TlsConfig {
         acme_ca_file: None,
         cert_file: None,
         key_file: None,
+        internal_domain_suffixes: vec!["test".into()],
+        acme_orders_per_hour: 100,
+        acme_orders_per_project_per_hour: 100,
     }
 }
 

@@ -320,8 +320,8 @@ async fn files_mode_is_active_only_for_names_the_operators_certificate_lists() {
         .contains("Operator test CA"));
     assert_curl_page("www.example.test", daemon.https_addr(), &ca_file, "shop").await;
 
-    let uncovered = add_domain(&daemon, "shop", json!({"domain": "shop.example.org"})).await;
+    let uncovered = add_domain(&daemon, "shop", json!({"domain": "shop.other.test"})).await;
     assert_eq!(uncovered["status"], "failed", "{uncovered}");
     let error = uncovered["lastError"].as_str().unwrap();
-    assert!(error.contains("does not cover shop.example.org"), "{error}");
+    assert!(error.contains("does not cover shop.other.test"), "{error}");
 }
