@@ -281,7 +281,12 @@ async fn serve(
     let (parts, body) = request.into_parts();
     let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
     let request = Request::from_parts(parts, body);
-    idempotency::run(&ctx.store, &ctx.idempotency, &caller, request, |request| {
+    let keeper = idempotency::Keeper {
+        store: &ctx.store,
+        secrets: &ctx.secrets,
+        in_flight: &ctx.idempotency,
+    };
+    idempotency::run(keeper, &caller, request, |request| {
         handle_route(ctx, request, spec.route, params, &caller)
     })
     .await

@@ -361,14 +361,21 @@ pub struct AuditRecord {
     pub status: u16,
 }
 
-/// The first answer to a request with an `Idempotency-Key`, replayed for 24 h.
+/// The first answer to a request with an `Idempotency-Key`, replayed for 24 h. Version 2
+/// (`IDEMPOTENT_RESPONSE_VERSION`); version 1 kept the body in plain text and is never replayed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdempotentResponse {
     pub v: u32,
-    /// SHA-256 (hex) of method, path, query and body: a reuse of the key for another request
-    /// is refused.
+    /// HMAC-SHA256 (hex, `SecretBox::fingerprint`) of method, path, query and body: a reuse of
+    /// the key for another request is refused.
     pub fingerprint: String,
     pub status: u16,
-    pub body: String,
+    /// The answer's body sealed with `secret.key`, bound to the token and key (hex): answers
+    /// carry new token secrets, webhook secrets and deploy hook URLs. Empty in version 1.
+    #[serde(default)]
+    pub body_sealed: String,
     pub created_ms: u64,
 }
+
+/// The version of `IdempotentResponse` this daemon writes and replays.
+pub const IDEMPOTENT_RESPONSE_VERSION: u32 = 2;
