@@ -154,9 +154,15 @@ pub struct TokenRecord {
     /// What the token may do (records from before scopes are admin tokens).
     #[serde(default)]
     pub scope: Scope,
-    /// The project slugs a `deploy` or `read` token is limited to; `None`: all projects.
+    /// The project slugs a `deploy` or `read` token is limited to, as granted; `None`: all
+    /// projects.
     #[serde(default)]
     pub projects: Option<Vec<String>>,
+    /// The ids of those projects, bound when the token was made (version 2; version 1 grants
+    /// are bound at the first start that reads them): a later project that takes one of the
+    /// slugs is not covered. Only these ids are checked.
+    #[serde(default)]
+    pub project_ids: Option<Vec<String>>,
     /// After this the token is refused (401).
     #[serde(default)]
     pub expires_ms: Option<u64>,
