@@ -56,6 +56,8 @@ pub(super) fn data_segments(file: &File, size: u64) -> io::Result<Option<Vec<[u6
         segments.push([start, end - start]);
         offset = end;
     }
+    // The seeks moved the file's position: a dense file is then read from its start.
+    lseek(fd, 0, Whence::SeekSet)?;
     let dense = size == 0 || segments == [[0, size]];
     Ok((!dense).then_some(segments))
 }
@@ -263,7 +265,10 @@ mod tests {
         assert_eq!(&four, b"tail");
         // A dense file has no segments.
         std::fs::write(dir.path().join("dense"), b"dense").unwrap();
-        let dense = std::fs::File::open(dir.path().join("dense")).unwrap();
+        let mut dense = std::fs::File::open(dir.path().join("dense")).unwrap();
         assert_eq!(super::data_segments(&dense, 5).unwrap(), None);
+        let mut read = String::new();
+        dense.read_to_string(&mut read).unwrap();
+        assert_eq!(read, "dense", "read from the start after the seeks");
     }
 }
