@@ -132,7 +132,7 @@ async fn a_backup_of_links_fifos_and_a_sparse_file_copies_no_target_and_stays_sm
     fifo(&tenant.join("pipe"));
     std::fs::create_dir(tenant.join("nested")).unwrap();
     fifo(&tenant.join("nested/pipe"));
-    std::os::unix::fs::symlink(&outside.path(), tenant.join("nested/out")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), tenant.join("nested/out")).unwrap();
     let sparse = std::fs::File::create(tenant.join("sparse.bin")).unwrap();
     if let Err(error) = sparse.set_len(SPARSE_SIZE) {
         eprintln!("SKIP: the data dir's filesystem keeps no 15 TiB sparse file: {error}");
