@@ -7,7 +7,9 @@
 //!
 //! Each token has a [`Scope`] (`admin` ⊇ `deploy` ⊇ `read`), optionally a list of the projects
 //! it is limited to, and optionally an expiry; the API checks them in one place
-//! (`api::authorize`) against each route's needs.
+//! (`api::authorize`) against each route's needs. A limit names projects that exist when the
+//! token is made and is bound to their ids then: a project made later under one of the slugs
+//! (ids are never reused) is not covered.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -38,33 +40,53 @@ pub struct Tokens {
     pending_uses: Mutex<HashMap<String, u64>>,
 }
 
+/// Why a token was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A limit named a project that does not exist (yet).
+    #[error("no project {0:?}: a token is limited to projects that exist")]
+    UnknownProject(String),
+}
+
 /// A verified caller: its token and what the token may do.
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub token_id: String,
     pub token_name: String,
     pub scope: Scope,
-    /// The project slugs the token is limited to; `None`: all.
-    pub projects: Option<Vec<String>>,
+    /// The ids of the projects the token is limited to; `None`: all.
+    pub project_ids: Option<Vec<String>>,
     pub expires_ms: Option<u64>,
 }
 
 impl Caller {
     fn of(record: &TokenRecord) -> Caller {
+        // A limit whose ids are not bound (yet) covers nothing.
+        let project_ids = record
+            .projects
+            .as_ref()
+            .map(|_| record.project_ids.clone().unwrap_or_default());
         Caller {
             token_id: record.id.clone(),
             token_name: record.name.clone(),
             scope: record.scope,
-            projects: record.projects.clone(),
+            project_ids,
             expires_ms: record.expires_ms,
         }
     }
 
-    /// Whether the token may touch the project with this slug.
-    pub fn may_see(&self, slug: &str) -> bool {
-        self.projects
+    /// Whether the token may touch the project with this id.
+    pub fn may_see(&self, project_id: &str) -> bool {
+        self.project_ids
             .as_ref()
-            .is_none_or(|projects| projects.iter().any(|p| p == slug))
+            .is_none_or(|ids| ids.iter().any(|id| id == project_id))
+    }
+
+    /// Whether the token covers every project (an unlimited token of any scope).
+    pub fn sees_all(&self) -> bool {
+        self.project_ids.is_none()
     }
 }
 
@@ -83,6 +105,10 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
 
 impl Tokens {
     pub fn load(store: Store) -> Result<Tokens, StoreError> {
+        let bound = store.bind_token_grants()?;
+        if bound > 0 {
+            tracing::info!(bound, "token grants bound to the ids of their projects");
+        }
         let mut by_hash = HashMap::new();
         for record in store.list_tokens()? {
             let mut hash = [0u8; 32];
@@ -117,7 +143,7 @@ impl Tokens {
         Ok(true)
     }
 
-    pub fn create(&self, name: &str, grant: Grant, now_ms: u64) -> Result<NewToken, StoreError> {
+    pub fn create(&self, name: &str, grant: Grant, now_ms: u64) -> Result<NewToken, TokenError> {
         self.create_in(&self.store.clone(), name, grant, now_ms)
     }
 
@@ -128,11 +154,19 @@ impl Tokens {
         name: &str,
         grant: Grant,
         now_ms: u64,
-    ) -> Result<NewToken, StoreError> {
+    ) -> Result<NewToken, TokenError> {
+        let project_ids = match &grant.projects {
+            None => None,
+            Some(names) => Some(
+                store
+                    .project_ids_of(names)?
+                    .map_err(TokenError::UnknownProject)?,
+            ),
+        };
         let secret = crate::ids::new_token_secret();
         let hash = hash_secret(&secret);
         let record = TokenRecord {
-            v: 1,
+            v: 2,
             id: crate::ids::new_id("tok_"),
             name: name.to_owned(),
             hash: crate::ids::hex(&hash),
@@ -140,6 +174,7 @@ impl Tokens {
             last_used_ms: None,
             scope: grant.scope,
             projects: grant.projects,
+            project_ids,
             expires_ms: grant.expires_ms,
         };
         store.insert_token(&record, &hash)?;
@@ -228,6 +263,7 @@ mod tests {
     fn expired_tokens_are_refused_and_scopes_nest() {
         let dir = tempfile::tempdir().unwrap();
         let tokens = Tokens::load(Store::open(dir.path()).unwrap()).unwrap();
+        tokens.store.create_project("web", 0, 1).unwrap();
         let grant = Grant {
             scope: Scope::Deploy,
             projects: Some(vec!["web".into()]),
@@ -239,7 +275,8 @@ mod tests {
             .verify(Some(&header), 1_999)
             .expect("valid before expiry");
         assert_eq!(caller.scope, Scope::Deploy);
-        assert!(caller.may_see("web") && !caller.may_see("other"));
+        let web_id = tokens.store.find_project("web").unwrap().unwrap().id;
+        assert!(caller.may_see(&web_id) && !caller.may_see("prj_other"));
         assert!(tokens.verify(Some(&header), 2_000).is_none(), "expired");
         // The grant survives a restart (the index is rebuilt from the store).
         let reloaded = Tokens::load(tokens.store.clone()).unwrap();
@@ -249,5 +286,38 @@ mod tests {
         );
         assert!(Scope::Admin.covers(Scope::Deploy) && Scope::Deploy.covers(Scope::Read));
         assert!(!Scope::Read.covers(Scope::Deploy) && !Scope::Deploy.covers(Scope::Admin));
+    }
+
+    #[test]
+    fn version_1_slug_grants_are_bound_to_the_projects_that_hold_them_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.create_project("web", 0, 1).unwrap();
+        let web_id = store.find_project("web").unwrap().unwrap().id;
+        let secret = "slw_version1";
+        let record = TokenRecord {
+            v: 1,
+            id: "tok_v1".into(),
+            name: "old".into(),
+            hash: crate::ids::hex(&hash_secret(secret)),
+            created_ms: 1,
+            last_used_ms: None,
+            scope: Scope::Deploy,
+            projects: Some(vec!["web".into(), "later".into()]),
+            project_ids: None,
+            expires_ms: None,
+        };
+        store.insert_token(&record, &hash_secret(secret)).unwrap();
+        let tokens = Tokens::load(store.clone()).unwrap();
+        let caller = tokens.verify(Some("Bearer slw_version1"), 2).unwrap();
+        assert_eq!(caller.project_ids, Some(vec![web_id]));
+        // `later` named no project at load: a project made now under it is not covered.
+        store.create_project("later", 1, 3).unwrap();
+        let later_id = store.find_project("later").unwrap().unwrap().id;
+        let reloaded = Tokens::load(store).unwrap();
+        assert!(!reloaded
+            .verify(Some("Bearer slw_version1"), 4)
+            .unwrap()
+            .may_see(&later_id));
     }
 }

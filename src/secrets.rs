@@ -1,13 +1,16 @@
 //! Encryption at rest for env var values: ChaCha20-Poly1305 (ring) with a 256-bit key kept in
 //! `<data_dir>/secret.key` (mode 0600, created on first start). Each value is sealed with a
 //! fresh random nonce and bound to its project and name as associated data, so a sealed value
-//! cannot be moved to another variable.
+//! cannot be moved to another variable. The API's kept answers (`Idempotency-Key`) are sealed
+//! the same way, bound to their token and key, and their request fingerprints are HMACs under
+//! a key derived from the same file, so the store holds no hash of a request's secrets either.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use ring::hmac;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -25,7 +28,10 @@ pub enum SecretError {
 pub struct SecretBox {
     key: LessSafeKey,
     /// HMAC-SHA256 under a key derived from the same file, for [`SecretBox::tag`].
-    tag_key: ring::hmac::Key,
+    tag_key: hmac::Key,
+    /// HMAC-SHA256 key for fingerprints, derived from the sealing key (never the same key for
+    /// two algorithms).
+    fingerprint_key: hmac::Key,
 }
 
 impl SecretBox {
@@ -54,13 +60,14 @@ impl SecretBox {
         };
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
             .map_err(|_| SecretError::KeyLength(path.display().to_string()))?;
-        let derived = ring::hmac::sign(
-            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes),
-            b"slipway tags",
-        );
+        let derive = |purpose: &[u8]| {
+            let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &bytes), purpose);
+            hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref())
+        };
         Ok(SecretBox {
             key: LessSafeKey::new(unbound),
-            tag_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
+            tag_key: derive(b"slipway tags"),
+            fingerprint_key: derive(b"slipway fingerprint key v1"),
         })
     }
 
@@ -121,6 +128,27 @@ impl SecretBox {
             .collect()
     }
 
+    /// Seals an answer kept for an `Idempotency-Key`, bound to the token and the key.
+    pub fn seal_answer(&self, token_id: &str, idempotency_key: &str, body: &[u8]) -> Vec<u8> {
+        self.seal(&answer_context(token_id, idempotency_key), body)
+    }
+
+    /// Opens what `seal_answer` sealed for the same token and key.
+    pub fn open_answer(
+        &self,
+        token_id: &str,
+        idempotency_key: &str,
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SecretError> {
+        self.open(&answer_context(token_id, idempotency_key), sealed)
+    }
+
+    /// HMAC-SHA256 (hex) of `bytes` under the derived fingerprint key: equal inputs give equal
+    /// fingerprints, and without `secret.key` a fingerprint tells nothing of its input.
+    pub fn fingerprint(&self, bytes: &[u8]) -> String {
+        crate::ids::hex(hmac::sign(&self.fingerprint_key, bytes).as_ref())
+    }
+
     pub fn open(&self, context: &str, sealed: &[u8]) -> Result<Vec<u8>, SecretError> {
         if sealed.len() < NONCE_LEN {
             return Err(SecretError::Open);
@@ -134,6 +162,12 @@ impl SecretBox {
             .map_err(|_| SecretError::Open)?;
         Ok(plain.to_vec())
     }
+}
+
+/// Associated data binding a kept answer to its token and `Idempotency-Key` (a token id has no
+/// `/`, so the pair is unambiguous).
+fn answer_context(token_id: &str, idempotency_key: &str) -> String {
+    format!("idempotency/{token_id}/{idempotency_key}")
 }
 
 /// Associated data binding a sealed env var value to its project and name.
@@ -162,5 +196,25 @@ mod tests {
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    #[test]
+    fn answers_are_bound_to_token_and_key_and_fingerprints_are_keyed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = SecretBox::open_or_create(&dir.path().join("secret.key")).unwrap();
+        let sealed = secrets.seal_answer("tok_a", "key-1", b"{\"token\":\"slw_x\"}");
+        assert_eq!(
+            secrets.open_answer("tok_a", "key-1", &sealed).unwrap(),
+            b"{\"token\":\"slw_x\"}"
+        );
+        assert!(secrets.open_answer("tok_b", "key-1", &sealed).is_err());
+        assert!(secrets.open_answer("tok_a", "key-2", &sealed).is_err());
+        assert_eq!(secrets.fingerprint(b"body"), secrets.fingerprint(b"body"));
+        assert_ne!(
+            secrets.fingerprint(b"body"),
+            crate::ids::sha256_hex(b"body")
+        );
+        let other = SecretBox::open_or_create(&dir.path().join("other.key")).unwrap();
+        assert_ne!(secrets.fingerprint(b"body"), other.fingerprint(b"body"));
     }
 }

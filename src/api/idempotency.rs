@@ -2,7 +2,9 @@
 //! fingerprint of the request and replayed for 24 h with `Idempotent-Replayed: true`, doing
 //! nothing else; the same key for another request is 400 `INVALID_IDEMPOTENCY_KEY`; the same
 //! key while its first request still runs is 409 `CONFLICT`. Answers of 5xx and 429 are not
-//! kept (the client may retry them). Records live in the store, so replays survive restarts.
+//! kept (the client may retry them). Records live in the store, so replays survive restarts;
+//! an answer is sealed there (`SecretBox::seal_answer`: it may carry a new token's secret, a
+//! webhook secret or a deploy hook's URL) and the fingerprint is a keyed HMAC.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -15,7 +17,9 @@ use super::{ApiError, ApiRequest};
 use crate::auth::Caller;
 use crate::error_code::ErrorCode;
 use crate::http_util::{full, Body};
-use crate::store::records::IdempotentResponse;
+use crate::secrets::SecretBox;
+use crate::store::records::{IdempotentResponse, IDEMPOTENT_RESPONSE_VERSION};
+use crate::store::Store;
 
 /// Keys whose first request is still running, per token.
 #[derive(Default)]
@@ -54,7 +58,7 @@ fn key_of(request: &ApiRequest) -> Result<Option<String>, ApiError> {
     Ok(Some(value.to_str().unwrap_or_default().to_owned()))
 }
 
-fn fingerprint(request: &ApiRequest) -> String {
+fn fingerprint(secrets: &SecretBox, request: &ApiRequest) -> String {
     let mut bytes = Vec::with_capacity(request.body().len() + 256);
     bytes.extend_from_slice(request.method().as_str().as_bytes());
     bytes.push(b'\n');
@@ -63,13 +67,19 @@ fn fingerprint(request: &ApiRequest) -> String {
     bytes.extend_from_slice(request.uri().query().unwrap_or("").as_bytes());
     bytes.push(b'\n');
     bytes.extend_from_slice(request.body());
-    crate::ids::sha256_hex(&bytes)
+    secrets.fingerprint(&bytes)
+}
+
+/// What `run` needs of the API's state.
+pub struct Keeper<'a> {
+    pub store: &'a Store,
+    pub secrets: &'a SecretBox,
+    pub in_flight: &'a InFlight,
 }
 
 /// Runs `handle` for `request`, or replays the answer its `Idempotency-Key` already got.
 pub async fn run<F, Fut>(
-    store: &crate::store::Store,
-    in_flight: &InFlight,
+    keeper: Keeper<'_>,
     caller: &Caller,
     request: ApiRequest,
     handle: F,
@@ -84,7 +94,12 @@ where
     let Some(key) = key_of(&request)? else {
         return handle(request).await;
     };
-    let print = fingerprint(&request);
+    let Keeper {
+        store,
+        secrets,
+        in_flight,
+    } = keeper;
+    let print = fingerprint(secrets, &request);
     let token = caller.token_id.clone();
     let (lookup_token, lookup_key) = (token.clone(), key.clone());
     let earlier = store
@@ -98,7 +113,7 @@ where
                  in the last 24 h; use a new key for a new request",
             ));
         }
-        return Ok(replay(&earlier));
+        return replay(secrets, &token, &key, &earlier);
     }
     let claim_key = (token.clone(), key.clone());
     if !in_flight
@@ -132,10 +147,10 @@ where
         .map(|collected| collected.to_bytes())
         .unwrap_or_default();
     let record = IdempotentResponse {
-        v: 1,
+        v: IDEMPOTENT_RESPONSE_VERSION,
         fingerprint: print,
         status: parts.status.as_u16(),
-        body: String::from_utf8_lossy(&bytes).into_owned(),
+        body_sealed: crate::ids::hex(&secrets.seal_answer(&token, &key, &bytes)),
         created_ms: crate::ids::now_ms(),
     };
     let stored = store
@@ -147,8 +162,23 @@ where
     Ok(Response::from_parts(parts, full(bytes)))
 }
 
-fn replay(earlier: &IdempotentResponse) -> Response<Body> {
-    let mut response = Response::new(full(earlier.body.clone()));
+/// The kept answer, opened; a record that does not open (another `secret.key`, a corrupt
+/// store) is a 500, never a second run of the request.
+fn replay(
+    secrets: &SecretBox,
+    token: &str,
+    key: &str,
+    earlier: &IdempotentResponse,
+) -> Result<Response<Body>, ApiError> {
+    let body = crate::ids::hex_decode(&earlier.body_sealed)
+        .and_then(|sealed| secrets.open_answer(token, key, &sealed).ok())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InternalError,
+                "the answer kept for this Idempotency-Key cannot be opened",
+            )
+        })?;
+    let mut response = Response::new(full(body));
     *response.status_mut() =
         StatusCode::from_u16(earlier.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
@@ -157,5 +187,5 @@ fn replay(earlier: &IdempotentResponse) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    response
+    Ok(response)
 }

@@ -233,7 +233,7 @@ route_table! {
         request: None,
         response: ResponseBody::PrometheusText,
         query: None,
-        handle: observability::metrics(ctx),
+        handle: observability::metrics(ctx, caller),
     }
     ProjectUsage: GET "/api/projects/{projectId}/usage" {
         needs: Read, target: Project, success: OK,

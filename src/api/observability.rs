@@ -1,4 +1,4 @@
-//! `GET /api/metrics` (the Prometheus page, for any token) and
+//! `GET /api/metrics` (the Prometheus page, for any token; a limited token sees its projects) and
 //! `GET /api/projects/{projectId}/usage` (one project's figures as JSON).
 
 use super::reply::Reply;
@@ -7,11 +7,19 @@ use std::sync::Arc;
 use http::{HeaderValue, Response};
 
 use super::{projects, ApiError, Context};
+use crate::auth::Caller;
 use crate::http_util::full;
 use crate::metrics::exposition::CONTENT_TYPE;
+use crate::usage::Audience;
 
-pub async fn metrics(ctx: &Arc<Context>) -> Result<Reply, ApiError> {
-    let text = ctx.observatory.prometheus_text().await?;
+/// The whole page for a token that sees every project; a limited token's page has only its
+/// projects (see `usage::Audience`).
+pub async fn metrics(ctx: &Arc<Context>, caller: &Caller) -> Result<Reply, ApiError> {
+    let audience = match &caller.project_ids {
+        None => Audience::Operator,
+        Some(ids) => Audience::Projects(ids.clone()),
+    };
+    let text = ctx.observatory.prometheus_text(&audience).await?;
     let mut response = Response::new(full(text));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -119,7 +119,7 @@ pub async fn list(
 ) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
     let mut records = ctx.store.call(|store| store.list_projects()).await?;
-    records.retain(|project| caller.may_see(&project.slug));
+    records.retain(|project| caller.may_see(&project.id));
     let (records, next_cursor) = super::paging::paginate(
         records,
         |p| (p.created_ms, p.id.clone()),

@@ -179,7 +179,7 @@ async fn dispatch_public(
         }
         .into(),
         scope: crate::auth::Scope::Read,
-        projects: None,
+        project_ids: None,
         expires_ms: None,
     };
     let mut entry = audit::draft(ctx, &caller, client, request.method(), spec, &params).await;
@@ -221,7 +221,12 @@ async fn serve(
     let (parts, body) = request.into_parts();
     let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
     let request = Request::from_parts(parts, body);
-    idempotency::run(&ctx.store, &ctx.idempotency, &caller, request, |request| {
+    let keeper = idempotency::Keeper {
+        store: &ctx.store,
+        secrets: &ctx.secrets,
+        in_flight: &ctx.idempotency,
+    };
+    idempotency::run(keeper, &caller, request, |request| {
         let reply = handle_route(spec.route, ctx, request, params, &caller);
         async move { reply.await.map(|reply| reply.into_response(spec.success)) }
     })
@@ -250,45 +255,48 @@ async fn authorize(
         ));
     }
     if spec.target == Target::None
-        || (caller.scope == crate::auth::Scope::Admin && caller.projects.is_none())
+        || (caller.scope == crate::auth::Scope::Admin && caller.sees_all())
     {
         return Ok(());
     }
     let key = params.get(0).to_owned();
+    let lookup = key.clone();
     let target = spec.target;
-    let slug = ctx
+    let project = ctx
         .store
-        .call(move |store| -> crate::store::Result<Option<String>> {
-            let project_id = match target {
-                Target::None => return Ok(None),
-                Target::Project => {
-                    return Ok(Some(match store.find_project(&key)? {
-                        Some(project) => project.slug,
-                        // Not created yet: the slug it would get.
-                        None if !key.starts_with("prj_") => key,
-                        None => return Ok(None),
-                    }));
+        .call(
+            move |store| -> crate::store::Result<Option<crate::store::records::ProjectRecord>> {
+                let project_id = match target {
+                    Target::None => return Ok(None),
+                    Target::Project => return store.find_project(&lookup),
+                    Target::Run => store.run(&lookup)?.map(|run| run.project_id),
+                    Target::Deployment => store.deployment(&lookup)?.map(|d| d.project_id),
+                };
+                match project_id {
+                    Some(id) => store.find_project(&id),
+                    None => Ok(None),
                 }
-                Target::Run => store.run(&key)?.map(|run| run.project_id),
-                Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
-            };
-            Ok(match project_id {
-                Some(id) => store.find_project(&id)?.map(|project| project.slug),
-                None => None,
-            })
-        })
+            },
+        )
         .await?;
-    // A missing run or deployment is the handler's 404 to give.
-    let Some(slug) = slug else {
-        return Ok(());
-    };
-    if !caller.may_see(&slug) {
-        return Err(ApiError::new(
+    let forbidden = |slug: &str| {
+        ApiError::new(
             ErrorCode::Forbidden,
             format!("this token is limited to other projects than `{slug}`"),
-        ));
+        )
+    };
+    match project {
+        // Grants are bound to project ids: a project made after the token, under a slug it
+        // names, is not one of its projects.
+        Some(project) if !caller.may_see(&project.id) => Err(forbidden(&project.slug)),
+        Some(_) => Ok(()),
+        // A slug no project has: not one of a limited token's projects either.
+        None if target == Target::Project && !caller.sees_all() && !key.starts_with("prj_") => {
+            Err(forbidden(&key))
+        }
+        // A missing project, run or deployment is the handler's 404 to give.
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

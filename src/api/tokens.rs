@@ -10,7 +10,7 @@ use super::ApiRequest;
 use super::json::read_json_object;
 use super::paging::{self, Order};
 use super::{types, ApiError, Context};
-use crate::auth::{Grant, Scope};
+use crate::auth::{Grant, Scope, TokenError};
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -21,7 +21,18 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, Ap
     let token = ctx
         .store
         .call(move |store| tokens.create_in(store, &name, grant, crate::ids::now_ms()))
-        .await?;
+        .await
+        .map_err(|error| match error {
+            TokenError::Store(error) => ApiError::from(error),
+            TokenError::UnknownProject(name) => ApiError::new(
+                ErrorCode::InvalidBody,
+                format!(
+                    "field `projects`: no project {name:?}; a token is limited to projects that \
+                     exist (create it first), and only to them, not to a later project of the \
+                     same slug"
+                ),
+            ),
+        })?;
     tracing::info!(token = %token.record.id, name = %token.record.name, scope = token.record.scope.as_str(), "API token created");
     Ok(Reply::json(&types::CreatedToken::new(
         &token.record,

@@ -38,19 +38,33 @@ impl<W: Write> Archive<W> {
 
     /// An open regular file, hashed as it is written. A file that changes size meanwhile (an
     /// app writing to its data dir) is cut or zero-padded to the size it had when opened.
+    /// A file with holes goes in as its data segments only (`sparse.rs`).
     pub(super) fn open_file(&mut self, file: std::fs::File, name: &str) -> std::io::Result<()> {
         let metadata = file.metadata()?;
         let mut header = tar::Header::new_gnu();
         header.set_metadata(&metadata);
         let size = metadata.len();
-        let exact = file.take(size).chain(std::io::repeat(0)).take(size);
-        let mut hashing = Hashing::new(exact);
-        self.tar.append_data(&mut header, name, &mut hashing)?;
-        let (size, sha256) = hashing.finish();
+        let data = super::sparse::data_segments(&file, size)?;
+        let (_, sha256) = match &data {
+            None => {
+                let exact = file.take(size).chain(std::io::repeat(0)).take(size);
+                let mut hashing = Hashing::new(exact);
+                self.tar.append_data(&mut header, name, &mut hashing)?;
+                hashing.finish()
+            }
+            Some(segments) => {
+                header.set_size(segments.iter().map(|[_, length]| length).sum());
+                let reader = super::sparse::SegmentReader::new(file, segments.clone());
+                let mut hashing = Hashing::new(reader);
+                self.tar.append_data(&mut header, name, &mut hashing)?;
+                hashing.finish()
+            }
+        };
         self.manifest.files.push(FileEntry {
             path: name.to_owned(),
             size,
             sha256,
+            data,
         });
         Ok(())
     }

@@ -19,6 +19,12 @@
 //! limits alike. Format 1 archives (older Slipways) also held each volume's image, copied
 //! while mounted and as large as its limit; their images are verified but never restored:
 //! the contents they hold beside them are.
+//!
+//! Holes (format 3): a file with holes (`SEEK_DATA`/`SEEK_HOLE`) is stored as its data
+//! segments only, one after another in its tar entry; the manifest's `data` lists them
+//! (offset, length) and `size` is the file's length, so a sparse 15 TiB file with a few bytes
+//! of data costs a few bytes, and is neither read nor hashed as terabytes of zeros. Restore
+//! writes each segment at its offset and leaves the rest a hole (`sparse.rs`).
 
 mod archive;
 mod restore;
@@ -33,8 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::disk::Volume;
 
-/// The archive format this binary writes and the newest it reads (format 1 is read too).
-pub const FORMAT: u32 = 2;
+/// The archive format this binary writes and the newest it reads (formats 1 and 2 are read
+/// too; 3 added `FileEntry::data`, which an older reader would restore as a dense file).
+pub const FORMAT: u32 = 3;
 pub const HEADER_NAME: &str = "slipway-backup.json";
 pub const MANIFEST_NAME: &str = "manifest.json";
 /// Every file of the data dir lives under this prefix in the archive.
@@ -66,8 +73,39 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     pub path: String,
+    /// The file's length.
     pub size: u64,
+    /// SHA-256 (hex) of the entry's bytes: the whole file, or its `data` segments.
     pub sha256: String,
+    /// A file with holes: its data segments as `[offset, length]`, in order and apart; the
+    /// entry holds only their bytes and everything else is a hole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Vec<[u64; 2]>>,
+}
+
+impl FileEntry {
+    /// How many bytes its tar entry holds.
+    pub fn stored_size(&self) -> u64 {
+        match &self.data {
+            Some(segments) => segments.iter().map(|[_, length]| length).sum(),
+            None => self.size,
+        }
+    }
+
+    /// Whether `data` is in order, without overlaps or empty segments, and within `size`.
+    pub fn segments_are_sound(&self) -> bool {
+        let Some(segments) = &self.data else {
+            return true;
+        };
+        let mut end = 0u64;
+        segments.iter().all(|[offset, length]| {
+            let sound = *offset >= end
+                && *length > 0
+                && offset.checked_add(*length).is_some_and(|e| e <= self.size);
+            end = offset.saturating_add(*length);
+            sound
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

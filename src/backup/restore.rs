@@ -1,7 +1,7 @@
 //! The offline side: [`verify`] reads a whole archive and checks it against its manifest
 //! (every file's size and SHA-256, every link, nothing missing or extra) without writing
 //! anything; [`restore`] verifies, then unpacks the files (owners, modes and times kept, zero
-//! blocks as holes: `sparse.rs`) into a staging dir beside the target, opens the store there,
+//! blocks and the holes the manifest lists as holes: `sparse.rs`) into a staging dir beside the target, opens the store there,
 //! and renames it into place. Each volume comes back as a directory with a marker beside it
 //! (`mod.rs`: volumes); a format 1 archive's volume images are skipped. A corrupt archive, or
 //! one made by a newer Slipway, is refused before anything is written.
@@ -41,13 +41,20 @@ pub fn verify(archive: &Path) -> Result<(Header, Manifest), BackupError> {
         Ok(())
     })?;
     for file in &manifest.files {
+        if !file.segments_are_sound() {
+            return Err(BackupError::Corrupt(format!(
+                "{}: its data segments overlap, are out of order or pass its size",
+                file.path
+            )));
+        }
+        let stored = file.stored_size();
         match files.remove(&file.path) {
             None => return Err(BackupError::Corrupt(format!("{} is missing", file.path))),
-            Some((size, sha256)) if size != file.size || sha256 != file.sha256 => {
+            Some((size, sha256)) if size != stored || sha256 != file.sha256 => {
                 return Err(BackupError::Corrupt(format!(
                     "{}: its checksum does not match the manifest ({size} bytes, sha256 \
-                     {sha256}; expected {} bytes, sha256 {})",
-                    file.path, file.size, file.sha256
+                     {sha256}; expected {stored} bytes, sha256 {})",
+                    file.path, file.sha256
                 )))
             }
             Some(_) => {}
@@ -84,7 +91,7 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Header, BackupError> {
             )));
         }
     }
-    let (header, _) = verify(archive)?;
+    let (header, manifest) = verify(archive)?;
     let parent = match data_dir.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
@@ -99,7 +106,12 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Header, BackupError> {
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&staging);
-    let result = unpack(archive, &staging).and_then(|()| {
+    let holes: BTreeMap<String, (u64, Vec<[u64; 2]>)> = manifest
+        .files
+        .into_iter()
+        .filter_map(|file| Some((file.path, (file.size, file.data?))))
+        .collect();
+    let result = unpack(archive, &staging, &holes).and_then(|()| {
         // Opening it checks the store file and its schema; the lock is let go at once.
         drop(crate::store::Store::open(&staging)?);
         let _ = std::fs::remove_dir(data_dir);
@@ -114,7 +126,12 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Header, BackupError> {
     result.map(|()| header)
 }
 
-fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
+/// `holes`: the files stored as data segments (path → length, segments), from the manifest.
+fn unpack(
+    archive: &Path,
+    staging: &Path,
+    holes: &BTreeMap<String, (u64, Vec<[u64; 2]>)>,
+) -> Result<(), BackupError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(staging).map_err(io(format!("creating {}", staging.display())))?;
     std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
@@ -146,7 +163,11 @@ fn unpack(archive: &Path, staging: &Path) -> Result<(), BackupError> {
         }
         if is_file {
             let header = entry.header().clone();
-            super::sparse::write_file(entry, &header, &dest)
+            let layout = match holes.get(name) {
+                Some((size, segments)) => super::sparse::Layout::Segments(*size, segments),
+                None => super::sparse::Layout::Whole,
+            };
+            super::sparse::write_file(entry, &header, layout, &dest)
                 .map_err(io(format!("restoring {}", dest.display())))?;
         } else {
             entry.set_preserve_permissions(true);

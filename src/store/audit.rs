@@ -109,7 +109,7 @@ impl Store {
             return Ok(None);
         };
         let record: IdempotentResponse = decode("idempotency", value.value())?;
-        Ok((now_ms.saturating_sub(record.created_ms) < IDEMPOTENCY_TTL_MS).then_some(record))
+        Ok(replayable(&record, now_ms).then_some(record))
     }
 
     pub fn put_idempotent_response(
@@ -125,7 +125,7 @@ impl Store {
         Ok(())
     }
 
-    /// Drops idempotency records older than their 24 h.
+    /// Drops idempotency records older than their 24 h, and those of version 1 (plain text).
     pub fn purge_idempotency(&self, now_ms: u64) -> Result<usize> {
         let txn = self.db.begin_write()?;
         let removed;
@@ -135,7 +135,7 @@ impl Store {
             for entry in table.iter()? {
                 let (key, value) = entry?;
                 let record: IdempotentResponse = decode("idempotency", value.value())?;
-                if now_ms.saturating_sub(record.created_ms) >= IDEMPOTENCY_TTL_MS {
+                if !replayable(&record, now_ms) {
                     let (token, idempotency_key) = key.value();
                     doomed.push((token.to_owned(), idempotency_key.to_owned()));
                 }
@@ -148,6 +148,12 @@ impl Store {
         txn.commit()?;
         Ok(removed)
     }
+}
+
+/// Younger than 24 h and sealed (version 1 records kept their answer in plain text).
+fn replayable(record: &IdempotentResponse, now_ms: u64) -> bool {
+    record.v >= super::records::IDEMPOTENT_RESPONSE_VERSION
+        && now_ms.saturating_sub(record.created_ms) < IDEMPOTENCY_TTL_MS
 }
 
 #[cfg(test)]

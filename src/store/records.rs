@@ -145,9 +145,15 @@ pub struct TokenRecord {
     /// What the token may do (records from before scopes are admin tokens).
     #[serde(default)]
     pub scope: Scope,
-    /// The project slugs a `deploy` or `read` token is limited to; `None`: all projects.
+    /// The project slugs a `deploy` or `read` token is limited to, as granted; `None`: all
+    /// projects.
     #[serde(default)]
     pub projects: Option<Vec<String>>,
+    /// The ids of those projects, bound when the token was made (version 2; version 1 grants
+    /// are bound at the first start that reads them): a later project that takes one of the
+    /// slugs is not covered. Only these ids are checked.
+    #[serde(default)]
+    pub project_ids: Option<Vec<String>>,
     /// After this the token is refused (401).
     #[serde(default)]
     pub expires_ms: Option<u64>,
@@ -347,14 +353,21 @@ pub struct AuditRecord {
     pub status: u16,
 }
 
-/// The first answer to a request with an `Idempotency-Key`, replayed for 24 h.
+/// The first answer to a request with an `Idempotency-Key`, replayed for 24 h. Version 2
+/// (`IDEMPOTENT_RESPONSE_VERSION`); version 1 kept the body in plain text and is never replayed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdempotentResponse {
     pub v: u32,
-    /// SHA-256 (hex) of method, path, query and body: a reuse of the key for another request
-    /// is refused.
+    /// HMAC-SHA256 (hex, `SecretBox::fingerprint`) of method, path, query and body: a reuse of
+    /// the key for another request is refused.
     pub fingerprint: String,
     pub status: u16,
-    pub body: String,
+    /// The answer's body sealed with `secret.key`, bound to the token and key (hex): answers
+    /// carry new token secrets, webhook secrets and deploy hook URLs. Empty in version 1.
+    #[serde(default)]
+    pub body_sealed: String,
     pub created_ms: u64,
 }
+
+/// The version of `IdempotentResponse` this daemon writes and replays.
+pub const IDEMPOTENT_RESPONSE_VERSION: u32 = 2;

@@ -56,6 +56,55 @@ impl Store {
         Ok(())
     }
 
+    /// The ids of the projects these slugs or ids name now; `Err` with the first name that
+    /// names none.
+    pub fn project_ids_of(
+        &self,
+        names: &[String],
+    ) -> Result<std::result::Result<Vec<String>, String>> {
+        let mut ids = Vec::with_capacity(names.len());
+        for name in names {
+            match self.find_project(name)? {
+                Some(project) => ids.push(project.id),
+                None => return Ok(Err(name.clone())),
+            }
+        }
+        Ok(Ok(ids))
+    }
+
+    /// Binds the slug grants of version 1 token records to the projects that hold those slugs
+    /// now (a slug that names none grants nothing), so that no later project is covered by
+    /// them. Returns how many records it bound.
+    pub fn bind_token_grants(&self) -> Result<usize> {
+        let txn = self.write()?;
+        let mut bound = 0;
+        {
+            let mut tokens = txn.open_table(tables::TOKENS)?;
+            let records: Vec<TokenRecord> = all_records(&tokens, "tokens")?;
+            for mut record in records {
+                let Some(slugs) = record
+                    .projects
+                    .as_ref()
+                    .filter(|_| record.project_ids.is_none())
+                else {
+                    continue;
+                };
+                let mut ids = Vec::new();
+                for slug in slugs {
+                    if let Some(project) = self.find_project(slug)? {
+                        ids.push(project.id);
+                    }
+                }
+                record.project_ids = Some(ids);
+                record.v = record.v.max(2);
+                put_record(&mut tokens, &record.id.clone(), &record)?;
+                bound += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(bound)
+    }
+
     pub fn token_hash_count(&self) -> Result<u64> {
         let txn = self.read()?;
         Ok(txn.open_table(tables::TOKEN_HASHES)?.len()?)

@@ -31,6 +31,15 @@ pub struct Observatory {
     pub data_dir: PathBuf,
 }
 
+/// Whose figures a Prometheus page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audience {
+    /// Every project and the daemon's own figures (`metrics_listen`, unlimited tokens).
+    Operator,
+    /// These projects (ids) only: a token limited to them.
+    Projects(Vec<String>),
+}
+
 /// One project's figures at one moment.
 struct ProjectFigures {
     record: ProjectRecord,
@@ -121,10 +130,16 @@ pub fn build_cache_bytes(data_dir: &Path, project_id: &str) -> u64 {
 }
 
 impl Observatory {
-    /// The Prometheus text page (format 0.0.4).
-    pub async fn prometheus_text(self: &Arc<Self>) -> Result<String, StoreError> {
-        let projects = self.gather(None).await?;
-        Ok(prometheus::render(self, &projects))
+    /// The Prometheus text page (format 0.0.4) for `audience`.
+    pub async fn prometheus_text(
+        self: &Arc<Self>,
+        audience: &Audience,
+    ) -> Result<String, StoreError> {
+        let mut projects = self.gather(None).await?;
+        if let Audience::Projects(ids) = audience {
+            projects.retain(|figures| ids.contains(&figures.record.id));
+        }
+        Ok(prometheus::render(self, audience, &projects))
     }
 
     /// One project's figures.

@@ -1,12 +1,18 @@
 //! The Prometheus page: every family the contract lists, in a fixed order, labelled only by
 //! project slug, status class, run result or certificate domain. A family with no sample
-//! (no app memory to read, no certificate) is left out.
+//! (no app memory to read, no certificate) is left out. A page for some projects only
+//! (`Audience::Projects`) has their families and certificates and the build info, none of
+//! the daemon-wide figures (runs, router threads, the process).
 
-use super::{Observatory, ProjectFigures};
+use super::{Audience, Observatory, ProjectFigures};
 use crate::metrics::exposition::{Exposition, Kind};
 use crate::metrics::{RunResult, STATUS_CLASSES};
 
-pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> String {
+pub(super) fn render(
+    observatory: &Observatory,
+    audience: &Audience,
+    projects: &[ProjectFigures],
+) -> String {
     let mut page = Exposition::new();
 
     page.family(
@@ -99,6 +105,56 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
         );
     }
 
+    if let Audience::Operator = audience {
+        daemon_families(observatory, &mut page);
+    }
+
+    let certificates: Vec<(String, u64)> = observatory
+        .certificates()
+        .into_iter()
+        .filter(|(domain, _)| match audience {
+            Audience::Operator => true,
+            Audience::Projects(_) => {
+                let slug = crate::router::app_slug(domain, observatory.routes.apps_domain());
+                projects
+                    .iter()
+                    .any(|f| Some(f.record.slug.as_str()) == slug)
+            }
+        })
+        .collect();
+    if !certificates.is_empty() {
+        page.family(
+            "slipway_certificate_expiry_timestamp_seconds",
+            Kind::Gauge,
+            "When each served certificate expires (notAfter, Unix seconds).",
+        );
+        for (domain, not_after) in &certificates {
+            page.sample(
+                "slipway_certificate_expiry_timestamp_seconds",
+                &[("domain", domain)],
+                *not_after as f64,
+            );
+        }
+    }
+
+    page.family(
+        "slipway_build_info",
+        Kind::Gauge,
+        "Always 1; the version of the running daemon.",
+    );
+    page.sample(
+        "slipway_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    if let Audience::Operator = audience {
+        process_families(&mut page);
+    }
+    page.finish()
+}
+
+/// Figures of the daemon as a whole: provisioning runs and router threads.
+fn daemon_families(observatory: &Observatory, page: &mut Exposition) {
     page.family(
         "slipway_provisioning_runs_total",
         Kind::Counter,
@@ -135,35 +191,6 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
             load.open(thread) as f64,
         );
     }
-
-    let certificates = observatory.certificates();
-    if !certificates.is_empty() {
-        page.family(
-            "slipway_certificate_expiry_timestamp_seconds",
-            Kind::Gauge,
-            "When each served certificate expires (notAfter, Unix seconds).",
-        );
-        for (domain, not_after) in &certificates {
-            page.sample(
-                "slipway_certificate_expiry_timestamp_seconds",
-                &[("domain", domain)],
-                *not_after as f64,
-            );
-        }
-    }
-
-    page.family(
-        "slipway_build_info",
-        Kind::Gauge,
-        "Always 1; the version of the running daemon.",
-    );
-    page.sample(
-        "slipway_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-    process_families(&mut page);
-    page.finish()
 }
 
 /// Reads one counter of a project's figures.

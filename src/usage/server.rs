@@ -70,7 +70,10 @@ async fn answer(observatory: &Arc<Observatory>, request: Request<Incoming>) -> R
             .insert(http::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
     }
-    match observatory.prometheus_text().await {
+    match observatory
+        .prometheus_text(&super::Audience::Operator)
+        .await
+    {
         Ok(text) => {
             let mut response = Response::new(full(text));
             response.headers_mut().insert(

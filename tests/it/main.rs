@@ -16,6 +16,7 @@ mod forwarding;
 mod frameworks;
 mod git_deploys;
 mod git_secrets;
+mod grants;
 mod logs;
 mod notifications;
 mod observability;

@@ -3,4 +3,5 @@
 
 mod activation;
 pub(crate) mod backup;
+mod backup_tree;
 mod doctor;

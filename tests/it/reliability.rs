@@ -112,6 +112,101 @@ async fn an_idempotency_key_replays_the_first_answer_even_after_a_restart() {
     assert_eq!(taken_again.header("idempotent-replayed"), Some("true"));
 }
 
+/// Issue 31, item 10: the answers kept for `Idempotency-Key` carry new secrets (a token's, a
+/// project's webhook secret, a deploy hook's URL); the store file keeps none of them, and the
+/// replay (also after a restart) still gives the same secrets back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_token_creation_leaves_no_secret_in_the_store() {
+    let mut daemon = TestDaemon::start();
+    let body = json!({"name": "ci", "scope": "deploy"});
+    let created = post_with_key(&daemon, "/api/tokens", "token-ci-1", body.clone()).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let token = created.json()["token"].as_str().unwrap().to_owned();
+    let project = post_with_key(&daemon, "/api/projects", "p-1", json!({"slug": "kept"})).await;
+    assert_eq!(project.status, 201, "{}", project.text());
+    let patched = daemon
+        .api(
+            "PATCH",
+            "/api/projects/kept",
+            Some(json!({"gitUrl": "https://git.example.invalid/kept.git"})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let webhook = post_with_key(
+        &daemon,
+        "/api/projects/kept/webhook-secret",
+        "wh-1",
+        json!({}),
+    )
+    .await;
+    assert_eq!(webhook.status, 201, "{}", webhook.text());
+    let webhook_secret = webhook.json()["secret"].as_str().unwrap().to_owned();
+    let hook = post_with_key(
+        &daemon,
+        "/api/projects/kept/deploy-hooks",
+        "hook-1",
+        json!({"name": "cms", "branch": "main"}),
+    )
+    .await;
+    assert_eq!(hook.status, 201, "{}", hook.text());
+    let hook_url = hook.json()["url"].as_str().unwrap().to_owned();
+    let hook_secret = hook_url.rsplit('/').next().unwrap().to_owned();
+
+    daemon.stop();
+    for (what, secret) in [
+        ("the token", &token),
+        (
+            "the token without its prefix",
+            &token["slw_".len()..].to_owned(),
+        ),
+        ("the webhook secret", &webhook_secret),
+        ("the deploy hook's secret", &hook_secret),
+    ] {
+        let store = std::fs::read(daemon.data_dir().join("slipway.redb")).unwrap();
+        assert!(
+            !store.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{what} is in slipway.redb in plain text"
+        );
+        assert_eq!(
+            crate::support::dir_contains(&daemon.data_dir(), secret.as_bytes()),
+            None,
+            "{what} is in the data dir"
+        );
+    }
+
+    daemon.start_again();
+    let replayed = post_with_key(&daemon, "/api/tokens", "token-ci-1", body).await;
+    assert_eq!(replayed.status, 201, "{}", replayed.text());
+    assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        replayed.json(),
+        created.json(),
+        "the same answer, secret included"
+    );
+    let replayed_hook = post_with_key(
+        &daemon,
+        "/api/projects/kept/deploy-hooks",
+        "hook-1",
+        json!({"name": "cms", "branch": "main"}),
+    )
+    .await;
+    assert_eq!(replayed_hook.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replayed_hook.json()["url"], hook_url.as_str());
+    let tokens = daemon.api("GET", "/api/tokens", None).await.json();
+    let named_ci = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "ci")
+        .count();
+    assert_eq!(named_ci, 1, "the replay made no second token");
+    // The secret the replay gave back works.
+    let listed = daemon
+        .api_as(&token, "GET", "/api/projects", None, Vec::new())
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_log_records_every_change_with_its_final_status() {
     let daemon = TestDaemon::start();

@@ -92,6 +92,11 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
     let site = daemon.deploy_page("web", "<h1>web</h1>").await;
     let run_id = site["provisioningId"].as_str().unwrap().to_owned();
     let deployment_id = site["deploymentId"].as_str().unwrap().to_owned();
+    // A grant names projects that exist (issue 31, item 13).
+    let other = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "other"})))
+        .await;
+    assert_eq!(other.status, 201, "{}", other.text());
     let tokens = [
         ("admin", daemon.token.clone(), "admin"),
         (
@@ -364,24 +369,27 @@ async fn a_running_run_can_be_canceled_and_a_finished_one_cannot() {
         .assert_error(404, "NOT_FOUND");
 }
 
-/// Issue 31 item 8: only an admin creates projects. A deploy token (unlimited, and one limited
-/// to the new slug itself) tries every route of the route table that names a project, with a
-/// body the route would accept, on a slug and a `prj_` id that do not exist: each is refused
-/// and no project appears.
+/// Issue 31 item 8: only an admin creates projects. A deploy token (unlimited; one limited to
+/// the new slug itself cannot be made) tries every route of the route table that names a
+/// project, with a body the route would accept, on a slug and a `prj_` id that do not exist:
+/// each is refused and no project appears.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_token_cannot_create_a_project_by_any_route() {
     // No 429 may stand in for the refusal.
     let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
         "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
     ));
-    let deployers = [
-        create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await,
-        create_token(
-            &daemon,
-            json!({"name": "ci-new", "scope": "deploy", "projects": ["brand-new"]}),
+    // A token limited to the new slug itself cannot be made (grants name projects that
+    // exist, issue 31 item 13), so the unlimited deploy token is the one to try.
+    let ahead = daemon
+        .api(
+            "POST",
+            "/api/tokens",
+            Some(json!({"name": "ci-new", "scope": "deploy", "projects": ["brand-new"]})),
         )
-        .await,
-    ];
+        .await;
+    ahead.assert_error(400, "INVALID_BODY");
+    let deployers = [create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await];
     let body_for = |template: &str| -> (Option<&'static str>, Vec<u8>) {
         let json = |value: serde_json::Value| (Some("application/json"), value.to_string().into());
         match template.rsplit('/').next().unwrap() {
