@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::failure::Failure;
 use super::Pipeline;
+use crate::disk::Volume;
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::sandbox::{LimitedDir, StepKind, StepSpec};
@@ -25,8 +26,9 @@ pub(super) struct BuildCommand<'a> {
     pub stream: LogStream,
     pub command: &'a str,
     pub workspace: &'a Path,
-    /// The project's build cache, mounted at `/cache` (install and build steps).
-    pub cache: Option<&'a Path>,
+    /// The run's build cache (production's or its preview's), mounted at `/cache` (install
+    /// and build steps).
+    pub cache: Option<&'a Volume>,
     pub env: &'a [(String, String)],
     /// The run's build deadline (`limits.build_timeout_s` from its start).
     pub deadline: Instant,
@@ -171,14 +173,13 @@ impl Pipeline {
     /// be on; an error when a volume that has an image is not what is mounted there.
     async fn limited_dirs(
         &self,
-        project_id: &str,
         dpl: &str,
         workspace: &Path,
-        cache: Option<&Path>,
+        cache: Option<&Volume>,
     ) -> std::io::Result<Vec<LimitedDir>> {
         let mut wanted = vec![(workspace.to_owned(), self.workspace_volume(dpl))];
         if let Some(cache) = cache {
-            wanted.push((cache.to_owned(), self.build_cache_volume(project_id)));
+            wanted.push((cache.dir.clone(), cache.clone()));
         }
         let volumes = self.volumes.clone();
         tokio::task::spawn_blocking(move || {
@@ -219,7 +220,7 @@ impl Pipeline {
             deadline,
         } = command;
         let limited_dirs = self
-            .limited_dirs(&project.id, dpl, workspace, cache)
+            .limited_dirs(dpl, workspace, cache)
             .await
             .map_err(|e| {
                 Failure::new(
@@ -232,7 +233,7 @@ impl Pipeline {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
                 workspace: workspace.to_owned(),
-                cache: cache.map(Path::to_owned),
+                cache: cache.map(|volume| volume.dir.clone()),
             },
             command: command.to_owned(),
             env: env.to_vec(),

@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::support::{cli, missing_tool, TestDaemon};
 
 mod fixtures;
+mod caches;
 mod forks;
 use fixtures::*;
 
