@@ -205,7 +205,7 @@ pub async fn set_env_vars(
     if !id_or_slug.starts_with("prj_") {
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
-    let body = env_vars_body(read_json_object(&request)?)?;
+    let (body, scope) = super::env_scope::env_vars_request(read_json_object(&request)?)?;
     let project = find_or_create(ctx, caller, id_or_slug).await?;
     let sealed: Vec<(String, Vec<u8>)> = body
         .iter()
@@ -214,7 +214,7 @@ pub async fn set_env_vars(
     let project_id = project.id.clone();
     match ctx
         .store
-        .call(move |store| store.set_env_vars(&project_id, &sealed))
+        .call(move |store| store.set_env_vars(&project_id, &sealed, scope.as_ref()))
         .await?
     {
         SetEnvVars::Stored => {}
@@ -238,26 +238,41 @@ pub async fn set_env_vars(
     ))
 }
 
-/// The project's env vars; a `read` token sees the names with every value `********`.
+/// The project's env vars, each with where it applies; a `read` token sees the names with
+/// every value `********`.
 pub async fn get_env_vars(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     caller: &Caller,
 ) -> Result<Response<Body>, ApiError> {
     let project = find(ctx, id_or_slug).await?;
-    let mut env_vars: std::collections::BTreeMap<String, String> =
-        decrypted_env(ctx, &project.id).await?.into_iter().collect();
+    let id = project.id.clone();
+    let stored = ctx.store.call(move |store| store.env_vars(&id)).await?;
+    let scopes = stored
+        .iter()
+        .map(|var| (var.key.clone(), super::env_scope::shown(var.scope.as_ref())))
+        .collect();
+    let sealed = stored
+        .into_iter()
+        .map(|var| (var.key, var.sealed))
+        .collect();
+    let mut env_vars: std::collections::BTreeMap<String, String> = ctx
+        .secrets
+        .open_env_vars(&project.id, sealed)
+        .map_err(ApiError::internal)?
+        .into_iter()
+        .collect();
     if caller.scope == crate::auth::Scope::Read {
         for value in env_vars.values_mut() {
             *value = "********".into();
         }
     }
-    let env_vars = env_vars.into_iter().collect();
     Ok(json_response(
         StatusCode::OK,
         &types::EnvVars {
             project_id: project.id,
             env_vars,
+            scopes,
         },
     ))
 }
@@ -288,21 +303,9 @@ pub async fn delete_env_var(
     ))
 }
 
-/// The project's env vars in plain text (for the API and for starting steps).
-pub async fn decrypted_env(
-    ctx: &Context,
-    project_id: &str,
-) -> Result<Vec<(String, String)>, ApiError> {
-    let id = project_id.to_owned();
-    let sealed = ctx.store.call(move |store| store.env_vars(&id)).await?;
-    ctx.secrets
-        .open_env_vars(project_id, sealed)
-        .map_err(ApiError::internal)
-}
-
 /// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
 /// values (each checked in name order, the first fault refused).
-fn env_vars_body(
+pub(super) fn env_vars_body(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<types::EnvVarsBody, ApiError> {
     let mut vars = types::EnvVarsBody::new();

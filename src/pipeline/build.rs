@@ -110,9 +110,10 @@ impl Pipeline {
                 };
                 self.hub.system(dpl, &format!("{name}: $ {command}"));
                 let command = match (&cache, name) {
-                    (Some(cache), "build") => {
-                        super::cache::with_framework_caches(&command, &self.build_cache_base(&cache.dir))
-                    }
+                    (Some(cache), "build") => super::cache::with_framework_caches(
+                        &command,
+                        &self.build_cache_base(&cache.dir),
+                    ),
                     _ => command,
                 };
                 let command = BuildCommand {

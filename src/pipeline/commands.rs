@@ -35,11 +35,10 @@ pub(super) struct BuildCommand<'a> {
 }
 
 impl Pipeline {
-    /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
-    /// the project's variables. Returns (env, number of project variables).
-    /// The environment of a build or app: a fixed base, `sandbox.pass_env`, the project's
-    /// variables, then `SLIPWAY_ENV` (`production` or `preview`) and for a preview
-    /// `SLIPWAY_BRANCH` and `SLIPWAY_COMMIT`. Also how many project variables there are.
+    /// The environment of a build or app: a fixed PATH and locale, `sandbox.pass_env`, the
+    /// project's variables whose scope covers `target` (none for a fork's pull request), then
+    /// `SLIPWAY_ENV` (`production` or `preview`) and for a preview `SLIPWAY_BRANCH` and
+    /// `SLIPWAY_COMMIT`. Also how many project variables it got.
     pub(crate) async fn environment(
         &self,
         project_id: &str,
@@ -60,6 +59,18 @@ impl Pipeline {
                 env.push((name.clone(), value));
             }
         }
+        let sealed: Vec<(String, Vec<u8>)> = match target.fork {
+            true => Vec::new(),
+            false => sealed
+                .into_iter()
+                .filter(|var| {
+                    var.scope
+                        .as_ref()
+                        .is_none_or(|scope| scope.applies_to(target))
+                })
+                .map(|var| (var.key, var.sealed))
+                .collect(),
+        };
         let count = sealed.len();
         let project_vars = self
             .secrets

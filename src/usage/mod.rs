@@ -116,7 +116,11 @@ pub fn build_cache_bytes(data_dir: &Path, project_id: &str) -> u64 {
     }
     let root = data_dir.join("build-cache");
     let previews = preview_cache_names(&root, &format!("{project_id}--"));
-    walk(&root.join(project_id)) + previews.iter().map(|name| walk(&root.join(name))).sum::<u64>()
+    walk(&root.join(project_id))
+        + previews
+            .iter()
+            .map(|name| walk(&root.join(name)))
+            .sum::<u64>()
 }
 
 /// The directories under `root` (`build-cache/`) whose names start with `prefix`: a project's

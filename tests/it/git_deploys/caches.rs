@@ -55,7 +55,10 @@ async fn a_previews_build_cannot_change_what_production_restores() {
     let evil = git.commit("evil", &[("build.sh", EVIL_BUILD)]);
     let answer = web.github("push", "c-2", push("evil", &evil)).await;
     web.completed(&answer, "preview").await;
-    assert_eq!(web.page("evil--cached.localhost").await.text().trim(), "first");
+    assert_eq!(
+        web.page("evil--cached.localhost").await.text().trim(),
+        "first"
+    );
 
     // The next production build restores production's cache, which the preview never wrote.
     let second = git.commit("main", &[("README.md", "two")]);
@@ -71,7 +74,10 @@ async fn a_previews_build_cannot_change_what_production_restores() {
     let evil_two = git.commit("evil", &[("README.md", "evil two")]);
     let answer = web.github("push", "c-4", push("evil", &evil_two)).await;
     web.completed(&answer, "preview").await;
-    assert_eq!(web.page("evil--cached.localhost").await.text().trim(), "again");
+    assert_eq!(
+        web.page("evil--cached.localhost").await.text().trim(),
+        "again"
+    );
 
     // Its cache goes with it.
     let caches = daemon.data_dir().join("build-cache");
