@@ -21,6 +21,13 @@ pub(super) fn env_vars_request(
         return Ok((super::projects::env_vars_body(body)?, None));
     }
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
+    for optional in ["environments", "branch"] {
+        if body.get(optional).is_some_and(serde_json::Value::is_null) {
+            return Err(invalid(format!(
+                "field `{optional}` may be left out, not null"
+            )));
+        }
+    }
     let scoped: types::ScopedEnvVarsBody =
         serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
             invalid(format!(
@@ -37,6 +44,9 @@ pub(super) fn env_vars_request(
         ));
     }
     if let Some(branch) = &scoped.branch {
+        if branch.is_empty() {
+            return Err(invalid("field `branch` must name a branch".into()));
+        }
         crate::source::git_clone_command("https://example.invalid/r.git", Some(branch))
             .map_err(|error| invalid(format!("field `branch`: {error}")))?;
         if !environments.contains(&Environment::Preview) {
@@ -105,6 +115,9 @@ mod tests {
             serde_json::json!({"vars": {"A": "1"}, "environments": ["production"], "branch": "x"}),
             serde_json::json!({"vars": {"A": "1"}, "branch": "../x"}),
             serde_json::json!({"vars": {"A": "1"}, "other": 1}),
+            serde_json::json!({"vars": {"A": "1"}, "environments": null}),
+            serde_json::json!({"vars": {"A": "1"}, "branch": ""}),
+            serde_json::json!({"vars": {"A": "1"}, "environments": ["preview"], "branch": null}),
         ] {
             assert_eq!(parse(bad.clone()), Err(ErrorCode::InvalidBody), "{bad}");
         }
