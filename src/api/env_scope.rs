@@ -1,11 +1,15 @@
-//! Where env vars apply (the contract's Part three, "Environments"): the two forms of the
-//! `POST …/env-vars` body, turned into names, values and a validated scope, and the scope as
-//! `GET …/env-vars` shows it. `projects.rs` calls it; the pipeline applies the scope
-//! (`EnvScope::applies_to`).
+//! The `POST …/env-vars` body checked: names and values (Part one), and where they apply (the
+//! contract's Part three, "Environments"): the flat and the scoped form, turned into names,
+//! values and a validated scope; and the scope as `GET …/env-vars` shows it. `projects.rs`
+//! calls it; the pipeline applies the scope (`EnvScope::applies_to`).
 
 use super::{types, ApiError};
 use crate::error_code::ErrorCode;
 use crate::store::records::{EnvScope, Environment};
+use crate::store::MAX_ENV_VARS;
+
+pub const MAX_ENV_KEY_LEN: usize = 256;
+pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
 
 /// Both environments: what a variable without a scope means.
 const EVERYWHERE: [Environment; 2] = [Environment::Production, Environment::Preview];
@@ -18,7 +22,7 @@ pub(super) fn env_vars_request(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(types::EnvVarsBody, Option<EnvScope>), ApiError> {
     if !body.get("vars").is_some_and(serde_json::Value::is_object) {
-        return Ok((super::projects::env_vars_body(body)?, None));
+        return Ok((env_vars_body(body)?, None));
     }
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
     for optional in ["environments", "branch"] {
@@ -34,7 +38,7 @@ pub(super) fn env_vars_request(
                 "a scoped body is {{\"vars\": {{\"KEY\": \"value\"}}, \"environments\": [\"production\" | \"preview\"], \"branch\": \"…\"}}: {error}"
             ))
         })?;
-    let vars = super::projects::env_vars_body(scoped.vars)?;
+    let vars = env_vars_body(scoped.vars)?;
     let mut environments = scoped.environments.unwrap_or_else(|| EVERYWHERE.to_vec());
     environments.sort();
     environments.dedup();
@@ -78,6 +82,70 @@ pub(super) fn shown(scope: Option<&EnvScope>) -> types::EnvVarScope {
             branch: None,
         },
     }
+}
+
+/// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
+/// values (each checked in name order, the first fault refused).
+fn env_vars_body(
+    body: serde_json::Map<String, serde_json::Value>,
+) -> Result<types::EnvVarsBody, ApiError> {
+    let mut vars = types::EnvVarsBody::new();
+    for (key, value) in body {
+        validate_env_key(&key)?;
+        let serde_json::Value::String(value) = value else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!("value of {key:?} must be a string"),
+            ));
+        };
+        if value.len() > MAX_ENV_VALUE_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!(
+                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
+                    value.len()
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(ApiError::new(
+                ErrorCode::InvalidEnvValue,
+                format!("value of {key:?} contains a NUL byte"),
+            ));
+        }
+        vars.insert(key, value);
+    }
+    if vars.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
+        ));
+    }
+    if vars.len() > MAX_ENV_VARS {
+        return Err(ApiError::new(
+            ErrorCode::InvalidEnvKey,
+            format!("at most {MAX_ENV_VARS} variables per project"),
+        ));
+    }
+    Ok(vars)
+}
+
+fn validate_env_key(key: &str) -> Result<(), ApiError> {
+    let mut chars = key.chars();
+    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed || key.len() > MAX_ENV_KEY_LEN {
+        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
+            format!("{key:?} is not a valid name: use letters, digits and _ (not first a digit), at most {MAX_ENV_KEY_LEN} characters"),
+        ));
+    }
+    if key == "PORT" {
+        return Err(ApiError::new(
+            ErrorCode::InvalidEnvKey,
+            "PORT is reserved: Slipway sets it for the app's start command",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

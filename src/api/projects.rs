@@ -14,9 +14,6 @@ use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
 use crate::store::{CreateProject, SetEnvVars, MAX_ENV_VARS};
 
-pub const MAX_ENV_KEY_LEN: usize = 256;
-pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
-
 pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
     types::Project {
         id: record.id.clone(),
@@ -301,68 +298,4 @@ pub async fn delete_env_var(
             deleted: key.to_owned(),
         },
     ))
-}
-
-/// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
-/// values (each checked in name order, the first fault refused).
-pub(super) fn env_vars_body(
-    body: serde_json::Map<String, serde_json::Value>,
-) -> Result<types::EnvVarsBody, ApiError> {
-    let mut vars = types::EnvVarsBody::new();
-    for (key, value) in body {
-        validate_env_key(&key)?;
-        let serde_json::Value::String(value) = value else {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} must be a string"),
-            ));
-        };
-        if value.len() > MAX_ENV_VALUE_BYTES {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!(
-                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
-                    value.len()
-                ),
-            ));
-        }
-        if value.contains('\0') {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} contains a NUL byte"),
-            ));
-        }
-        vars.insert(key, value);
-    }
-    if vars.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
-        ));
-    }
-    if vars.len() > MAX_ENV_VARS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidEnvKey,
-            format!("at most {MAX_ENV_VARS} variables per project"),
-        ));
-    }
-    Ok(vars)
-}
-
-fn validate_env_key(key: &str) -> Result<(), ApiError> {
-    let mut chars = key.chars();
-    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !well_formed || key.len() > MAX_ENV_KEY_LEN {
-        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
-            format!("{key:?} is not a valid name: use letters, digits and _ (not first a digit), at most {MAX_ENV_KEY_LEN} characters"),
-        ));
-    }
-    if key == "PORT" {
-        return Err(ApiError::new(
-            ErrorCode::InvalidEnvKey,
-            "PORT is reserved: Slipway sets it for the app's start command",
-        ));
-    }
-    Ok(())
 }

@@ -122,8 +122,8 @@ pub type EnvVarsBody = BTreeMap<String, String>;
 
 /// The flat form of the env-vars body, [`EnvVarsBody`]: names as `api::projects` accepts them
 /// (not `PORT`), string values up to 64 KiB without NUL, 1 to 500 of them.
-fn flat_env_vars_schema() -> serde_json::Value {
-    serde_json::json!({
+fn flat_env_vars_schema() -> schemars::Schema {
+    schemars::json_schema!({
         "type": "object",
         "minProperties": 1,
         "maxProperties": 500,
@@ -140,7 +140,7 @@ fn flat_env_vars_schema() -> serde_json::Value {
 /// production and every preview) or the scoped form [`ScopedEnvVarsBody`].
 pub fn env_vars_body_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let flat = flat_env_vars_schema();
-    let scoped = serde_json::json!({
+    let scoped = schemars::json_schema!({
         "type": "object",
         "required": ["vars"],
         "additionalProperties": false,
