@@ -210,18 +210,32 @@ pub struct DeployArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum EnvAction {
-    /// Set variables: `slipway env set KEY=value OTHER=value`.
+    /// Set variables: `slipway env set KEY=value OTHER=value`. Without `--environment` or
+    /// `--branch` they apply to production and every preview.
     Set {
         #[arg(required = true, value_name = "KEY=VALUE")]
         pairs: Vec<String>,
+        /// Only where they apply: `production` or `preview` (repeat for both).
+        #[arg(long = "environment", value_name = "ENV")]
+        environments: Vec<EnvEnvironment>,
+        /// Only this branch's previews (with no `--environment`: previews only).
+        #[arg(long, value_name = "BRANCH")]
+        branch: Option<String>,
     },
-    /// List the variables and their values.
+    /// List the variables, their values and where each applies.
     Ls,
     /// Remove a variable.
     Rm {
         #[arg(value_name = "KEY")]
         key: String,
     },
+}
+
+/// Where `slipway env set` variables apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EnvEnvironment {
+    Production,
+    Preview,
 }
 
 /// Which daemon to talk to: its data dir (from the config, --dev, or given directly).

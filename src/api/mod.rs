@@ -7,6 +7,7 @@
 mod audit;
 mod context;
 mod domains;
+mod env_scope;
 mod error;
 mod failures;
 mod git;

@@ -13,9 +13,6 @@ use crate::ids::{now_ms, rfc3339};
 use crate::store::records::ProjectRecord;
 use crate::store::{CreateProject, SetEnvVars, MAX_ENV_VARS};
 
-pub const MAX_ENV_KEY_LEN: usize = 256;
-pub const MAX_ENV_VALUE_BYTES: usize = 64 * 1024;
-
 pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
     types::Project {
         id: record.id.clone(),
@@ -195,7 +192,7 @@ pub async fn set_env_vars(
     if !id_or_slug.starts_with("prj_") {
         validate_slug(id_or_slug, ctx.config.reserved_slug())?;
     }
-    let body = env_vars_body(read_json_object(&request)?)?;
+    let (body, scope) = super::env_scope::env_vars_request(read_json_object(&request)?)?;
     let project = find_or_create(ctx, caller, id_or_slug).await?;
     let sealed: Vec<(String, Vec<u8>)> = body
         .iter()
@@ -204,7 +201,7 @@ pub async fn set_env_vars(
     let project_id = project.id.clone();
     match ctx
         .store
-        .call(move |store| store.set_env_vars(&project_id, &sealed))
+        .call(move |store| store.set_env_vars(&project_id, &sealed, scope.as_ref()))
         .await?
     {
         SetEnvVars::Stored => {}
@@ -225,24 +222,39 @@ pub async fn set_env_vars(
     }))
 }
 
-/// The project's env vars; a `read` token sees the names with every value `********`.
+/// The project's env vars, each with where it applies; a `read` token sees the names with
+/// every value `********`.
 pub async fn get_env_vars(
     ctx: &Arc<Context>,
     id_or_slug: &str,
     caller: &Caller,
 ) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
-    let mut env_vars: std::collections::BTreeMap<String, String> =
-        decrypted_env(ctx, &project.id).await?.into_iter().collect();
+    let id = project.id.clone();
+    let stored = ctx.store.call(move |store| store.env_vars(&id)).await?;
+    let scopes = stored
+        .iter()
+        .map(|var| (var.key.clone(), super::env_scope::shown(var.scope.as_ref())))
+        .collect();
+    let sealed = stored
+        .into_iter()
+        .map(|var| (var.key, var.sealed))
+        .collect();
+    let mut env_vars: std::collections::BTreeMap<String, String> = ctx
+        .secrets
+        .open_env_vars(&project.id, sealed)
+        .map_err(ApiError::internal)?
+        .into_iter()
+        .collect();
     if caller.scope == crate::auth::Scope::Read {
         for value in env_vars.values_mut() {
             *value = "********".into();
         }
     }
-    let env_vars = env_vars.into_iter().collect();
     Ok(Reply::json(&types::EnvVars {
         project_id: project.id,
         env_vars,
+        scopes,
     }))
 }
 
@@ -267,80 +279,4 @@ pub async fn delete_env_var(
         project_id: project.id,
         deleted: key.to_owned(),
     }))
-}
-
-/// The project's env vars in plain text (for the API and for starting steps).
-pub async fn decrypted_env(
-    ctx: &Context,
-    project_id: &str,
-) -> Result<Vec<(String, String)>, ApiError> {
-    let id = project_id.to_owned();
-    let sealed = ctx.store.call(move |store| store.env_vars(&id)).await?;
-    ctx.secrets
-        .open_env_vars(project_id, sealed)
-        .map_err(ApiError::internal)
-}
-
-/// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
-/// values (each checked in name order, the first fault refused).
-fn env_vars_body(
-    body: serde_json::Map<String, serde_json::Value>,
-) -> Result<types::EnvVarsBody, ApiError> {
-    let mut vars = types::EnvVarsBody::new();
-    for (key, value) in body {
-        validate_env_key(&key)?;
-        let serde_json::Value::String(value) = value else {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} must be a string"),
-            ));
-        };
-        if value.len() > MAX_ENV_VALUE_BYTES {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!(
-                    "value of {key:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}",
-                    value.len()
-                ),
-            ));
-        }
-        if value.contains('\0') {
-            return Err(ApiError::new(
-                ErrorCode::InvalidEnvValue,
-                format!("value of {key:?} contains a NUL byte"),
-            ));
-        }
-        vars.insert(key, value);
-    }
-    if vars.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "body must name at least one variable, e.g. {\"API_KEY\": \"value\"}",
-        ));
-    }
-    if vars.len() > MAX_ENV_VARS {
-        return Err(ApiError::new(
-            ErrorCode::InvalidEnvKey,
-            format!("at most {MAX_ENV_VARS} variables per project"),
-        ));
-    }
-    Ok(vars)
-}
-
-fn validate_env_key(key: &str) -> Result<(), ApiError> {
-    let mut chars = key.chars();
-    let well_formed = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !well_formed || key.len() > MAX_ENV_KEY_LEN {
-        return Err(ApiError::new(ErrorCode::InvalidEnvKey,
-            format!("{key:?} is not a valid name: use letters, digits and _ (not first a digit), at most {MAX_ENV_KEY_LEN} characters"),
-        ));
-    }
-    if key == "PORT" {
-        return Err(ApiError::new(
-            ErrorCode::InvalidEnvKey,
-            "PORT is reserved: Slipway sets it for the app's start command",
-        ));
-    }
-    Ok(())
 }

@@ -258,7 +258,7 @@ impl AutoDeploy {
                         project,
                         &format!("pr-{number}"),
                         Some(&branch),
-                        Some(number),
+                        Some(PullRequestRef { number, fork }),
                         &commit,
                         Trigger::Webhook,
                     )
@@ -339,7 +339,7 @@ impl AutoDeploy {
         project: &ProjectRecord,
         name: &str,
         branch: Option<&str>,
-        pull_request: Option<u64>,
+        pull_request: Option<PullRequestRef>,
         commit: &str,
         trigger: Trigger,
     ) -> Result<RunRecord, AutoDeployError> {
@@ -349,8 +349,10 @@ impl AutoDeploy {
             branch: branch.map(str::to_owned),
             commit: is_commit(commit).then(|| commit.to_owned()),
             trigger,
-            pull_request,
+            pull_request: pull_request.map(|pull| pull.number),
+            fork: pull_request.is_some_and(|pull| pull.fork),
         };
+        let pull_request = pull_request.map(|pull| pull.number);
         let request = self.request(project, commit.to_owned(), target)?;
         let (project_id, key) = (project.id.clone(), name.to_owned());
         let existed = self
@@ -427,4 +429,12 @@ fn started(action: &'static str, reason: String, run: &RunRecord) -> WebhookOutc
         reason,
         run: Some((run.id.clone(), run.deployment_id.clone())),
     }
+}
+
+/// The pull request a preview is built for: its number, and whether its code comes from a
+/// fork (then the run gets none of the project's variables).
+#[derive(Debug, Clone, Copy)]
+pub struct PullRequestRef {
+    pub number: u64,
+    pub fork: bool,
 }

@@ -6,8 +6,8 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use crate::api::types::{
-    EnvVarDeleted, EnvVars, EnvVarsBody, EnvVarsUpdated, LogPage, Project, ProjectList,
-    ProvisionAccepted, RollbackBody,
+    EnvVarDeleted, EnvVarScope, EnvVars, EnvVarsBody, EnvVarsUpdated, Environment, LogPage,
+    Project, ProjectList, ProvisionAccepted, RollbackBody, ScopedEnvVarsBody,
 };
 
 use super::credentials::{self, Credentials};
@@ -17,7 +17,7 @@ use super::follow::{follow_logs, follow_run};
 use super::http::ApiClient;
 use super::project_file::ProjectFile;
 use super::{path_segment, ClientError};
-use crate::cli::EnvAction;
+use crate::cli::{EnvAction, EnvEnvironment};
 
 /// Most pages `logs` reads (5000 lines at most each, so far past any retention).
 const MAX_LOG_PAGES: usize = 10_000;
@@ -103,9 +103,16 @@ pub async fn env(
     let project = project_or_here(project)?;
     let base = format!("/api/projects/{}/env-vars", path_segment(&project));
     match action {
-        EnvAction::Set { pairs } => {
-            let body = parse_pairs(&pairs)?;
-            let answer: EnvVarsUpdated = api.post_json(&base, &body).await?;
+        EnvAction::Set {
+            pairs,
+            environments,
+            branch,
+        } => {
+            let vars = parse_pairs(&pairs)?;
+            let answer: EnvVarsUpdated = match scoped_body(&vars, &environments, branch) {
+                Some(scoped) => api.post_json(&base, &scoped).await?,
+                None => api.post_json(&base, &vars).await?,
+            };
             println!("{project}: set {}", answer.updated.join(", "));
             eprintln!("(applies to the next deployment)");
         }
@@ -115,7 +122,10 @@ pub async fn env(
                 eprintln!("{project} has no environment variables");
             }
             for (key, value) in &answer.env_vars {
-                println!("{key}={value}");
+                match answer.scopes.get(key) {
+                    Some(scope) => println!("{key}={value}  ({})", scope_in_words(scope)),
+                    None => println!("{key}={value}"),
+                }
             }
         }
         EnvAction::Rm { key } => {
@@ -126,6 +136,54 @@ pub async fn env(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The scoped form of `POST …/env-vars` when `--environment` or `--branch` was given; `None`
+/// (Part one's flat body: everywhere) otherwise. `--branch` alone means that branch's previews.
+fn scoped_body(
+    vars: &EnvVarsBody,
+    environments: &[EnvEnvironment],
+    branch: Option<String>,
+) -> Option<ScopedEnvVarsBody> {
+    if environments.is_empty() && branch.is_none() {
+        return None;
+    }
+    let mut named: Vec<Environment> = environments
+        .iter()
+        .map(|environment| match environment {
+            EnvEnvironment::Production => Environment::Production,
+            EnvEnvironment::Preview => Environment::Preview,
+        })
+        .collect();
+    if named.is_empty() {
+        named.push(Environment::Preview);
+    }
+    Some(ScopedEnvVarsBody {
+        vars: vars
+            .iter()
+            .map(|(key, value)| (key.clone(), serde_json::Value::String(value.clone())))
+            .collect(),
+        environments: Some(named),
+        branch,
+    })
+}
+
+/// "production", "previews", "production and previews of feature-x", …
+pub fn scope_in_words(scope: &EnvVarScope) -> String {
+    let previews = match &scope.branch {
+        Some(branch) => format!("previews of {branch}"),
+        None => "previews".to_owned(),
+    };
+    let production = scope.environments.contains(&Environment::Production);
+    match (
+        production,
+        scope.environments.contains(&Environment::Preview),
+    ) {
+        (true, true) => format!("production and {previews}"),
+        (true, false) => "production".to_owned(),
+        (false, true) => previews,
+        (false, false) => "nowhere".to_owned(),
+    }
 }
 
 /// `--project`, else the `project` of ./slipway.toml.

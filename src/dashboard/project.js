@@ -110,20 +110,42 @@ async function deployments(body, project, base, selected, reload) {
   });
 }
 
+/** Where a variable applies, in words. @param {any} scope @returns {string} */
+function appliesTo(scope) {
+  if (!scope) return "Production and previews";
+  const previews = scope.branch ? `previews of ${scope.branch}` : "previews";
+  const production = scope.environments.includes("production");
+  const preview = scope.environments.includes("preview");
+  if (production && preview) return `Production and ${previews}`;
+  if (production) return "Production only";
+  return previews.charAt(0).toUpperCase() + previews.slice(1) + " only";
+}
+
 /** @type {Tab} */
 async function env(body, project, _base, _id, reload) {
-  const { envVars } = await api("GET", `/api/projects/${enc(project.slug)}/env-vars`);
+  const { envVars, scopes } = await api("GET", `/api/projects/${enc(project.slug)}/env-vars`);
+  const previewsOn = Boolean((project.settings || {}).previews);
   const rows = Object.entries(envVars).map(([key, value]) => {
     const shown = h("code", { class: "env-value" }, "••••••••");
     let visible = false;
     const reveal = h("button", { class: "link" }, "Reveal");
     reveal.addEventListener("click", () => { visible = !visible; shown.textContent = visible ? value : "••••••••"; reveal.textContent = visible ? "Hide" : "Reveal"; });
-    return [h("code", {}, key), h("span", {}, shown, " ", reveal),
+    return [h("code", {}, key), h("span", {}, shown, " ", reveal), appliesTo((scopes || {})[key]),
       h("button", { class: "danger", onclick: (/** @type {Event} */ e) => confirm(`Delete ${key}?`) && act(e.target, async () => {
         await api("DELETE", `/api/projects/${enc(project.slug)}/env-vars/${enc(key)}`); await reload(); flash(`${key} deleted; redeploy to apply.`, "info");
       }) }, "Delete")];
   });
   const text = h("textarea", { id: "env-input", rows: 4, class: "grow mono", placeholder: "KEY=value, one per line" });
+  // With previews on, the form asks where new variables apply.
+  const applies = /** @type {HTMLSelectElement} */ (h("select", { id: "env-applies" },
+    h("option", { value: "both" }, "Production and previews"),
+    h("option", { value: "production" }, "Production only"),
+    h("option", { value: "preview" }, "Previews only"),
+    h("option", { value: "branch" }, "One branch's previews only")));
+  const branch = /** @type {HTMLInputElement} */ (h("input", { id: "env-branch", placeholder: "feature-x" }));
+  const branchField = field("Branch", branch);
+  branchField.hidden = true;
+  applies.addEventListener("change", () => { branchField.hidden = applies.value !== "branch"; });
   const save = h("button", { class: "primary", type: "submit", id: "env-save" }, "Save");
   const saveVars = async () => {
     /** @type {Record<string, string>} */
@@ -134,13 +156,23 @@ async function env(body, project, _base, _id, reload) {
       if (at < 1) throw new Error(`"${line}" is not KEY=value`);
       vars[line.slice(0, at).trim()] = line.slice(at + 1);
     }
-    await api("POST", `/api/projects/${enc(project.slug)}/env-vars`, vars);
+    const where = previewsOn ? applies.value : "both";
+    /** @type {Record<string, any>} */
+    let request = vars;
+    if (where === "production" || where === "preview") request = { vars, environments: [where] };
+    if (where === "branch") {
+      if (!branch.value.trim()) throw new Error("Name the branch whose previews get these variables");
+      request = { vars, environments: ["preview"], branch: branch.value.trim() };
+    }
+    await api("POST", `/api/projects/${enc(project.slug)}/env-vars`, request);
     await reload(); flash("Saved (all or nothing). Redeploy to apply.", "info");
   };
-  body.append(h("div", { class: "card" }, table(["Key", "Value", ""], rows)),
+  const where = previewsOn ? [field("Applies to", applies), branchField] : [];
+  body.append(h("div", { class: "card" }, table(["Key", "Value", "Applies to", ""], rows)),
     h("div", { class: "card" }, h("h2", {}, "Add or change"),
-      form({ class: "row fields" }, saveVars, field("Variables, KEY=value per line", text), save),
-      h("p", { class: "muted" }, "Values are encrypted at rest. A new deployment gets them.")));
+      form({ class: "row fields" }, saveVars, field("Variables, KEY=value per line", text), ...where, save),
+      h("p", { class: "muted" }, "Values are encrypted at rest. A new deployment gets them.",
+        previewsOn ? " A preview of a fork's pull request gets none." : "")));
 }
 
 /** @type {Tab} */

@@ -59,12 +59,12 @@ impl Pipeline {
             .iter()
             .any(|c| c.as_deref().is_some_and(|c| !c.trim().is_empty()));
         let cache = match has_commands {
-            true => self.prepare_build_cache(project).await,
+            true => self.prepare_build_cache(project, &request.target).await,
             false => None,
         };
         let mut build_env = env.to_vec();
         if let Some(cache) = &cache {
-            for (key, value) in self.build_cache_env(cache) {
+            for (key, value) in self.build_cache_env(&cache.dir) {
                 if !build_env.iter().any(|(k, _)| *k == key) {
                     build_env.push((key, value));
                 }
@@ -97,7 +97,7 @@ impl Pipeline {
                                 project,
                                 dpl,
                                 workspace,
-                                cache,
+                                cache: &cache.dir,
                                 install_command: command,
                                 explicit: explicit_install,
                                 env: &build_env,
@@ -110,9 +110,10 @@ impl Pipeline {
                 };
                 self.hub.system(dpl, &format!("{name}: $ {command}"));
                 let command = match (&cache, name) {
-                    (Some(cache), "build") => {
-                        super::cache::with_framework_caches(&command, &self.build_cache_base(cache))
-                    }
+                    (Some(cache), "build") => super::cache::with_framework_caches(
+                        &command,
+                        &self.build_cache_base(&cache.dir),
+                    ),
                     _ => command,
                 };
                 let command = BuildCommand {
@@ -121,7 +122,7 @@ impl Pipeline {
                     stream,
                     command: &command,
                     workspace,
-                    cache: cache.as_deref(),
+                    cache: cache.as_ref(),
                     env: &build_env,
                     deadline,
                 };
@@ -133,8 +134,8 @@ impl Pipeline {
         if let Some(kept) = kept {
             self.keep_node_modules(kept, dpl).await;
         }
-        if cache.is_some() {
-            self.trim_build_cache(project, dpl).await;
+        if let Some(cache) = &cache {
+            self.trim_build_cache(cache, dpl).await;
         }
         Ok(())
     }

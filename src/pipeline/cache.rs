@@ -1,40 +1,59 @@
-//! Per-project build caches: the package managers' caches (npm, pnpm, yarn, bun, pip and
-//! whatever honours `XDG_CACHE_HOME`) survive between one project's builds, so a redeploy
-//! with an unchanged lockfile downloads nothing. Each project's cache is a volume of its own
+//! Build caches per project and environment: the package managers' caches (npm, pnpm, yarn,
+//! bun, pip and whatever honours `XDG_CACHE_HOME`) survive between builds, so a redeploy with
+//! an unchanged lockfile downloads nothing. Production's cache is a volume of its own
 //! (`<data_dir>/build-cache/<project id>`, a loop-mounted image of `limits.build_cache_mb`
-//! where disk limits are on), mounted read-write at `/cache` in its install and build steps
-//! only: never shared between projects, never visible to apps. After a build, a cache over
-//! 80 % of its limit loses its least recently used tool directories.
+//! where disk limits are on) that only production builds mount; each preview has its own
+//! (`<data_dir>/build-cache/<project id>--<preview name>`, gone with the preview), which
+//! starts empty: a preview's code never writes what production's builds restore, nor what
+//! another preview's do. A cache is mounted read-write at `/cache` in its install and build
+//! steps only: never shared between projects, never visible to apps. After a build, a cache
+//! over 80 % of its limit loses its least recently used tool directories.
 
 use std::path::{Path, PathBuf};
 
 use super::Pipeline;
 use crate::disk::Volume;
-use crate::store::records::ProjectRecord;
+use crate::store::records::{DeployTarget, Environment, ProjectRecord};
 
 /// Where the cache is mounted inside a sandbox.
 const MOUNT_POINT: &str = "/cache";
 
 impl Pipeline {
-    pub(super) fn build_cache_volume(&self, project_id: &str) -> Volume {
+    /// The cache a run of `target` reads and writes: production's, or its preview's own.
+    pub(super) fn build_cache_volume(&self, project_id: &str, target: &DeployTarget) -> Volume {
+        let name = match target.environment {
+            Environment::Production => project_id.to_owned(),
+            Environment::Preview => {
+                preview_cache_name(project_id, target.preview.as_deref().unwrap_or("preview"))
+            }
+        };
+        self.build_cache_at(&name)
+    }
+
+    fn build_cache_at(&self, name: &str) -> Volume {
         let mut volume = Volume::app_data(
-            &self.config.data_dir.join("build-cache").join(project_id),
+            &self.config.data_dir.join("build-cache").join(name),
             self.config.limits.build_cache_mb,
         );
         volume.journal = false;
         volume
     }
 
-    /// Makes (or mounts) the project's cache; `None` (the build runs without one) on error.
-    pub(super) async fn prepare_build_cache(&self, project: &ProjectRecord) -> Option<PathBuf> {
-        let volume = self.build_cache_volume(&project.id);
-        let (volumes, uid, dir) = (
+    /// Makes (or mounts) the run's cache; `None` (the build runs without one) on error.
+    pub(super) async fn prepare_build_cache(
+        &self,
+        project: &ProjectRecord,
+        target: &DeployTarget,
+    ) -> Option<Volume> {
+        let volume = self.build_cache_volume(&project.id, target);
+        let (volumes, uid, made_volume) = (
             self.workspaces.volumes().clone(),
             project.uid,
-            volume.dir.clone(),
+            volume.clone(),
         );
         let sandboxed = self.config.sandbox.mode == crate::config::SandboxMode::Namespaces;
         let made = tokio::task::spawn_blocking(move || {
+            let volume = made_volume;
             volumes.ensure_app_data(&volume, uid)?;
             // Without disk limits the cache is a plain directory: in a sandbox the project's
             // uid writes it. lchown: a planted symlink is not followed.
@@ -46,7 +65,7 @@ impl Pipeline {
         .await
         .expect("blocking task");
         match made {
-            Ok(()) => Some(dir),
+            Ok(()) => Some(volume),
             Err(error) => {
                 tracing::warn!(project = %project.slug, %error, "no build cache for this build");
                 None
@@ -78,8 +97,8 @@ impl Pipeline {
 
     /// Keeps the cache under 80 % of `limits.build_cache_mb`: the least recently used tool
     /// directories go first.
-    pub(super) async fn trim_build_cache(&self, project: &ProjectRecord, dpl: &str) {
-        let dir = self.build_cache_volume(&project.id).dir;
+    pub(super) async fn trim_build_cache(&self, cache: &Volume, dpl: &str) {
+        let dir = cache.dir.clone();
         let limit = self.config.limits.build_cache_mb << 20;
         let evicted = tokio::task::spawn_blocking(move || trim(&dir, limit * 8 / 10))
             .await
@@ -152,14 +171,40 @@ impl Pipeline {
         Ok(())
     }
 
-    /// `DELETE /api/projects/{projectId}/build-cache`: the bytes it held.
+    /// `DELETE /api/projects/{projectId}/build-cache`: production's and every preview's
+    /// cache; the bytes they held.
     pub async fn clear_build_cache(&self, project_id: &str) -> u64 {
-        let volume = self.build_cache_volume(project_id);
+        let root = self.config.data_dir.join("build-cache");
         let bytes = crate::usage::build_cache_bytes(&self.config.data_dir, project_id);
-        let volumes = self.workspaces.volumes().clone();
-        let _ = tokio::task::spawn_blocking(move || volumes.remove(&volume)).await;
+        let prefix = preview_cache_name(project_id, "");
+        let (id, volumes) = (project_id.to_owned(), self.workspaces.volumes().clone());
+        let mut caches = vec![self.build_cache_at(&id)];
+        caches.extend(
+            crate::usage::preview_cache_names(&root, &prefix)
+                .iter()
+                .map(|name| self.build_cache_at(name)),
+        );
+        let _ = tokio::task::spawn_blocking(move || {
+            for volume in &caches {
+                volumes.remove(volume);
+            }
+        })
+        .await;
         bytes
     }
+
+    /// A torn-down preview's cache goes with it.
+    pub(super) async fn remove_preview_cache(&self, project_id: &str, preview: &str) {
+        let volume = self.build_cache_at(&preview_cache_name(project_id, preview));
+        let volumes = self.workspaces.volumes().clone();
+        let _ = tokio::task::spawn_blocking(move || volumes.remove(&volume)).await;
+    }
+}
+
+/// The directory name of a preview's cache under `build-cache/` (preview names are
+/// `[a-z0-9-]`, so no dot: the image beside it is `<name>.img`).
+fn preview_cache_name(project_id: &str, preview: &str) -> String {
+    format!("{project_id}--{preview}")
 }
 
 /// Framework caches that live in the project tree: (directory in the workspace, its name

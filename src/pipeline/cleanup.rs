@@ -36,7 +36,8 @@ impl Pipeline {
 impl Pipeline {
     /// A preview was removed from the store (branch deleted, pull request closed, the 11th
     /// preview, or `DELETE …/previews/{name}`): its run in flight is canceled, its host answers
-    /// 404 from the next request, its app stops, its build, data volume and certificate go.
+    /// 404 from the next request, its app stops, its build, data volume, build cache and
+    /// certificate go.
     pub async fn teardown_preview(
         &self,
         project: &crate::store::records::ProjectRecord,
@@ -70,6 +71,7 @@ impl Pipeline {
         );
         let volumes = self.workspaces.volumes().clone();
         let _ = tokio::task::spawn_blocking(move || volumes.remove(&data)).await;
+        self.remove_preview_cache(&project.id, &preview.name).await;
         tracing::info!(project = %project.slug, preview = %preview.name, "preview torn down");
     }
 }

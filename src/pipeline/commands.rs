@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::failure::Failure;
 use super::Pipeline;
+use crate::disk::Volume;
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::sandbox::{LimitedDir, StepKind, StepSpec};
@@ -25,19 +26,19 @@ pub(super) struct BuildCommand<'a> {
     pub stream: LogStream,
     pub command: &'a str,
     pub workspace: &'a Path,
-    /// The project's build cache, mounted at `/cache` (install and build steps).
-    pub cache: Option<&'a Path>,
+    /// The run's build cache (production's or its preview's), mounted at `/cache` (install
+    /// and build steps).
+    pub cache: Option<&'a Volume>,
     pub env: &'a [(String, String)],
     /// The run's build deadline (`limits.build_timeout_s` from its start).
     pub deadline: Instant,
 }
 
 impl Pipeline {
-    /// The step environment: a fixed PATH and locale, the allow-listed host variables, then
-    /// the project's variables. Returns (env, number of project variables).
-    /// The environment of a build or app: a fixed base, `sandbox.pass_env`, the project's
-    /// variables, then `SLIPWAY_ENV` (`production` or `preview`) and for a preview
-    /// `SLIPWAY_BRANCH` and `SLIPWAY_COMMIT`. Also how many project variables there are.
+    /// The environment of a build or app: a fixed PATH and locale, `sandbox.pass_env`, the
+    /// project's variables whose scope covers `target` (none for a fork's pull request), then
+    /// `SLIPWAY_ENV` (`production` or `preview`) and for a preview `SLIPWAY_BRANCH` and
+    /// `SLIPWAY_COMMIT`. Also how many project variables it got.
     pub(crate) async fn environment(
         &self,
         project_id: &str,
@@ -58,6 +59,18 @@ impl Pipeline {
                 env.push((name.clone(), value));
             }
         }
+        let sealed: Vec<(String, Vec<u8>)> = match target.fork {
+            true => Vec::new(),
+            false => sealed
+                .into_iter()
+                .filter(|var| {
+                    var.scope
+                        .as_ref()
+                        .is_none_or(|scope| scope.applies_to(target))
+                })
+                .map(|var| (var.key, var.sealed))
+                .collect(),
+        };
         let count = sealed.len();
         let project_vars = self
             .secrets
@@ -171,14 +184,13 @@ impl Pipeline {
     /// be on; an error when a volume that has an image is not what is mounted there.
     async fn limited_dirs(
         &self,
-        project_id: &str,
         dpl: &str,
         workspace: &Path,
-        cache: Option<&Path>,
+        cache: Option<&Volume>,
     ) -> std::io::Result<Vec<LimitedDir>> {
         let mut wanted = vec![(workspace.to_owned(), self.workspaces.workspace_volume(dpl))];
         if let Some(cache) = cache {
-            wanted.push((cache.to_owned(), self.build_cache_volume(project_id)));
+            wanted.push((cache.dir.clone(), cache.clone()));
         }
         let volumes = self.workspaces.volumes().clone();
         tokio::task::spawn_blocking(move || {
@@ -219,7 +231,7 @@ impl Pipeline {
             deadline,
         } = command;
         let limited_dirs = self
-            .limited_dirs(&project.id, dpl, workspace, cache)
+            .limited_dirs(dpl, workspace, cache)
             .await
             .map_err(|e| {
                 Failure::new(
@@ -232,7 +244,7 @@ impl Pipeline {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
                 workspace: workspace.to_owned(),
-                cache: cache.map(Path::to_owned),
+                cache: cache.map(|volume| volume.dir.clone()),
             },
             command: command.to_owned(),
             env: env.to_vec(),

@@ -144,6 +144,7 @@ impl Store {
             txn.open_table(tables::PROJECTS)?;
             txn.open_table(tables::PROJECT_SLUGS)?;
             txn.open_table(tables::ENV_VARS)?;
+            txn.open_table(tables::ENV_VAR_SCOPES)?;
             txn.open_table(tables::TOKENS)?;
             txn.open_table(tables::TOKEN_HASHES)?;
             txn.open_table(tables::DEPLOYMENTS)?;

@@ -2,8 +2,11 @@
 
 use redb::ReadableTable;
 
-use super::records::{ProjectRecord, ProjectState};
-use super::{all_records, get_record, meta_u64, put_record, set_meta_u64, tables, Result, Store};
+use super::records::{EnvScope, ProjectRecord, ProjectState};
+use super::{
+    all_records, decode, encode, get_record, meta_u64, put_record, set_meta_u64, tables, Result,
+    Store,
+};
 
 /// The most env vars a project may hold.
 pub const MAX_ENV_VARS: usize = 500;
@@ -18,6 +21,15 @@ pub enum CreateProject {
 pub enum SetEnvVars {
     Stored,
     TooMany { would_have: usize },
+}
+
+/// One env var as the store keeps it.
+pub struct StoredEnvVar {
+    pub key: String,
+    /// nonce ‖ ciphertext ‖ tag (`Secrets::seal_env`).
+    pub sealed: Vec<u8>,
+    /// Where it applies; `None`: production and every preview.
+    pub scope: Option<EnvScope>,
 }
 
 impl Store {
@@ -119,6 +131,8 @@ impl Store {
                 .remove(record.slug.as_str())?;
             let mut env = txn.open_table(tables::ENV_VARS)?;
             env.retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
+            let mut scopes = txn.open_table(tables::ENV_VAR_SCOPES)?;
+            scopes.retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
             let deployment_ids = super::deployments::remove_project_deployments(&txn, project_id)?;
             let sources = super::deployments::remove_project_sources(&txn, project_id)?;
             let mut domains = txn.open_table(tables::DOMAINS)?;
@@ -136,8 +150,14 @@ impl Store {
         Ok(Some(deleted))
     }
 
-    /// Stores all `vars` (already sealed) or none of them.
-    pub fn set_env_vars(&self, project_id: &str, vars: &[(String, Vec<u8>)]) -> Result<SetEnvVars> {
+    /// Stores all `vars` (already sealed) or none of them, each with `scope` (`None`: they
+    /// apply everywhere, and a scope they had is dropped).
+    pub fn set_env_vars(
+        &self,
+        project_id: &str,
+        vars: &[(String, Vec<u8>)],
+        scope: Option<&EnvScope>,
+    ) -> Result<SetEnvVars> {
         let txn = self.write()?;
         {
             let mut table = txn.open_table(tables::ENV_VARS)?;
@@ -152,22 +172,41 @@ impl Store {
             if would_have > MAX_ENV_VARS {
                 return Ok(SetEnvVars::TooMany { would_have });
             }
+            let mut scopes = txn.open_table(tables::ENV_VAR_SCOPES)?;
             for (key, sealed) in vars {
                 table.insert((project_id, key.as_str()), sealed.as_slice())?;
+                match scope {
+                    Some(scope) => {
+                        scopes.insert((project_id, key.as_str()), encode(scope).as_slice())?;
+                    }
+                    None => {
+                        scopes.remove((project_id, key.as_str()))?;
+                    }
+                }
             }
         }
         txn.commit()?;
         Ok(SetEnvVars::Stored)
     }
 
-    /// (KEY, sealed value) pairs, sorted by key.
-    pub fn env_vars(&self, project_id: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    /// The project's variables, sorted by name, each with its scope.
+    pub fn env_vars(&self, project_id: &str) -> Result<Vec<StoredEnvVar>> {
         let txn = self.read()?;
         let table = txn.open_table(tables::ENV_VARS)?;
+        let scopes = txn.open_table(tables::ENV_VAR_SCOPES)?;
         let mut out = Vec::new();
         for entry in table.range((project_id, "")..=(project_id, "\u{10FFFF}"))? {
             let (key, value) = entry?;
-            out.push((key.value().1.to_owned(), value.value().to_vec()));
+            let key = key.value().1.to_owned();
+            let scope = match scopes.get((project_id, key.as_str()))? {
+                Some(scope) => Some(decode("env_var_scopes", scope.value())?),
+                None => None,
+            };
+            out.push(StoredEnvVar {
+                key,
+                sealed: value.value().to_vec(),
+                scope,
+            });
         }
         Ok(out)
     }
@@ -179,6 +218,8 @@ impl Store {
             .open_table(tables::ENV_VARS)?
             .remove((project_id, key))?
             .is_some();
+        txn.open_table(tables::ENV_VAR_SCOPES)?
+            .remove((project_id, key))?;
         txn.commit()?;
         Ok(existed)
     }
@@ -188,4 +229,50 @@ pub struct DeletedProject {
     pub project: ProjectRecord,
     pub deployment_ids: Vec<String>,
     pub source_sha256s: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::records::Environment;
+
+    #[test]
+    fn a_variable_stored_without_a_scope_reads_as_everywhere_and_scopes_follow_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // What every variable looked like before scopes: a row in `env_vars` alone.
+        let old = [("OLD".to_owned(), b"sealed".to_vec())];
+        store.set_env_vars("prj_a", &old, None).unwrap();
+        let preview = EnvScope {
+            v: 1,
+            environments: vec![Environment::Preview],
+            branch: Some("feature-x".into()),
+        };
+        let new = [("NEW".to_owned(), b"sealed".to_vec())];
+        store.set_env_vars("prj_a", &new, Some(&preview)).unwrap();
+        let read = |store: &Store| -> Vec<(String, Option<EnvScope>)> {
+            let vars = store.env_vars("prj_a").unwrap();
+            vars.into_iter().map(|var| (var.key, var.scope)).collect()
+        };
+        assert_eq!(
+            read(&store),
+            [("NEW".into(), Some(preview.clone())), ("OLD".into(), None)]
+        );
+        // Reopened (as after an upgrade), the same.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(read(&store)[0].1, Some(preview));
+        // Set again without a scope, it applies everywhere; deleted, its scope goes too.
+        store.set_env_vars("prj_a", &new, None).unwrap();
+        assert_eq!(read(&store), [("NEW".into(), None), ("OLD".into(), None)]);
+        let scoped = EnvScope {
+            v: 1,
+            environments: vec![Environment::Production],
+            branch: None,
+        };
+        store.set_env_vars("prj_a", &new, Some(&scoped)).unwrap();
+        assert!(store.delete_env_var("prj_a", "NEW").unwrap());
+        store.set_env_vars("prj_a", &new, None).unwrap();
+        assert_eq!(read(&store)[0], ("NEW".into(), None));
+    }
 }

@@ -63,7 +63,17 @@ impl Default for ProjectSettings {
 
 /// Where a deployment is served.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Environment {
@@ -103,6 +113,37 @@ pub struct DeployTarget {
     /// The pull request a preview is for.
     #[serde(default)]
     pub pull_request: Option<u64>,
+    /// The code comes from a fork's pull request (built only with `previewForks`): none of
+    /// the project's variables reach its steps or its app.
+    #[serde(default)]
+    pub fork: bool,
+}
+
+/// Where an env var applies (`env_var_scopes`). A variable without one applies to production
+/// and every preview, as every variable set before scopes existed did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvScope {
+    pub v: u32,
+    /// Sorted, without duplicates, not empty.
+    pub environments: Vec<Environment>,
+    /// Only this branch's previews (`environments` then holds `preview`); production is not
+    /// narrowed by it.
+    #[serde(default)]
+    pub branch: Option<String>,
+}
+
+impl EnvScope {
+    /// Whether a variable of this scope reaches a run of `target` (not a fork's: those get
+    /// no variable at all, whatever the scope).
+    pub fn applies_to(&self, target: &DeployTarget) -> bool {
+        if !self.environments.contains(&target.environment) {
+            return false;
+        }
+        match (target.environment, &self.branch) {
+            (Environment::Production, _) | (Environment::Preview, None) => true,
+            (Environment::Preview, Some(branch)) => target.branch.as_ref() == Some(branch),
+        }
+    }
 }
 
 /// A preview deployment of a branch or pull request (`previews` table).

@@ -32,6 +32,7 @@ impl Store {
         copy_table(&read, &write, tables::PROJECTS, &mut copied)?;
         copy_table(&read, &write, tables::PROJECT_SLUGS, &mut copied)?;
         copy_table(&read, &write, tables::ENV_VARS, &mut copied)?;
+        copy_table(&read, &write, tables::ENV_VAR_SCOPES, &mut copied)?;
         copy_table(&read, &write, tables::TOKENS, &mut copied)?;
         copy_table(&read, &write, tables::TOKEN_HASHES, &mut copied)?;
         copy_table(&read, &write, tables::DEPLOYMENTS, &mut copied)?;

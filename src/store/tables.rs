@@ -14,6 +14,9 @@ pub const PROJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("project
 pub const PROJECT_SLUGS: TableDefinition<&str, &str> = TableDefinition::new("project_slugs");
 /// (`prj_…`, KEY) → sealed value (nonce ‖ ciphertext ‖ tag).
 pub const ENV_VARS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("env_vars");
+/// (`prj_…`, KEY) → `EnvScope`: where a variable applies; none means everywhere.
+pub const ENV_VAR_SCOPES: TableDefinition<(&str, &str), &[u8]> =
+    TableDefinition::new("env_var_scopes");
 /// `tok_…` → `TokenRecord`.
 pub const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 /// SHA-256 of a token secret → `tok_…`.

@@ -107,11 +107,8 @@ pub struct CertificateExpiry {
     pub expires_at: String,
 }
 
-/// The size of a project's build cache in bytes.
-///
-/// The build cache arrives with issue 16 (zero-config deploys); until then this measures
-/// `<data_dir>/build-cache/<project id>` if it exists (0 otherwise). The cache's owner should
-/// replace the walk with the size it tracks.
+/// The size of a project's build caches in bytes: production's
+/// (`<data_dir>/build-cache/<project id>`) and each preview's (`<project id>--<preview>`).
 pub fn build_cache_bytes(data_dir: &Path, project_id: &str) -> u64 {
     fn walk(dir: &Path) -> u64 {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -126,7 +123,27 @@ pub fn build_cache_bytes(data_dir: &Path, project_id: &str) -> u64 {
             })
             .sum()
     }
-    walk(&data_dir.join("build-cache").join(project_id))
+    let root = data_dir.join("build-cache");
+    let previews = preview_cache_names(&root, &format!("{project_id}--"));
+    walk(&root.join(project_id))
+        + previews
+            .iter()
+            .map(|name| walk(&root.join(name)))
+            .sum::<u64>()
+}
+
+/// The directories under `root` (`build-cache/`) whose names start with `prefix`: a project's
+/// preview caches.
+pub fn preview_cache_names(root: &Path, prefix: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
 }
 
 impl Observatory {

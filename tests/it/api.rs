@@ -324,7 +324,9 @@ async fn env_vars_round_trip_all_or_nothing() {
         .json();
     assert_eq!(
         got,
-        json!({"projectId": project_id, "envVars": {"API_KEY": "s3cret", "MODE": "prod"}})
+        json!({"projectId": project_id, "envVars": {"API_KEY": "s3cret", "MODE": "prod"},
+               "scopes": {"API_KEY": {"environments": ["production", "preview"]},
+                          "MODE": {"environments": ["production", "preview"]}}})
     );
     // PORT is reserved; a bad key next to a good one stores neither.
     daemon

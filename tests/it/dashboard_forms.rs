@@ -18,7 +18,7 @@ const UNLABELED: &str = "[...document.querySelectorAll('main input, main select,
   }).join(' ') }))
   .filter((f) => !f.label || /\\b[a-z]+[A-Z][A-Za-z]*\\b/.test(f.label))";
 
-async fn assert_labeled(browser: &mut Browser, page: &str) {
+pub(crate) async fn assert_labeled(browser: &mut Browser, page: &str) {
     let unlabeled = browser.eval(UNLABELED).await;
     assert_eq!(
         unlabeled,

@@ -7,6 +7,7 @@ mod build_cache;
 mod client;
 mod connections;
 mod dashboard;
+mod dashboard_env;
 mod dashboard_forms;
 mod dev_mode;
 mod domain_proofs;

@@ -6,12 +6,11 @@
 
 mod audit;
 mod domains;
+mod env_vars;
 mod git;
 mod logs;
 mod notifications;
 mod wire_code;
-
-use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,6 +21,7 @@ pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
 pub use audit::*;
 pub use domains::*;
+pub use env_vars::*;
 pub use git::*;
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 pub use notifications::*;
@@ -114,48 +114,6 @@ pub struct ProjectDeleted {
     pub id: String,
     pub slug: String,
     pub deleted: bool,
-}
-
-/// `POST …/env-vars`: names to values, set all or nothing (`api::projects` validates names and
-/// values and produces it).
-pub type EnvVarsBody = BTreeMap<String, String>;
-
-/// The schema of [`EnvVarsBody`]: names as `api::projects` accepts them (not `PORT`), string
-/// values up to 64 KiB without NUL, 1 to 500 of them.
-pub fn env_vars_body_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "minProperties": 1,
-        "maxProperties": 500,
-        "propertyNames": {
-            "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
-            "maxLength": 256,
-            "not": {"const": "PORT"}
-        },
-        "additionalProperties": {"type": "string", "maxLength": 65536, "pattern": "^[^\\u0000]*$"}
-    })
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvVarsUpdated {
-    pub project_id: String,
-    /// The names set, in order.
-    pub updated: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvVars {
-    pub project_id: String,
-    pub env_vars: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvVarDeleted {
-    pub project_id: String,
-    pub deleted: String,
 }
 
 /// A token as listed (never its secret).

@@ -11,8 +11,10 @@ use serde_json::json;
 
 use crate::support::{cli, missing_tool, TestDaemon};
 
+mod caches;
 mod fixtures;
 mod forks;
+mod scoped_vars;
 use fixtures::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
