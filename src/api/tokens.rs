@@ -16,6 +16,13 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
 pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, ApiError> {
     let body = read_json_object(&request)?;
+    // The document states no field as nullable: an optional one is left out, not null.
+    if let Some((field, _)) = body.iter().find(|(_, value)| value.is_null()) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("field `{field}` must not be null; leave it out instead"),
+        ));
+    }
     let (name, grant) = parse_create(body, crate::ids::now_ms())?;
     let tokens = ctx.tokens.clone();
     let token = ctx
