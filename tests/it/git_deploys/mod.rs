@@ -13,6 +13,7 @@ use crate::support::{cli, missing_tool, TestDaemon};
 
 mod fixtures;
 mod forks;
+mod replay;
 use fixtures::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
