@@ -100,7 +100,7 @@ pub async fn run(
         config.limits.router_threads,
     ));
     let router_load = daemon_metrics.router_load.clone();
-    let notifier = crate::notifications::Notifier::new(store.clone());
+    let notifier = crate::notifications::Notifier::new(store.clone(), &config.notifications);
     let secrets = Arc::new(secrets);
     let hub = crate::logs::LogHub::new(
         store.clone(),

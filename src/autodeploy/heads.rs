@@ -5,6 +5,8 @@
 //! whose commit was the branch's head before, starts nothing. Pure: `autodeploy` reads and
 //! writes the [`BranchHead`] in one store transaction around [`judge`].
 
+use serde_json::Value;
+
 pub use crate::store::git::BranchHead;
 
 /// Superseded heads remembered per branch.
@@ -57,7 +59,7 @@ pub fn judge(known: Option<&BranchHead>, branch: &str, push: &PushFacts, now_ms:
             short(&push.after)
         ));
     }
-    if known.superseded.iter().any(|old| *old == push.after) {
+    if known.superseded.contains(&push.after) {
         return Verdict::Stale(format!(
             "stale push: {} was the head of {branch} before {}; pushes never move a branch back \
              (roll back through POST /api/projects/{{projectId}}/rollback, or push a new commit)",
@@ -83,6 +85,23 @@ pub fn judge(known: Option<&BranchHead>, branch: &str, push: &PushFacts, now_ms:
     let excess = superseded.len().saturating_sub(SUPERSEDED_KEPT);
     superseded.drain(..excess);
     forward(superseded)
+}
+
+/// The time of the pushed commit: `head_commit.timestamp` (GitHub, Gitea, Forgejo) or the
+/// `commits` entry whose id is `after` (GitLab, which lists the pushed commits).
+pub fn commit_time(json: &Value, after: &str) -> Option<u64> {
+    let head = json
+        .pointer("/head_commit/timestamp")
+        .and_then(Value::as_str);
+    let listed = || {
+        json.pointer("/commits")?
+            .as_array()?
+            .iter()
+            .find(|commit| commit.pointer("/id").and_then(Value::as_str) == Some(after))?
+            .pointer("/timestamp")?
+            .as_str()
+    };
+    parse_time(head.or_else(listed)?)
 }
 
 /// An RFC 3339 time with a `Z` or `±HH:MM` offset (what providers send) → Unix ms.

@@ -6,7 +6,7 @@
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::heads::{parse_time, PushFacts};
+use super::heads::{commit_time, PushFacts};
 
 /// The provider a delivery came from, told by its event header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,23 +231,6 @@ pub fn parse(provider: Provider, headers: &HeaderMap, body: &[u8]) -> Option<Git
         }
         (_, other) => GitEvent::Other(other.to_owned()),
     })
-}
-
-/// The time of the pushed commit: `head_commit.timestamp` (GitHub, Gitea, Forgejo) or the
-/// `commits` entry whose id is `after` (GitLab, which lists the pushed commits).
-fn commit_time(json: &Value, after: &str) -> Option<u64> {
-    let head = json
-        .pointer("/head_commit/timestamp")
-        .and_then(Value::as_str);
-    let listed = || {
-        json.pointer("/commits")?
-            .as_array()?
-            .iter()
-            .find(|commit| commit.pointer("/id").and_then(Value::as_str) == Some(after))?
-            .pointer("/timestamp")?
-            .as_str()
-    };
-    parse_time(head.or_else(listed)?)
 }
 
 /// Whether a pull request's head lives in another repository than its base. Fails closed: it
@@ -492,7 +475,7 @@ mod tests {
                 facts: PushFacts {
                     before: Some(other.into()),
                     after: SHA.into(),
-                    committed_ms: parse_time("2026-11-24T20:00:00Z"),
+                    committed_ms: crate::autodeploy::heads::parse_time("2026-11-24T20:00:00Z"),
                 },
             };
             assert_eq!(event(provider, name, &json), expected, "{file}");

@@ -48,6 +48,8 @@ pub(super) struct RawNotifications {
     retry_first_ms: Option<u64>,
     retry_max_ms: Option<u64>,
     max_attempts: Option<u32>,
+    allow_destinations: Option<Vec<String>>,
+    queue_per_subscription: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,7 +142,21 @@ impl Config {
         let metrics = MetricsConfig {
             requests: raw.metrics.requests.unwrap_or(true),
         };
+        let mut allow_destinations = Vec::new();
+        for text in raw.notifications.allow_destinations.iter().flatten() {
+            let block = super::Cidr::parse(text).ok_or_else(|| ConfigError::Invalid {
+                key: "notifications.allow_destinations".into(),
+                message: format!("{text:?} is not an address or address/prefix"),
+            })?;
+            allow_destinations.push(block);
+        }
         let notifications = NotificationsConfig {
+            allow_destinations,
+            queue_per_subscription: positive(
+                "notifications.queue_per_subscription",
+                raw.notifications.queue_per_subscription,
+                100,
+            )?,
             retry_first_ms: positive(
                 "notifications.retry_first_ms",
                 raw.notifications.retry_first_ms,
