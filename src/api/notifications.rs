@@ -45,6 +45,10 @@ pub async fn create(ctx: &Arc<Context>, request: super::ApiRequest) -> Result<Re
             ))
         })?,
     };
+    ctx.notifier
+        .check_destination(&body.url)
+        .await
+        .map_err(|refused| invalid(format!("field `url`: {refused}")))?;
     let count = ctx.store.call(|s| s.notification_count()).await?;
     if count >= MAX_SUBSCRIPTIONS {
         // 409: a valid request the daemon's state refuses.
@@ -98,8 +102,15 @@ pub async fn delete(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
 pub async fn deliveries(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
     let record = find(ctx, id).await?;
     let key = record.id.clone();
-    let attempts = ctx.store.call(move |s| s.delivery_attempts(&key)).await?;
+    let (attempts, queued) = ctx
+        .store
+        .call(move |s| {
+            Ok::<_, crate::store::StoreError>((s.delivery_attempts(&key)?, s.queued_count(&key)?))
+        })
+        .await?;
     Ok(Reply::json(&types::DeliveryList {
+        queued,
+        dropped: record.dropped,
         notification_id: record.id,
         deliveries: attempts.iter().map(types::Delivery::from).collect(),
     }))

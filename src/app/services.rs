@@ -59,7 +59,7 @@ impl Services {
             crate::ids::now_ms() / 1000,
             config.limits.router_threads,
         ));
-        let notifier = Notifier::new(store.clone());
+        let notifier = Notifier::new(store.clone(), &config.notifications);
         let hub = log_hub(config, store);
         let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);

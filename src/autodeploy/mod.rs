@@ -5,6 +5,7 @@
 //! production's route. Runs use the project's saved settings. [`providers`] reads what each
 //! provider sends; the pipeline runs and tears down; the store keeps previews and hooks.
 
+pub mod heads;
 pub mod providers;
 
 use std::sync::Arc;
@@ -178,34 +179,13 @@ impl AutoDeploy {
             GitEvent::Other(name) => Ok(WebhookOutcome::ignored(format!(
                 "{name} events are not acted on"
             ))),
-            GitEvent::Push { branch, commit } if branch == settings.production_branch => {
-                let run = self
-                    .deploy(project, &branch, Some(commit), Trigger::Webhook)
-                    .await?;
-                Ok(started(
-                    "deploy",
-                    format!("push to {branch}, the production branch"),
-                    &run,
-                ))
-            }
-            GitEvent::Push { branch, commit } => {
-                if !settings.previews {
+            GitEvent::Push { branch, facts } => {
+                if branch != settings.production_branch && !settings.previews {
                     return Ok(WebhookOutcome::ignored(format!(
                         "push to {branch}: previews are off (set \"previews\": true in the project's settings)"
                     )));
                 }
-                let name = self.preview_name(project, &branch)?;
-                let run = self
-                    .preview(
-                        project,
-                        &name,
-                        Some(&branch),
-                        None,
-                        &commit,
-                        Trigger::Webhook,
-                    )
-                    .await?;
-                Ok(started("preview", format!("push to {branch}"), &run))
+                self.forward_push(project, branch, facts).await
             }
             GitEvent::BranchDeleted { branch } => {
                 let name = self.preview_name(project, &branch)?;
@@ -273,6 +253,71 @@ impl AutoDeploy {
                 "pull request #{number}: this action changes no code"
             ))),
         }
+    }
+
+    /// A push that moves its branch forward (`heads::judge`) deploys it (production) or
+    /// updates its preview; a stale one (a replay) starts nothing. The new head is recorded
+    /// before the run starts and put back if the run cannot start.
+    async fn forward_push(
+        &self,
+        project: &ProjectRecord,
+        branch: String,
+        facts: heads::PushFacts,
+    ) -> Result<WebhookOutcome, AutoDeployError> {
+        let (id, key, judged) = (project.id.clone(), branch.clone(), facts.clone());
+        let advanced = self
+            .store
+            .call(move |s| {
+                s.advance_branch(&id, &key, |known| {
+                    match heads::judge(known, &key, &judged, crate::ids::now_ms()) {
+                        heads::Verdict::Forward(head) => Ok(head),
+                        heads::Verdict::Stale(reason) => Err(reason),
+                    }
+                })
+            })
+            .await?;
+        let previous = match advanced {
+            Ok(previous) => previous,
+            Err(reason) => {
+                tracing::info!(project = %project.slug, %branch, %reason, "webhook push ignored");
+                return Ok(WebhookOutcome::ignored(reason));
+            }
+        };
+        let started = self.start_push(project, &branch, &facts.after).await;
+        if started.is_err() {
+            let (id, after) = (project.id.clone(), facts.after);
+            let undo = self
+                .store
+                .call(move |s| s.restore_branch(&id, &branch, &after, previous.as_ref()))
+                .await;
+            if let Err(error) = undo {
+                tracing::error!(%error, "could not put a branch's head back");
+            }
+        }
+        started
+    }
+
+    async fn start_push(
+        &self,
+        project: &ProjectRecord,
+        branch: &str,
+        commit: &str,
+    ) -> Result<WebhookOutcome, AutoDeployError> {
+        if branch == project.settings.production_branch {
+            let run = self
+                .deploy(project, branch, Some(commit.to_owned()), Trigger::Webhook)
+                .await?;
+            return Ok(started(
+                "deploy",
+                format!("push to {branch}, the production branch"),
+                &run,
+            ));
+        }
+        let name = self.preview_name(project, branch)?;
+        let run = self
+            .preview(project, &name, Some(branch), None, commit, Trigger::Webhook)
+            .await?;
+        Ok(started("preview", format!("push to {branch}"), &run))
     }
 
     fn preview_name(

@@ -6,6 +6,8 @@
 use http::HeaderMap;
 use serde_json::Value;
 
+use super::heads::{commit_time, PushFacts};
+
 /// The provider a delivery came from, told by its event header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -41,8 +43,8 @@ pub enum PullAction {
 pub enum GitEvent {
     Push {
         branch: String,
-        /// The pushed commit (40 hex digits).
-        commit: String,
+        /// The pushed commit (`after`), the head before it and the commit's time.
+        facts: PushFacts,
     },
     BranchDeleted {
         branch: String,
@@ -171,7 +173,11 @@ pub fn parse(provider: Provider, headers: &HeaderMap, body: &[u8]) -> Option<Git
             } else {
                 GitEvent::Push {
                     branch,
-                    commit: after,
+                    facts: PushFacts {
+                        before: text("/before"),
+                        committed_ms: commit_time(&json, &after),
+                        after,
+                    },
                 }
             }
         }
@@ -444,6 +450,35 @@ mod tests {
             base["changes"] = serde_json::json!({ change: {"from": "develop"} });
             let parsed = fork_and_action(event(provider, "pull_request", &base));
             assert_eq!(parsed, (false, PullAction::Update), "{fixture}");
+        }
+    }
+
+    #[test]
+    fn pushes_carry_before_after_and_the_commit_time() {
+        let other = "fedcba9876543210fedcba9876543210fedcba98";
+        for (provider, name, file) in [
+            (Provider::GitHub, "push", "github/push.json"),
+            (Provider::Gitea, "push", "gitea/push.json"),
+            (Provider::GitLab, "Push Hook", "gitlab/push.json"),
+        ] {
+            let json = fixture(
+                file,
+                &[
+                    ("REF", "refs/heads/main"),
+                    ("BEFORE", other),
+                    ("AFTER", SHA),
+                    ("DELETED", "false"),
+                ],
+            );
+            let expected = GitEvent::Push {
+                branch: "main".into(),
+                facts: PushFacts {
+                    before: Some(other.into()),
+                    after: SHA.into(),
+                    committed_ms: crate::autodeploy::heads::parse_time("2026-11-24T20:00:00Z"),
+                },
+            };
+            assert_eq!(event(provider, name, &json), expected, "{file}");
         }
     }
 

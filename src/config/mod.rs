@@ -7,8 +7,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod cidr;
 mod domains;
 mod raw;
+pub use cidr::Cidr;
 pub use domains::{under_suffix, DomainsConfig};
 use raw::RawConfig;
 
@@ -58,9 +60,16 @@ pub struct MetricsConfig {
     pub requests: bool,
 }
 
-/// `[notifications]`: how failed webhook deliveries are retried.
-#[derive(Debug, Clone, Copy)]
+/// `[notifications]`: where webhooks may go, how many wait per subscription, and how failed
+/// deliveries are retried.
+#[derive(Debug, Clone)]
 pub struct NotificationsConfig {
+    /// Blocks of loopback, link-local and private addresses that subscriptions may still
+    /// reach (`allow_destinations`, default none: every such address is refused).
+    pub allow_destinations: Vec<Cidr>,
+    /// Deliveries queued per subscription at most (`queue_per_subscription`, default 100);
+    /// past it the oldest is dropped and counted.
+    pub queue_per_subscription: u64,
     /// Wait before the first retry (`retry_first_ms`, default 1000) and before the last
     /// (`retry_max_ms`, default 3,600,000); the waits between grow geometrically.
     pub retry_first_ms: u64,

@@ -51,6 +51,8 @@ pub(super) struct RawNotifications {
     retry_first_ms: Option<u64>,
     retry_max_ms: Option<u64>,
     max_attempts: Option<u32>,
+    allow_destinations: Option<Vec<String>>,
+    queue_per_subscription: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -203,7 +205,21 @@ impl RawConfig {
 
 impl RawNotifications {
     fn validate(self) -> Result<NotificationsConfig, ConfigError> {
+        let mut allow_destinations = Vec::new();
+        for text in self.allow_destinations.iter().flatten() {
+            let block = super::Cidr::parse(text).ok_or_else(|| ConfigError::Invalid {
+                key: "notifications.allow_destinations".into(),
+                message: format!("{text:?} is not an address or address/prefix"),
+            })?;
+            allow_destinations.push(block);
+        }
         let notifications = NotificationsConfig {
+            allow_destinations,
+            queue_per_subscription: positive(
+                "notifications.queue_per_subscription",
+                self.queue_per_subscription,
+                100,
+            )?,
             retry_first_ms: positive("notifications.retry_first_ms", self.retry_first_ms, 1000)?,
             retry_max_ms: positive("notifications.retry_max_ms", self.retry_max_ms, 3_600_000)?,
             max_attempts: positive("notifications.max_attempts", self.max_attempts, 10)?,

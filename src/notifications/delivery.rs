@@ -1,20 +1,23 @@
 //! The delivery worker: takes the next due delivery off the store's queue, posts it (json
 //! signed with `X-Slipway-Signature`), records the attempt, and on failure puts it back with
 //! a later due time (1 s growing to 1 h over 10 attempts by default), until a 2xx or the last
-//! attempt. One delivery at a time; each attempt has a 10 s deadline. Started by `app.rs`.
+//! attempt. One delivery at a time per subscription, subscriptions side by side; each attempt
+//! (resolving, connecting, TLS, the response head) has a 10 s deadline and connects only to
+//! addresses `destination.rs` checked. Started by `app.rs`.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request};
 use http_body_util::Full;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioIo;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
-use super::{secret_context, signature, Format, Notifier};
+use super::{secret_context, signature, DestinationError, Destinations, Format, Notifier};
 use crate::secrets::SecretBox;
 use crate::store::notifications::{DeliveryAttempt, QueuedDelivery};
 
@@ -58,52 +61,74 @@ impl RetryPolicy {
     }
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// Deliveries in flight at once, across subscriptions (one per subscription at a time).
+pub const MAX_IN_FLIGHT: usize = 32;
 
-/// Runs until `shutdown`: delivers what is due, sleeps until the next due time or a new
-/// event. A delivery in flight when the daemon stops stays queued and is sent again.
+/// Runs until `shutdown`: starts every due delivery whose subscription has none in flight,
+/// each on its own task (a receiver that hangs holds only its own subscription's queue, for
+/// at most [`ATTEMPT_TIMEOUT`]), and sleeps until the next due time, a new event or a finished
+/// attempt. A delivery in flight when the daemon stops stays queued and is sent again.
 pub async fn run(
     notifier: Notifier,
     secrets: Arc<SecretBox>,
     policy: RetryPolicy,
     shutdown: CancellationToken,
 ) {
-    let client = match https_client() {
-        Ok(client) => client,
+    let tls = match tls_connector() {
+        Ok(tls) => tls,
         Err(error) => {
-            tracing::error!(%error, "notifications: cannot set up the HTTPS client; webhooks are not delivered");
+            tracing::error!(%error, "notifications: cannot set up TLS; webhooks are not delivered");
             return;
         }
     };
+    let mut in_flight: JoinSet<()> = JoinSet::new();
+    let mut busy: HashMap<tokio::task::Id, String> = HashMap::new();
     loop {
-        let next = notifier.store().call(|store| store.next_delivery()).await;
-        let wait = match next {
-            Ok(Some(delivery)) => {
-                let now = crate::ids::now_ms();
-                if delivery.next_ms <= now {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = attempt(&notifier, &client, &secrets, &policy, delivery) => {}
-                    }
-                    continue;
+        let now = crate::ids::now_ms();
+        let skip: HashSet<String> = busy.values().cloned().collect();
+        let room = MAX_IN_FLIGHT.saturating_sub(in_flight.len());
+        let due = notifier
+            .store()
+            .call(move |store| store.due_deliveries(now, &skip, room))
+            .await;
+        let wait = match due {
+            Ok((deliveries, next)) => {
+                for delivery in deliveries {
+                    let subscription = delivery.notification_id.clone();
+                    let (notifier, tls, secrets) = (notifier.clone(), tls.clone(), secrets.clone());
+                    let task = in_flight.spawn(async move {
+                        attempt(&notifier, &tls, &secrets, &policy, delivery).await;
+                    });
+                    busy.insert(task.id(), subscription);
                 }
-                Duration::from_millis(delivery.next_ms - now)
+                next.map_or(Duration::from_secs(3600), |due| {
+                    Duration::from_millis(due.saturating_sub(now))
+                })
             }
-            Ok(None) => Duration::from_secs(3600),
             Err(error) => {
                 tracing::error!(%error, "notifications: cannot read the delivery queue");
                 Duration::from_secs(5)
             }
         };
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                in_flight.abort_all();
+                return;
+            }
             _ = notifier.wake().notified() => {}
             _ = tokio::time::sleep(wait) => {}
+            Some(done) = in_flight.join_next_with_id() => {
+                let id = match done {
+                    Ok((id, ())) => id,
+                    Err(error) => error.id(),
+                };
+                busy.remove(&id);
+            }
         }
     }
 }
 
-fn https_client() -> Result<HttpsClient, std::io::Error> {
+fn tls_connector() -> Result<TlsConnector, std::io::Error> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
@@ -114,21 +139,13 @@ fn https_client() -> Result<HttpsClient, std::io::Error> {
     .map_err(std::io::Error::other)?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(Some(ATTEMPT_TIMEOUT));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
+    Ok(TlsConnector::from(Arc::new(tls)))
 }
 
 /// One attempt of one delivery, recorded in the store with its outcome.
 async fn attempt(
     notifier: &Notifier,
-    client: &HttpsClient,
+    tls: &TlsConnector,
     secrets: &SecretBox,
     policy: &RetryPolicy,
     delivery: QueuedDelivery,
@@ -158,7 +175,9 @@ async fn attempt(
         None => Err("the subscription's secret cannot be opened (was secret.key replaced?)".into()),
         Some(secret) => {
             let format = Format::parse(&subscription.format).unwrap_or(Format::Json);
-            post(client, &subscription.url, &delivery, format, &secret).await
+            let destinations = notifier.destinations();
+            let target = Target { destinations, tls };
+            post(target, &subscription.url, &delivery, format, &secret).await
         }
     };
     let attempt_number = delivery.attempts + 1;
@@ -214,18 +233,38 @@ async fn attempt(
     }
 }
 
+/// What an attempt may reach and how.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    destinations: &'a Destinations,
+    tls: &'a TlsConnector,
+}
+
+/// What the deliveries list says when no HTTP answer came. One message for a closed port, a
+/// filtered one, a reset, a TLS failure and a timeout alike, so the list does not map a
+/// network; the daemon's log has the cause.
+pub const NO_ANSWER: &str = "no HTTP answer from the receiver (the daemon's log has the cause)";
+
 /// POSTs the body; the receiver's status, or why there was none.
 async fn post(
-    client: &HttpsClient,
+    target: Target<'_>,
     url: &str,
     delivery: &QueuedDelivery,
     format: Format,
     secret: &str,
 ) -> Result<u16, String> {
+    let uri: http::Uri = url.parse().map_err(|_| "the URL is not valid".to_owned())?;
+    let host = uri.host().unwrap_or_default().to_owned();
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let mut request = Request::new(Full::new(Bytes::from(delivery.body.clone())));
     *request.method_mut() = Method::POST;
-    *request.uri_mut() = url.parse().map_err(|_| "the URL is not valid".to_owned())?;
+    *request.uri_mut() = path
+        .parse()
+        .map_err(|_| "the URL is not valid".to_owned())?;
     let headers = request.headers_mut();
+    let text = |value: &str| HeaderValue::from_str(value).map_err(|e| e.to_string());
+    let authority = uri.authority().map_or(host.as_str(), |a| a.as_str());
+    headers.insert(http::header::HOST, text(authority)?);
     headers.insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -234,7 +273,6 @@ async fn post(
         http::header::USER_AGENT,
         HeaderValue::from_static(concat!("slipway/", env!("CARGO_PKG_VERSION"))),
     );
-    let text = |value: &str| HeaderValue::from_str(value).map_err(|e| e.to_string());
     headers.insert("x-slipway-event", text(&delivery.event)?);
     headers.insert("x-slipway-delivery", text(&delivery.id)?);
     if format == Format::Json {
@@ -243,23 +281,92 @@ async fn post(
             text(&signature(secret, delivery.body.as_bytes()))?,
         );
     }
-    match tokio::time::timeout(ATTEMPT_TIMEOUT, client.request(request)).await {
-        Ok(Ok(response)) => Ok(response.status().as_u16()),
-        Ok(Err(error)) => Err(describe(&error)),
-        Err(_) => Err(format!(
-            "no response within {} s",
-            ATTEMPT_TIMEOUT.as_secs()
-        )),
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let exchange = async {
+        let addrs = target.destinations.resolve(&host, port).await?;
+        let stream = connect(&addrs).await?;
+        if !https {
+            return exchange(stream, request).await;
+        }
+        let name = rustls::pki_types::ServerName::try_from(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+        )
+        .map_err(|e| AttemptError::Transport(e.to_string()))?;
+        let stream = target.tls.connect(name, stream).await?;
+        exchange(stream, request).await
+    };
+    let outcome = tokio::time::timeout(ATTEMPT_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| {
+            Err(AttemptError::Transport(format!(
+                "no response within {} s",
+                ATTEMPT_TIMEOUT.as_secs()
+            )))
+        });
+    match outcome {
+        Ok(status) => Ok(status),
+        Err(AttemptError::Destination(refused)) => Err(format!("not sent: {refused}")),
+        Err(AttemptError::Transport(cause)) => {
+            tracing::info!(delivery = %delivery.id, %host, %cause, "webhook: no HTTP answer");
+            Err(NO_ANSWER.to_owned())
+        }
     }
 }
 
-/// The innermost cause of a client error ("connection refused", …).
-fn describe(error: &hyper_util::client::legacy::Error) -> String {
-    let mut source: &dyn std::error::Error = error;
-    while let Some(inner) = source.source() {
-        source = inner;
+/// Why an attempt got no HTTP answer.
+enum AttemptError {
+    /// Refused before any connection was made.
+    Destination(DestinationError),
+    /// Connect, TLS, HTTP or timeout: said to the user as [`NO_ANSWER`].
+    Transport(String),
+}
+
+impl From<DestinationError> for AttemptError {
+    fn from(error: DestinationError) -> Self {
+        AttemptError::Destination(error)
     }
-    format!("could not reach the receiver: {source}")
+}
+
+impl From<std::io::Error> for AttemptError {
+    fn from(error: std::io::Error) -> Self {
+        AttemptError::Transport(error.to_string())
+    }
+}
+
+impl From<hyper::Error> for AttemptError {
+    fn from(error: hyper::Error) -> Self {
+        AttemptError::Transport(error.to_string())
+    }
+}
+
+/// A connection to the first of the checked addresses that takes one.
+async fn connect(addrs: &[std::net::SocketAddr]) -> Result<tokio::net::TcpStream, AttemptError> {
+    let mut last = None;
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.map_or_else(
+        || AttemptError::Transport("no address".into()),
+        AttemptError::from,
+    ))
+}
+
+/// One HTTP/1.1 request on `io`; the response's status.
+async fn exchange<IO>(io: IO, request: Request<Full<Bytes>>) -> Result<u16, AttemptError>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    let driver = tokio::spawn(connection);
+    let response = sender.send_request(request).await;
+    driver.abort();
+    Ok(response?.status().as_u16())
 }
 
 #[cfg(test)]

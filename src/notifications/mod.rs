@@ -2,14 +2,18 @@
 //! (deployments, app crashes, certificate failures, active domains) and their delivery.
 //!
 //! [`Notifier::emit`] turns an event into one queued delivery per subscription that wants it,
-//! with the body fixed at that moment (`format.rs`), in the store; the worker
-//! ([`delivery::run`]) posts them, signed, and retries failures with backoff. Nothing is
-//! lost across a restart: a delivery leaves the queue only after a 2xx or its last attempt
-//! (at least once; `X-Slipway-Delivery` lets a receiver drop a repeat).
+//! with the body fixed at that moment (`format.rs`), in the store; each subscription's queue
+//! holds at most `queue_per_subscription` (the oldest dropped and counted). The worker
+//! ([`delivery::run`]) posts them, signed, one at a time per subscription but subscriptions
+//! side by side, and retries failures with backoff. Nothing is lost across a restart: a
+//! delivery leaves the queue only after a 2xx, its last attempt, or being dropped from a full
+//! queue (at least once; `X-Slipway-Delivery` lets a receiver drop a repeat).
+//! `destination.rs` keeps webhooks away from internal addresses.
 //! Callers: the pipeline (deployment events), the supervisor (`app.crashed`), `app.rs` (the
 //! TLS failure hook), the API handlers (subscriptions).
 
 pub mod delivery;
+pub mod destination;
 mod format;
 
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use crate::store::notifications::{NotificationRecord, QueuedDelivery};
 use crate::store::{Store, StoreError};
 
 pub use delivery::RetryPolicy;
+pub use destination::{DestinationError, Destinations};
 pub use format::{json_body, signature, slack_body};
 
 /// Subscriptions at most.
@@ -143,6 +148,8 @@ impl Format {
 pub struct Notifier {
     store: Store,
     wake: Arc<tokio::sync::Notify>,
+    destinations: Arc<Destinations>,
+    queue_per_subscription: u64,
 }
 
 /// A subscription as created: its record and the secret, shown this once.
@@ -152,10 +159,12 @@ pub struct Created {
 }
 
 impl Notifier {
-    pub fn new(store: Store) -> Notifier {
+    pub fn new(store: Store, config: &crate::config::NotificationsConfig) -> Notifier {
         Notifier {
             store,
             wake: Arc::new(tokio::sync::Notify::new()),
+            destinations: Arc::new(Destinations::new(config.allow_destinations.clone())),
+            queue_per_subscription: config.queue_per_subscription,
         }
     }
 
@@ -190,6 +199,7 @@ impl Notifier {
 
     /// Queues the event now; returns how many deliveries it made.
     pub async fn enqueue(&self, event: Event) -> Result<usize, StoreError> {
+        let cap = self.queue_per_subscription;
         let queued = self
             .store
             .call(move |store| {
@@ -212,7 +222,7 @@ impl Notifier {
                     })
                     .collect();
                 if !deliveries.is_empty() {
-                    store.enqueue_deliveries(&deliveries)?;
+                    store.enqueue_deliveries(&deliveries, cap)?;
                 }
                 Ok::<_, StoreError>(deliveries.len())
             })
@@ -245,6 +255,7 @@ impl Notifier {
             format: format.as_str().to_owned(),
             secret_sealed: crate::ids::hex(&sealed),
             created_ms: crate::ids::now_ms(),
+            dropped: 0,
         };
         let stored = record.clone();
         self.store
@@ -253,12 +264,41 @@ impl Notifier {
         Ok(Created { record, secret })
     }
 
+    /// A subscription URL's host, checked as deliveries will check it: an IP literal or a
+    /// name resolving to a refused address is refused; a name that does not resolve now is
+    /// accepted (every attempt resolves and checks it again).
+    pub async fn check_destination(&self, url: &str) -> Result<(), DestinationError> {
+        let Ok(uri) = url.parse::<http::Uri>() else {
+            return Ok(());
+        };
+        let (Some(host), Some(port)) = (uri.host(), uri.port_u16().or(default_port(&uri))) else {
+            return Ok(());
+        };
+        match self.destinations.resolve(host, port).await {
+            Err(refused @ DestinationError::Refused { .. }) => Err(refused),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn destinations(&self) -> &Destinations {
+        &self.destinations
+    }
+
     pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     pub(crate) fn wake(&self) -> &tokio::sync::Notify {
         &self.wake
+    }
+}
+
+/// 443 for `https`, 80 for `http`.
+fn default_port(uri: &http::Uri) -> Option<u16> {
+    match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
     }
 }
 

@@ -1,9 +1,11 @@
 //! Git-driven deploys in the store: project settings and the webhook secret (on the project
 //! record), previews (one row per project and name, pointing at the deployment it serves),
-//! deploy hooks (keyed by the hash of their secret) and the webhook deliveries seen (so a
-//! redelivery starts nothing). `git/` and the pipeline drive them.
+//! deploy hooks (keyed by the hash of their secret), the webhook deliveries seen (so a
+//! redelivery starts nothing) and each branch's last accepted push ([`BranchHead`], so a
+//! replayed older one starts nothing). `autodeploy/` and the pipeline drive them.
 
 use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
 
 use super::records::{
     DeployHookRecord, DeploymentRecord, DeploymentState, PreviewRecord, ProjectRecord, RunRecord,
@@ -22,7 +24,79 @@ pub enum PreviewSwitch {
     Gone,
 }
 
+/// What the project last accepted from one branch (`autodeploy::heads` decides).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchHead {
+    pub v: u32,
+    /// The `after` of the last push acted on.
+    pub head: String,
+    /// Its commit time (Unix ms), when the payload gave it.
+    pub committed_ms: Option<u64>,
+    /// Earlier heads, oldest first (bounded by `autodeploy::heads`).
+    pub superseded: Vec<String>,
+    pub updated_ms: u64,
+}
+
 impl Store {
+    /// Reads a branch's head and, if `decide` returns a new one, stores it, in one
+    /// transaction (two deliveries at once cannot both pass). `Ok(Err(_))`: `decide` refused
+    /// and nothing changed; `Ok(Ok(previous))`: the new head is stored.
+    pub fn advance_branch<T>(
+        &self,
+        project_id: &str,
+        branch: &str,
+        decide: impl FnOnce(Option<&BranchHead>) -> std::result::Result<BranchHead, T>,
+    ) -> Result<std::result::Result<Option<BranchHead>, T>> {
+        let txn = self.write()?;
+        let outcome = {
+            let mut table = txn.open_table(tables::BRANCH_HEADS)?;
+            let known: Option<BranchHead> = match table.get((project_id, branch))? {
+                Some(value) => Some(decode("branch_heads", value.value())?),
+                None => None,
+            };
+            match decide(known.as_ref()) {
+                Err(refusal) => return Ok(Err(refusal)),
+                Ok(head) => {
+                    table.insert((project_id, branch), encode(&head).as_slice())?;
+                    Ok(known)
+                }
+            }
+        };
+        txn.commit()?;
+        Ok(outcome)
+    }
+
+    /// Puts `previous` back as the branch's head if the head is still `expected` (a push
+    /// that was accepted but whose run could not start).
+    pub fn restore_branch(
+        &self,
+        project_id: &str,
+        branch: &str,
+        expected: &str,
+        previous: Option<&BranchHead>,
+    ) -> Result<()> {
+        let txn = self.write()?;
+        {
+            let mut table = txn.open_table(tables::BRANCH_HEADS)?;
+            let current: Option<BranchHead> = match table.get((project_id, branch))? {
+                Some(value) => Some(decode("branch_heads", value.value())?),
+                None => None,
+            };
+            if current.is_some_and(|head| head.head == expected) {
+                match previous {
+                    Some(previous) => {
+                        table.insert((project_id, branch), encode(previous).as_slice())?;
+                    }
+                    None => {
+                        table.remove((project_id, branch))?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     /// Changes a project record in one transaction; `None` when there is no such project.
     pub fn update_project(
         &self,
@@ -228,6 +302,8 @@ pub(super) fn remove_project_git(txn: &redb::WriteTransaction, project_id: &str)
     txn.open_table(tables::PREVIEWS)?
         .retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
     txn.open_table(tables::WEBHOOK_DELIVERIES)?
+        .retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
+    txn.open_table(tables::BRANCH_HEADS)?
         .retain_in((project_id, "")..=(project_id, "\u{10FFFF}"), |_, _| false)?;
     let mut hooks = txn.open_table(tables::DEPLOY_HOOKS)?;
     let all: Vec<DeployHookRecord> = all_records(&hooks, "deploy_hooks")?;

@@ -163,6 +163,7 @@ impl Store {
             txn.open_table(tables::PREVIEWS)?;
             txn.open_table(tables::DEPLOY_HOOKS)?;
             txn.open_table(tables::WEBHOOK_DELIVERIES)?;
+            txn.open_table(tables::BRANCH_HEADS)?;
         }
         txn.commit()?;
         Ok(())

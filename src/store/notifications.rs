@@ -2,6 +2,8 @@
 //! the worker reads the next one first and a restart loses none), and the last 100 attempts
 //! of each subscription. The records are defined here; `notifications/` drives them.
 
+use std::collections::{HashMap, HashSet};
+
 use redb::{ReadableTable, ReadableTableMetadata};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,9 @@ pub struct NotificationRecord {
     /// The signing secret sealed with the daemon's key (hex of nonce ‖ ciphertext ‖ tag).
     pub secret_sealed: String,
     pub created_ms: u64,
+    /// Deliveries dropped because the subscription's queue was full.
+    #[serde(default)]
+    pub dropped: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -113,31 +118,97 @@ impl Store {
         Ok(removed)
     }
 
-    /// Queues deliveries (all or none).
-    pub fn enqueue_deliveries(&self, deliveries: &[QueuedDelivery]) -> Result<()> {
+    /// Queues deliveries (all or none). A subscription holds at most `cap` queued: past it
+    /// its oldest are dropped and counted in its record's `dropped`.
+    pub fn enqueue_deliveries(&self, deliveries: &[QueuedDelivery], cap: u64) -> Result<()> {
         let txn = self.write()?;
         {
             let mut queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+            // Each subscription's queued deliveries as (created, due, id), oldest last.
+            let mut queued: HashMap<String, Vec<(u64, u64, String)>> = HashMap::new();
+            for entry in queue.iter()? {
+                let (key, value) = entry?;
+                let delivery: QueuedDelivery = decode("notification_queue", value.value())?;
+                let (due, id) = key.value();
+                queued.entry(delivery.notification_id).or_default().push((
+                    delivery.created_ms,
+                    due,
+                    id.to_owned(),
+                ));
+            }
+            let mut dropped: HashMap<String, u64> = HashMap::new();
             for delivery in deliveries {
+                let mine = queued.entry(delivery.notification_id.clone()).or_default();
+                mine.sort_by(|a, b| b.cmp(a));
+                while mine.len() as u64 >= cap {
+                    let Some((_, due, id)) = mine.pop() else {
+                        break;
+                    };
+                    queue.remove((due, id.as_str()))?;
+                    *dropped.entry(delivery.notification_id.clone()).or_default() += 1;
+                }
                 queue.insert(
                     (delivery.next_ms, delivery.id.as_str()),
                     encode(delivery).as_slice(),
                 )?;
+                mine.push((delivery.created_ms, delivery.next_ms, delivery.id.clone()));
+            }
+            let mut subscriptions = txn.open_table(tables::NOTIFICATIONS)?;
+            for (id, count) in dropped {
+                let record: Option<NotificationRecord> =
+                    get_record(&subscriptions, "notifications", &id)?;
+                if let Some(mut record) = record {
+                    record.dropped += count;
+                    put_record(&mut subscriptions, &id, &record)?;
+                }
             }
         }
         txn.commit()?;
         Ok(())
     }
 
-    /// The delivery due first, if any.
-    pub fn next_delivery(&self) -> Result<Option<QueuedDelivery>> {
+    /// The deliveries due at `now_ms`, the first of each subscription not in `busy` (in due
+    /// order, at most `limit`), and when the next one not taken falls due.
+    pub fn due_deliveries(
+        &self,
+        now_ms: u64,
+        busy: &HashSet<String>,
+        limit: usize,
+    ) -> Result<(Vec<QueuedDelivery>, Option<u64>)> {
         let txn = self.read()?;
         let queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
-        let first = match queue.first()? {
-            Some((_, value)) => Some(decode("notification_queue", value.value())?),
-            None => None,
-        };
-        Ok(first)
+        let mut taken: Vec<QueuedDelivery> = Vec::new();
+        for entry in queue.iter()? {
+            let (key, value) = entry?;
+            let (due, _) = key.value();
+            if due > now_ms {
+                return Ok((taken, Some(due)));
+            }
+            if taken.len() >= limit {
+                return Ok((taken, Some(due)));
+            }
+            let delivery: QueuedDelivery = decode("notification_queue", value.value())?;
+            let waiting = busy.contains(&delivery.notification_id)
+                || taken
+                    .iter()
+                    .any(|t| t.notification_id == delivery.notification_id);
+            if !waiting {
+                taken.push(delivery);
+            }
+        }
+        Ok((taken, None))
+    }
+
+    /// How many deliveries of a subscription are queued.
+    pub fn queued_count(&self, notification_id: &str) -> Result<u64> {
+        let txn = self.read()?;
+        let queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
+        let mut count = 0;
+        for entry in queue.iter()? {
+            let delivery: QueuedDelivery = decode("notification_queue", entry?.1.value())?;
+            count += u64::from(delivery.notification_id == notification_id);
+        }
+        Ok(count)
     }
 
     /// Records an attempt of `delivery` (as it was queued) and takes it off the queue, or puts
@@ -151,8 +222,12 @@ impl Store {
         let txn = self.write()?;
         {
             let mut queue = txn.open_table(tables::NOTIFICATION_QUEUE)?;
-            queue.remove((delivery.next_ms, delivery.id.as_str()))?;
-            if let Some(retry) = retry {
+            // Gone while in flight (dropped from a full queue, or its subscription deleted):
+            // it is not put back.
+            let still_queued = queue
+                .remove((delivery.next_ms, delivery.id.as_str()))?
+                .is_some();
+            if let (true, Some(retry)) = (still_queued, retry) {
                 queue.insert((retry.next_ms, retry.id.as_str()), encode(retry).as_slice())?;
             }
             let id = delivery.notification_id.as_str();

@@ -51,6 +51,9 @@ pub const DEPLOY_HOOKS: TableDefinition<&str, &[u8]> = TableDefinition::new("dep
 /// of a webhook start nothing new. Kept 7 days.
 pub const WEBHOOK_DELIVERIES: TableDefinition<(&str, &str), u64> =
     TableDefinition::new("webhook_deliveries");
+/// (project id, branch) → `BranchHead`: the last push acted on for the branch and the heads
+/// it superseded, so a replayed older push starts nothing.
+pub const BRANCH_HEADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("branch_heads");
 /// `ntf_…` → `NotificationRecord` (webhook subscriptions; the secret sealed).
 pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
 /// (due time in Unix ms, `dlv_…`) → `QueuedDelivery`: webhook deliveries still to be made,

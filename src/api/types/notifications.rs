@@ -58,6 +58,9 @@ pub struct Notification {
     pub events: Vec<String>,
     pub format: String,
     pub created_at: String,
+    /// Deliveries dropped since the subscription was made because its queue was full
+    /// (`[notifications] queue_per_subscription`, the oldest go first).
+    pub dropped: u64,
 }
 
 /// A new subscription: `secret` (the HMAC key of `X-Slipway-Signature`) is shown this once.
@@ -104,6 +107,10 @@ pub struct Delivery {
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryList {
     pub notification_id: String,
+    /// Deliveries waiting (due now or retrying later).
+    pub queued: u64,
+    /// Deliveries dropped from a full queue, as in the subscription.
+    pub dropped: u64,
     pub deliveries: Vec<Delivery>,
 }
 
@@ -115,6 +122,7 @@ impl From<&crate::store::notifications::NotificationRecord> for Notification {
             events: record.events.clone(),
             format: record.format.clone(),
             created_at: crate::ids::rfc3339(record.created_ms),
+            dropped: record.dropped,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::support::{cli, missing_tool, TestDaemon};
 mod caches;
 mod fixtures;
 mod forks;
+mod replay;
 mod scoped_vars;
 use fixtures::*;
 

@@ -105,7 +105,8 @@ async fn acme_issues_for_a_custom_domain_redirects_and_a_restart_issues_nothing(
     let options = DaemonOptions::default()
         .apps_domain("apps.test")
         .https_port(https_port)
-        .tls(pebble.tls_setup("ops@apps.test"));
+        .tls(pebble.tls_setup("ops@apps.test"))
+        .extra_toml(&crate::notifications::allow_loopback());
     drop(https_reservation);
     let mut daemon = TestDaemon::start_with(options);
     relay.forward_to(daemon.http);
