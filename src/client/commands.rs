@@ -121,8 +121,15 @@ pub async fn env(
             if answer.env_vars.is_empty() {
                 eprintln!("{project} has no environment variables");
             }
+            // `KEY=VALUE` lines, as a shell reads them; a variable that does not apply
+            // everywhere says where it does.
             for (key, value) in &answer.env_vars {
-                match answer.scopes.get(key) {
+                let everywhere = |scope: &EnvVarScope| {
+                    scope.branch.is_none()
+                        && scope.environments.contains(&Environment::Production)
+                        && scope.environments.contains(&Environment::Preview)
+                };
+                match answer.scopes.get(key).filter(|scope| !everywhere(scope)) {
                     Some(scope) => println!("{key}={value}  ({})", scope_in_words(scope)),
                     None => println!("{key}={value}"),
                 }

@@ -36,24 +36,25 @@ async fn a_previews_build_cannot_change_what_production_restores() {
                "buildCommand": "sh build.sh", "outputDirectory": "out"}),
     )
     .await;
-    let push = |branch: &str, commit: &str| {
+    // Each push follows the branch's last one (`before`), as a provider sends them.
+    let push = |branch: &str, before: &str, commit: &str| {
         payload(
             "github/push.json",
             &[
                 ("REF", format!("refs/heads/{branch}")),
-                ("BEFORE", ZERO.to_owned()),
+                ("BEFORE", before.to_owned()),
                 ("AFTER", commit.to_owned()),
                 ("DELETED", "false".into()),
             ],
         )
     };
     let first = git.commit("main", &[("build.sh", MAIN_BUILD)]);
-    let answer = web.github("push", "c-1", push("main", &first)).await;
+    let answer = web.github("push", "c-1", push("main", ZERO, &first)).await;
     web.completed(&answer, "deploy").await;
     assert_eq!(web.page("cached.localhost").await.text().trim(), "clean");
 
     let evil = git.commit("evil", &[("build.sh", EVIL_BUILD)]);
-    let answer = web.github("push", "c-2", push("evil", &evil)).await;
+    let answer = web.github("push", "c-2", push("evil", ZERO, &evil)).await;
     web.completed(&answer, "preview").await;
     assert_eq!(
         web.page("evil--cached.localhost").await.text().trim(),
@@ -62,7 +63,9 @@ async fn a_previews_build_cannot_change_what_production_restores() {
 
     // The next production build restores production's cache, which the preview never wrote.
     let second = git.commit("main", &[("README.md", "two")]);
-    let answer = web.github("push", "c-3", push("main", &second)).await;
+    let answer = web
+        .github("push", "c-3", push("main", &first, &second))
+        .await;
     web.completed(&answer, "deploy").await;
     assert_eq!(
         web.page("cached.localhost").await.text().trim(),
@@ -72,7 +75,9 @@ async fn a_previews_build_cannot_change_what_production_restores() {
 
     // The preview keeps a cache of its own between its builds.
     let evil_two = git.commit("evil", &[("README.md", "evil two")]);
-    let answer = web.github("push", "c-4", push("evil", &evil_two)).await;
+    let answer = web
+        .github("push", "c-4", push("evil", &evil, &evil_two))
+        .await;
     web.completed(&answer, "preview").await;
     assert_eq!(
         web.page("evil--cached.localhost").await.text().trim(),
