@@ -16,11 +16,12 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
 pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, ApiError> {
     let body = read_json_object(&request)?;
-    // The document states no field as nullable: an optional one is left out, not null.
-    if let Some((field, _)) = body.iter().find(|(_, value)| value.is_null()) {
+    // `projects` is a list or absent (the document does not make it nullable: a null next
+    // to an admin scope would pass as "no limit" where the schema refuses a limit).
+    if body.get("projects").is_some_and(|value| value.is_null()) {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
-            format!("field `{field}` must not be null; leave it out instead"),
+            "field `projects` must be a list of project slugs; leave it out for all projects",
         ));
     }
     let (name, grant) = parse_create(body, crate::ids::now_ms())?;
@@ -31,8 +32,9 @@ pub async fn create(ctx: &Arc<Context>, request: ApiRequest) -> Result<Reply, Ap
         .await
         .map_err(|error| match error {
             TokenError::Store(error) => ApiError::from(error),
+            // The store's state, not the body's shape, refuses it: 404, as for any missing id.
             TokenError::UnknownProject(name) => ApiError::new(
-                ErrorCode::InvalidBody,
+                ErrorCode::NotFound,
                 format!(
                     "field `projects`: no project {name:?}; a token is limited to projects that \
                      exist (create it first), and only to them, not to a later project of the \

@@ -326,6 +326,22 @@ pub fn validate_url(url: &str) -> Result<(), String> {
     if uri.host().is_none_or(str::is_empty) {
         return Err("field `url` has no host".into());
     }
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    if authority.contains('@') {
+        return Err(
+            "field `url` must not hold credentials (user@); the signature authenticates deliveries"
+                .into(),
+        );
+    }
+    // After an IPv6 literal's `]`, if any: `:port`, 1 to 65535.
+    let after_host = &authority[authority.rfind(']').map_or(0, |i| i + 1)..];
+    if let Some((_, port)) = after_host.rsplit_once(':') {
+        if port.parse::<u16>().map_or(true, |port| port == 0) {
+            return Err(format!(
+                "field `url` has no valid port (1 to 65535): {url:?}"
+            ));
+        }
+    }
     Ok(())
 }
 

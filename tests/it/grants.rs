@@ -127,7 +127,7 @@ async fn a_grant_does_not_cover_a_later_project_of_the_same_slug() {
             Some(json!({"name": "ahead", "scope": "deploy", "projects": ["not-yet"]})),
         )
         .await;
-    ahead.assert_error(400, "INVALID_BODY");
+    ahead.assert_error(404, "NOT_FOUND");
     assert!(ahead.text().contains("not-yet"), "{}", ahead.text());
 }
 

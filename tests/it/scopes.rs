@@ -388,7 +388,7 @@ async fn a_deploy_token_cannot_create_a_project_by_any_route() {
             Some(json!({"name": "ci-new", "scope": "deploy", "projects": ["brand-new"]})),
         )
         .await;
-    ahead.assert_error(400, "INVALID_BODY");
+    ahead.assert_error(404, "NOT_FOUND");
     let deployers = [create_token(&daemon, json!({"name": "ci", "scope": "deploy"})).await];
     let body_for = |template: &str| -> (Option<&'static str>, Vec<u8>) {
         let json = |value: serde_json::Value| (Some("application/json"), value.to_string().into());

@@ -53,6 +53,8 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         ],
         Route::Rollback => &[Conflict],
         Route::DeleteToken | Route::CancelRun => &[Conflict],
+        // A project `projects` names that does not exist.
+        Route::CreateToken => &[NotFound],
         Route::CreateNotification => &[],
         Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
         Route::DeleteDomain => &[Conflict],
@@ -83,7 +85,6 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         | Route::GetProject
         | Route::DeleteProject
         | Route::GetEnvVars
-        | Route::CreateToken
         | Route::ListTokens
         | Route::ProvisionStatus
         | Route::Deployments

@@ -191,7 +191,7 @@ pub struct CreateToken {
     /// Project slugs a `deploy` or `read` token is limited to (absent: all projects; not for
     /// `admin` tokens).
     #[serde(default)]
-    #[schemars(with = "Option<Vec<SlugString>>", length(min = 1, max = 100))]
+    #[schemars(with = "Vec<SlugString>", length(min = 1, max = 100))]
     pub projects: Option<Vec<String>>,
     /// Days until the token expires (1 to 3650; absent: never).
     #[serde(default, deserialize_with = "super::json::whole_number")]
