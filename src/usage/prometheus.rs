@@ -5,10 +5,75 @@
 use super::{Observatory, ProjectFigures};
 use crate::metrics::exposition::{Exposition, Kind};
 use crate::metrics::{RunResult, STATUS_CLASSES};
+use crate::sandbox::CgroupUsage;
 
 pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> String {
     let mut page = Exposition::new();
+    project_families(&mut page, projects);
+    daemon_families(&mut page, observatory);
+    process_families(&mut page);
+    page.finish()
+}
 
+/// A family with one sample per project, labelled by its slug.
+struct ProjectFamily {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    value: Reading,
+}
+
+/// Where a per-project family's value comes from.
+enum Reading {
+    /// The project's own figures: every project has one, and the family is written even
+    /// when there is no project.
+    Figures(fn(&ProjectFigures) -> f64),
+    /// Its live app's cgroup: the family is left out when no project has one.
+    App(fn(&CgroupUsage) -> Option<f64>),
+}
+
+/// The per-project families after the requests and their durations, in the page's order.
+const PROJECT_FAMILIES: [ProjectFamily; 6] = [
+    ProjectFamily {
+        name: "slipway_http_response_bytes_total",
+        kind: Kind::Counter,
+        help: "Response body bytes sent to visitors, by project.",
+        value: Reading::Figures(|f| f.counts.response_bytes as f64),
+    },
+    ProjectFamily {
+        name: "slipway_upstream_errors_total",
+        kind: Kind::Counter,
+        help: "Requests the project's app did not answer (502 or 504 served).",
+        value: Reading::Figures(|f| f.counts.upstream_errors as f64),
+    },
+    ProjectFamily {
+        name: "slipway_app_restarts_total",
+        kind: Kind::Counter,
+        help: "Restarts of the project's app after it exited.",
+        value: Reading::Figures(|f| f.counts.app_restarts as f64),
+    },
+    ProjectFamily {
+        name: "slipway_app_memory_bytes",
+        kind: Kind::Gauge,
+        help: "Memory of the project's live app, from its cgroup.",
+        value: Reading::App(|app| app.memory_bytes.map(|bytes| bytes as f64)),
+    },
+    ProjectFamily {
+        name: "slipway_app_cpu_seconds_total",
+        kind: Kind::Counter,
+        help: "CPU time of the project's live app, from its cgroup (restarts each start from 0).",
+        value: Reading::App(|app| app.cpu_seconds),
+    },
+    ProjectFamily {
+        name: "slipway_build_cache_bytes",
+        kind: Kind::Gauge,
+        help: "Size of the project's build cache.",
+        value: Reading::Figures(|f| f.build_cache_bytes as f64),
+    },
+];
+
+/// Each project's requests by status class and their durations, then [`PROJECT_FAMILIES`].
+fn project_families(page: &mut Exposition, projects: &[ProjectFigures]) {
     page.family(
         "slipway_http_requests_total",
         Kind::Counter,
@@ -35,70 +100,29 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
             &figures.counts.duration,
         );
     }
-    let counters: [(&str, &str, Figure); 3] = [
-        (
-            "slipway_http_response_bytes_total",
-            "Response body bytes sent to visitors, by project.",
-            |f| f.counts.response_bytes,
-        ),
-        (
-            "slipway_upstream_errors_total",
-            "Requests the project's app did not answer (502 or 504 served).",
-            |f| f.counts.upstream_errors,
-        ),
-        (
-            "slipway_app_restarts_total",
-            "Restarts of the project's app after it exited.",
-            |f| f.counts.app_restarts,
-        ),
-    ];
-    for (name, help, value) in counters {
-        page.family(name, Kind::Counter, help);
-        for figures in projects {
-            page.sample(name, &project(figures), value(figures) as f64);
+    for family in &PROJECT_FAMILIES {
+        let samples: Vec<(&ProjectFigures, f64)> = match family.value {
+            Reading::Figures(value) => projects.iter().map(|f| (f, value(f))).collect(),
+            Reading::App(value) => {
+                let samples: Vec<_> = projects
+                    .iter()
+                    .filter_map(|f| Some((f, value(f.app.as_ref()?)?)))
+                    .collect();
+                if samples.is_empty() {
+                    continue;
+                }
+                samples
+            }
+        };
+        page.family(family.name, family.kind, family.help);
+        for (figures, value) in samples {
+            page.sample(family.name, &project(figures), value);
         }
     }
-    let memory: Vec<_> = projects
-        .iter()
-        .filter_map(|f| Some((f, f.app?.memory_bytes?)))
-        .collect();
-    if !memory.is_empty() {
-        page.family(
-            "slipway_app_memory_bytes",
-            Kind::Gauge,
-            "Memory of the project's live app, from its cgroup.",
-        );
-        for (figures, bytes) in memory {
-            page.sample("slipway_app_memory_bytes", &project(figures), bytes as f64);
-        }
-    }
-    let cpu: Vec<_> = projects
-        .iter()
-        .filter_map(|f| Some((f, f.app?.cpu_seconds?)))
-        .collect();
-    if !cpu.is_empty() {
-        page.family(
-            "slipway_app_cpu_seconds_total",
-            Kind::Counter,
-            "CPU time of the project's live app, from its cgroup (restarts each start from 0).",
-        );
-        for (figures, seconds) in cpu {
-            page.sample("slipway_app_cpu_seconds_total", &project(figures), seconds);
-        }
-    }
-    page.family(
-        "slipway_build_cache_bytes",
-        Kind::Gauge,
-        "Size of the project's build cache.",
-    );
-    for figures in projects {
-        page.sample(
-            "slipway_build_cache_bytes",
-            &project(figures),
-            figures.build_cache_bytes as f64,
-        );
-    }
+}
 
+/// Provisioning runs, router threads, certificates and the daemon's version.
+fn daemon_families(page: &mut Exposition, observatory: &Observatory) {
     page.family(
         "slipway_provisioning_runs_total",
         Kind::Counter,
@@ -162,12 +186,7 @@ pub(super) fn render(observatory: &Observatory, projects: &[ProjectFigures]) -> 
         &[("version", env!("CARGO_PKG_VERSION"))],
         1.0,
     );
-    process_families(&mut page);
-    page.finish()
 }
-
-/// Reads one counter of a project's figures.
-type Figure = fn(&ProjectFigures) -> u64;
 
 fn project(figures: &ProjectFigures) -> [(&'static str, &str); 1] {
     [("project", figures.record.slug.as_str())]
