@@ -183,6 +183,7 @@ pub async fn create_hook(
         name: record.name,
         branch: record.branch,
         url: format!("{}/api/hooks/{secret}", ctx.control_url()),
+        secret,
         created_at: rfc3339(record.created_ms),
     }))
 }

@@ -49,8 +49,34 @@ pub(super) fn django(
     };
     let settings_module = settings_module.unwrap_or_default();
     reasons.push(format!("manage.py: Django, settings {settings_module}"));
+    let (server, target) = match server(files, &settings, &package, &requirements) {
+        Ok(server) => server,
+        Err(why) => return unstarted(reasons, why, requirements.install),
+    };
+    requirements.with_server(server, &mut reasons);
+    reasons.push(format!("{server} serves {target} on PORT"));
+    let build = static_files(&settings, &requirements, &mut reasons);
+    Plan {
+        framework: "django".into(),
+        install_command: Some(requirements.install),
+        build_command: build,
+        start_command: Some(server_command(server, &target, false)),
+        kind: Kind::Server { what_to_set },
+        reasons,
+        ..Plan::default()
+    }
+}
+
+/// The server and what it serves: uvicorn on `<package>/asgi.py` when only uvicorn is
+/// listed, else gunicorn on the WSGI application; or why neither can start.
+fn server(
+    files: Files<'_>,
+    settings: &str,
+    package: &str,
+    requirements: &Requirements,
+) -> Result<(&'static str, String), String> {
     // The application the settings name (`mysite.wsgi.application`), else the package's.
-    let wsgi = quoted_after(&settings, "WSGI_APPLICATION")
+    let wsgi = quoted_after(settings, "WSGI_APPLICATION")
         .and_then(|path| {
             let (module, name) = path.rsplit_once('.')?;
             Some((module.to_owned(), name.to_owned()))
@@ -60,20 +86,24 @@ pub(super) fn django(
     let exists = |module: &str| files(&format!("{}.py", module.replace('.', "/"))).is_some();
     let use_uvicorn =
         requirements.has("uvicorn") && !requirements.has("gunicorn") && exists(&asgi_module);
-    let (server, target) = match use_uvicorn {
-        true => ("uvicorn", format!("{asgi_module}:application")),
-        false if exists(&wsgi.0) => ("gunicorn", format!("{}:{}", wsgi.0, wsgi.1)),
-        false => {
-            let why = format!(
-                "no {}.py for the WSGI application",
-                wsgi.0.replace('.', "/")
-            );
-            return unstarted(reasons, why, requirements.install);
-        }
-    };
-    requirements.with_server(server, &mut reasons);
-    reasons.push(format!("{server} serves {target} on PORT"));
-    let build = static_root(&settings).then(|| {
+    match use_uvicorn {
+        true => Ok(("uvicorn", format!("{asgi_module}:application"))),
+        false if exists(&wsgi.0) => Ok(("gunicorn", format!("{}:{}", wsgi.0, wsgi.1))),
+        false => Err(format!(
+            "no {}.py for the WSGI application",
+            wsgi.0.replace('.', "/")
+        )),
+    }
+}
+
+/// `collectstatic` in the build when the settings set `STATIC_ROOT`; whether the app serves
+/// its static files (whitenoise).
+fn static_files(
+    settings: &str,
+    requirements: &Requirements,
+    reasons: &mut Vec<String>,
+) -> Option<String> {
+    let build = static_root(settings).then(|| {
         reasons.push(
             "STATIC_ROOT is set: `manage.py collectstatic --noinput` in the build".to_owned(),
         );
@@ -87,15 +117,7 @@ pub(super) fn django(
                 .into(),
         ),
     }
-    Plan {
-        framework: "django".into(),
-        install_command: Some(requirements.install),
-        build_command: build,
-        start_command: Some(server_command(server, &target, false)),
-        kind: Kind::Server { what_to_set },
-        reasons,
-        ..Plan::default()
-    }
+    build
 }
 
 /// The first quoted string after `key` (`os.environ.setdefault('KEY', 'value')`,

@@ -1,5 +1,6 @@
 //! Node.js projects: the package manager its lockfile names, then a static build of a known
-//! framework, or a server (`next start`, the `start` script, `main` or a server file).
+//! framework (`static_output`), or a server (`start`: `next start`, the `start` script, `main`
+//! or a server file), or what a package with none of those is (`unstarted`).
 
 use serde_json::Value;
 
@@ -45,7 +46,7 @@ fn set_node_start() -> String {
 }
 
 pub(super) fn node(files: Files<'_>, package: &str) -> Plan {
-    let Ok(json) = serde_json::from_str::<Value>(package) else {
+    let Ok(package) = serde_json::from_str::<Value>(package).map(Package) else {
         return Plan {
             framework: "node".into(),
             reasons: vec!["package.json (not valid JSON): a Node.js project".into()],
@@ -55,32 +56,78 @@ pub(super) fn node(files: Files<'_>, package: &str) -> Plan {
             ..Plan::default()
         };
     };
-    let has_dep = |name: &str| {
-        ["dependencies", "devDependencies"]
-            .iter()
-            .any(|section| json.get(section).and_then(|deps| deps.get(name)).is_some())
-    };
-    let script = |name: &str| {
-        json.get("scripts")
-            .and_then(|scripts| scripts.get(name))
-            .and_then(Value::as_str)
-    };
     let (manager, install, lockfile) = package_manager(files);
-    let run = |name: &str| match manager {
-        "npm" => format!("npm run {name}"),
-        other => format!("{other} run {name}"),
-    };
     let mut reasons = vec![format!(
         "package.json with {lockfile}: {manager}, installed with `{install}`"
     )];
-    let build = script("build").map(|_| {
+    let build = package.script("build").map(|_| {
         reasons.push("a `build` script: it builds".into());
-        run("build")
+        format!("{manager} run build")
     });
-    let next_config = ["next.config.js", "next.config.mjs", "next.config.ts"]
-        .iter()
-        .find_map(|name| files(name));
-    let static_output: Option<(&str, &str, String)> = if has_dep("next") {
+    if let Some((framework, output, why)) = static_output(files, &package) {
+        reasons.push(format!("{why}: a static site served from {output}/"));
+        return Plan {
+            framework: framework.into(),
+            install_command: Some(install.into()),
+            build_command: build,
+            start_command: None,
+            output_directory: Some(output.into()),
+            kind: Kind::StaticBuild {
+                what_to_set: "set outputDirectory".into(),
+            },
+            reasons,
+        };
+    }
+    let Some((framework, start, why)) = start(files, &package, manager) else {
+        return unstarted(files, install, build, reasons, &package);
+    };
+    reasons.push(why);
+    Plan {
+        framework: framework.into(),
+        install_command: Some(install.into()),
+        build_command: build,
+        start_command: Some(start),
+        output_directory: None,
+        kind: Kind::Server {
+            what_to_set: set_node_start(),
+        },
+        reasons,
+    }
+}
+
+/// A parsed package.json.
+struct Package(Value);
+
+impl Package {
+    /// Whether `name` is among the dependencies or the dev dependencies.
+    fn has_dep(&self, name: &str) -> bool {
+        ["dependencies", "devDependencies"].iter().any(|section| {
+            self.0
+                .get(section)
+                .and_then(|deps| deps.get(name))
+                .is_some()
+        })
+    }
+
+    fn script(&self, name: &str) -> Option<&str> {
+        self.0
+            .get("scripts")
+            .and_then(|scripts| scripts.get(name))
+            .and_then(Value::as_str)
+    }
+}
+
+/// A framework whose build is a static site as it is set up: (framework, output directory,
+/// why).
+fn static_output(
+    files: Files<'_>,
+    package: &Package,
+) -> Option<(&'static str, &'static str, String)> {
+    let has_dep = |name: &str| package.has_dep(name);
+    if has_dep("next") {
+        let next_config = ["next.config.js", "next.config.mjs", "next.config.ts"]
+            .iter()
+            .find_map(|name| files(name));
         let export = next_config.as_deref().is_some_and(|config| {
             let compact: String = config.chars().filter(|c| !c.is_whitespace()).collect();
             compact.contains("output:'export'") || compact.contains("output:\"export\"")
@@ -107,64 +154,42 @@ pub(super) fn node(files: Files<'_>, package: &str) -> Plan {
         Some(("eleventy", "_site", "Eleventy".to_owned()))
     } else if has_dep("react-scripts") {
         Some(("create-react-app", "build", "Create React App".to_owned()))
-    } else if has_dep("vite") && script("start").is_none() {
+    } else if has_dep("vite") && package.script("start").is_none() {
         Some(("vite", "dist", "Vite".to_owned()))
     } else {
         None
-    };
-    if let Some((framework, output, why)) = static_output {
-        reasons.push(format!("{why}: a static site served from {output}/"));
-        return Plan {
-            framework: framework.into(),
-            install_command: Some(install.into()),
-            build_command: build,
-            start_command: None,
-            output_directory: Some(output.into()),
-            kind: Kind::StaticBuild {
-                what_to_set: "set outputDirectory".into(),
-            },
-            reasons,
-        };
     }
-    let (framework, start) = if has_dep("next") {
-        reasons.push("Next.js (server mode): `next start` on PORT".into());
-        ("next", "exec npx next start -p \"$PORT\"".to_owned())
-    } else if script("start").is_some() {
-        reasons.push("a `start` script: it starts the server".into());
-        (
-            "node",
-            match manager {
-                "npm" => "npm start".to_owned(),
-                other => format!("{other} start"),
-            },
-        )
-    } else if let Some(main) = json
+}
+
+/// How a server starts: `next start`, the `start` script, or `node` on `main` or a server
+/// file; (framework, start command, why).
+fn start(
+    files: Files<'_>,
+    package: &Package,
+    manager: &str,
+) -> Option<(&'static str, String, String)> {
+    if package.has_dep("next") {
+        let why = "Next.js (server mode): `next start` on PORT".to_owned();
+        return Some(("next", "exec npx next start -p \"$PORT\"".to_owned(), why));
+    }
+    if package.script("start").is_some() {
+        let why = "a `start` script: it starts the server".to_owned();
+        return Some(("node", format!("{manager} start"), why));
+    }
+    let main = package
+        .0
         .pointer("/main")
         .and_then(Value::as_str)
-        .map(str::to_owned)
         .or_else(|| {
             ["server.js", "index.js", "app.js"]
-                .iter()
+                .into_iter()
                 .find(|name| files(name).is_some())
-                .map(|name| (*name).to_owned())
-        })
-    {
-        reasons.push(format!("no start script: `node {main}`"));
-        ("node", format!("exec node {main}"))
-    } else {
-        return unstarted(files, install, build, reasons, &has_dep);
-    };
-    Plan {
-        framework: framework.into(),
-        install_command: Some(install.into()),
-        build_command: build,
-        start_command: Some(start),
-        output_directory: None,
-        kind: Kind::Server {
-            what_to_set: set_node_start(),
-        },
-        reasons,
-    }
+        })?;
+    Some((
+        "node",
+        format!("exec node {main}"),
+        format!("no start script: `node {main}`"),
+    ))
 }
 
 /// A package with no start script, `main` or server file: a server that cannot be started
@@ -175,9 +200,11 @@ fn unstarted(
     install: &str,
     build: Option<String>,
     mut reasons: Vec<String>,
-    has_dep: &dyn Fn(&str) -> bool,
+    package: &Package,
 ) -> Plan {
-    let server = SERVER_DEPENDENCIES.iter().find(|name| has_dep(name));
+    let server = SERVER_DEPENDENCIES
+        .iter()
+        .find(|name| package.has_dep(name));
     let (install, kind) = match (server, &build) {
         (Some(server), _) => {
             reasons.push(format!(

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::promote::DiskFile;
-use super::table::{CacheControl, Content, NewFile, TableBuilder};
+use super::table::{CacheControl, Content, FileTable, NewFile, TableBuilder};
 use super::{StaticLimits, StaticSite};
 
 pub(super) fn load(
@@ -40,55 +40,7 @@ pub(super) fn load(
     let redirects = super::rules::parse_redirects(&rules("_redirects"));
     let header_rules = super::rules::parse_headers(&rules("_headers"));
 
-    // Smallest files first, so that a budget overflow pushes only the big ones to disk.
-    found.sort_by(|a, b| a.len.cmp(&b.len).then_with(|| a.key.cmp(&b.key)));
-    let mut budget = limits.memory_budget;
-    let mut table = TableBuilder::default();
-    for file in found {
-        let in_memory = file.len <= limits.max_file_in_memory
-            && file.len <= budget
-            && shared.is_none_or(|shared| shared.try_take_below(file.len, shared.total() / 2));
-        let (content, etag) = if in_memory {
-            budget -= file.len;
-            let read = read_whole(&file.disk_path(&root), file.len);
-            let bytes = match read {
-                Ok(bytes) => bytes,
-                Err(error) => {
-                    if let Some(shared) = shared {
-                        shared.give_back(limits.memory_budget - budget);
-                    }
-                    return Err(error);
-                }
-            };
-            let etag = content_etag(&bytes);
-            (Content::Memory(bytes), etag)
-        } else {
-            let etag = metadata_etag(file.len, file.modified);
-            (Content::Disk(Arc::new(DiskFile::new(file.len))), etag)
-        };
-        let content_type = content_type(&file.key);
-        table.add(NewFile {
-            cache_control: cache_control(&file.key, &content_type),
-            len: match &content {
-                Content::Memory(bytes) => bytes.len() as u64,
-                Content::Disk(_) => file.len,
-            },
-            content,
-            etag,
-            modified_seconds: file
-                .modified
-                .duration_since(UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_secs())
-                .unwrap_or(0),
-            last_modified: httpdate::fmt_http_date(file.modified),
-            content_type,
-            key: file.key,
-            target: file.target,
-        });
-    }
-
-    let bytes_in_memory = limits.memory_budget - budget;
-    let files = table.finish(&root);
+    let (files, bytes_in_memory) = file_table(&root, found, limits, shared)?;
     let not_found = files.file("/404.html");
     let spa_index = match not_found {
         None => files.file("/index.html"),
@@ -104,6 +56,45 @@ pub(super) fn load(
         spa_index,
         shared: shared.cloned(),
     })
+}
+
+/// The site's files as one table, and the bytes of it held in memory: the smallest files
+/// are read into memory while the site's budget (and the loading half of the `shared` one)
+/// lasts, so that an overflow pushes only the big ones to disk.
+fn file_table(
+    root: &Path,
+    mut found: Vec<Found>,
+    limits: &StaticLimits,
+    shared: Option<&super::MemoryBudget>,
+) -> io::Result<(FileTable, u64)> {
+    found.sort_by(|a, b| a.len.cmp(&b.len).then_with(|| a.key.cmp(&b.key)));
+    let mut budget = limits.memory_budget;
+    let mut table = TableBuilder::default();
+    for file in found {
+        let in_memory = file.len <= limits.max_file_in_memory
+            && file.len <= budget
+            && shared.is_none_or(|shared| shared.try_take_below(file.len, shared.total() / 2));
+        let (content, etag) = if in_memory {
+            budget -= file.len;
+            let read = read_whole(&file.disk_path(root), file.len);
+            let bytes = match read {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    if let Some(shared) = shared {
+                        shared.give_back(limits.memory_budget - budget);
+                    }
+                    return Err(error);
+                }
+            };
+            let etag = content_etag(&bytes);
+            (Content::Memory(bytes), etag)
+        } else {
+            let etag = metadata_etag(file.len, file.modified);
+            (Content::Disk(Arc::new(DiskFile::new(file.len))), etag)
+        };
+        table.add(file.into_new_file(content, etag));
+    }
+    Ok((table.finish(root), limits.memory_budget - budget))
 }
 
 /// A rules file (`_redirects`, `_headers`), at most 1 MiB of it; the walk accepted it, so
@@ -130,6 +121,29 @@ struct Found {
 impl Found {
     fn disk_path(&self, root: &Path) -> PathBuf {
         root.join(self.target.as_deref().unwrap_or(&self.key[1..]))
+    }
+
+    /// The file's entry in the table, with its headers' values worked out once.
+    fn into_new_file(self, content: Content, etag: String) -> NewFile {
+        let content_type = content_type(&self.key);
+        NewFile {
+            cache_control: cache_control(&self.key, &content_type),
+            len: match &content {
+                Content::Memory(bytes) => bytes.len() as u64,
+                Content::Disk(_) => self.len,
+            },
+            content,
+            etag,
+            modified_seconds: self
+                .modified
+                .duration_since(UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_secs())
+                .unwrap_or(0),
+            last_modified: httpdate::fmt_http_date(self.modified),
+            content_type,
+            key: self.key,
+            target: self.target,
+        }
     }
 }
 

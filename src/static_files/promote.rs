@@ -1,19 +1,18 @@
 //! Files of a site that did not fit in memory when it loaded are read from disk per request;
 //! the ones that turn out hot move into memory. Every [`PROMOTE_AFTER`] requests a file of at
 //! most [`PROMOTE_MAX`] bytes is offered a place in the daemon-wide budget; when the budget is
-//! full, promoted files nobody asked for since the clock hand last passed them are evicted
-//! (the CLOCK approximation of least-recently-used) until the new one fits. A promoted file's
+//! full, it evicts cold promoted files until the new one fits (`budget.rs`). A promoted file's
 //! bytes go back to the budget when it is evicted or its site is dropped (the site evicts
 //! its files: a `DiskFile` holds neither its path nor the budget, to stay small).
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 
 use bytes::Bytes;
 
-use super::MemoryBudget;
+use super::budget::{Evictable, MemoryBudget};
 
 /// Requests to a file served from disk between two offers of a place in memory.
 const PROMOTE_AFTER: u32 = 8;
@@ -26,13 +25,6 @@ pub(super) struct DiskFile {
     promoted: RwLock<Option<Bytes>>,
     /// Asked for since the clock hand last passed.
     referenced: AtomicBool,
-}
-
-/// The promoted files of every site, in the order the clock hand visits them.
-#[derive(Default)]
-pub(super) struct Clock {
-    files: Vec<Weak<DiskFile>>,
-    hand: usize,
 }
 
 impl DiskFile {
@@ -64,7 +56,7 @@ impl DiskFile {
         {
             return None;
         }
-        if !budget.try_take(self.len) && !evict_for(budget, self.len) {
+        if !budget.try_take_evicting(self.len) {
             return None;
         }
         let Some(bytes) = self.read_whole(&path()) else {
@@ -80,7 +72,8 @@ impl DiskFile {
             true => {
                 // A new arrival survives the hand's next pass.
                 self.referenced.store(true, Ordering::Relaxed);
-                budget.clock().files.push(Arc::downgrade(self));
+                let file: Weak<DiskFile> = Arc::downgrade(self);
+                budget.hold(file);
             }
             false => budget.give_back(self.len),
         }
@@ -119,36 +112,12 @@ impl DiskFile {
     }
 }
 
-/// Moves the clock hand, evicting promoted files not asked for since its last pass, until
-/// `len` bytes could be taken (then they are). At most two turns.
-fn evict_for(budget: &MemoryBudget, len: u64) -> bool {
-    let mut clock = budget.clock();
-    let mut steps = clock.files.len() * 2;
-    while steps > 0 && !clock.files.is_empty() {
-        steps -= 1;
-        let at = clock.hand % clock.files.len();
-        let Some(file) = clock.files[at].upgrade() else {
-            clock.files.swap_remove(at);
-            continue;
-        };
-        if file.referenced.swap(false, Ordering::Relaxed) {
-            clock.hand = at + 1;
-            continue;
-        }
-        file.evict(budget);
-        clock.files.swap_remove(at);
-        if budget.try_take(len) {
-            return true;
-        }
+impl Evictable for DiskFile {
+    fn take_referenced(&self) -> bool {
+        self.referenced.swap(false, Ordering::Relaxed)
     }
-    budget.try_take(len)
-}
 
-impl std::fmt::Debug for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Clock({} files)", self.files.len())
+    fn evict(&self, budget: &MemoryBudget) {
+        DiskFile::evict(self, budget);
     }
 }
-
-/// Shared by every clone of a [`MemoryBudget`].
-pub(super) type SharedClock = Arc<Mutex<Clock>>;

@@ -94,45 +94,23 @@ fn top_level_modules_import_each_other_without_cycles() {
     );
 }
 
-/// Cycles between the children of one module that were there when this check came (issue
-/// 30). The list only shrinks: a cycle that is gone must be taken off it.
-const KNOWN_CHILD_CYCLES: &[(&str, &[&str])] = &[("static_files", &["budget", "promote"])];
-
+/// No cycles between the children of one module (issue 30 closed the last ones).
 #[test]
 fn the_children_of_a_module_import_each_other_without_cycles() {
     let krate = Crate::read();
     let tops: BTreeSet<&str> = krate.files.iter().map(|file| file.top()).collect();
     assert!(tops.contains("sandbox"));
     let mut found = Vec::new();
-    let mut known = Vec::new();
     for top in tops {
         let edges = child_graph(&krate, top);
         for cycle in cycles(&edges) {
-            let listed = KNOWN_CHILD_CYCLES
-                .iter()
-                .any(|(module, children)| *module == top && *children == cycle.as_slice());
-            match listed {
-                true => known.push((top, cycle)),
-                false => found.push(format!("{top}: {cycle:?}\n{}", render(&edges))),
-            }
+            found.push(format!("{top}: {cycle:?}\n{}", render(&edges)));
         }
     }
     assert!(
         found.is_empty(),
         "import cycles inside top-level modules:\n{}",
         found.join("\n")
-    );
-    let gone: Vec<_> = KNOWN_CHILD_CYCLES
-        .iter()
-        .filter(|(module, children)| {
-            !known
-                .iter()
-                .any(|(top, cycle)| top == module && cycle.as_slice() == *children)
-        })
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "take these off KNOWN_CHILD_CYCLES: {gone:?}"
     );
 }
 

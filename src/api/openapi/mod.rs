@@ -187,6 +187,26 @@ pub fn openapi_document() -> OpenApiDocument {
 }
 
 fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -> Operation {
+    let parameters = parameters(spec, generators);
+    let mut responses =
+        BTreeMap::from([(spec.success.as_u16().to_string(), success(spec, generators))]);
+    let error_codes = codes_by_status(spec);
+    for (status, codes) in &error_codes {
+        responses.insert(status.clone(), error_response(status, codes, envelope));
+    }
+    Operation {
+        operation_id: format!("{:?}", spec.route),
+        summary: spec.summary,
+        parameters,
+        request_body: request_body(spec, generators),
+        responses,
+        error_codes,
+        security: spec.public.then(Vec::new),
+    }
+}
+
+/// The path's parameters, the query's, the route's headers, and `Idempotency-Key` on a POST.
+fn parameters(spec: &RouteSpec, generators: &mut Generators) -> Vec<Parameter> {
     let mut parameters: Vec<Parameter> = spec
         .template
         .split('/')
@@ -227,7 +247,12 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             .unwrap_or_default(),
         });
     }
-    let success = match spec.response {
+    parameters
+}
+
+/// The answer with the route's success status.
+fn success(spec: &RouteSpec, generators: &mut Generators) -> ResponseObject {
+    match spec.response {
         ResponseBody::Json(shape) => ResponseObject {
             description: "Success".into(),
             content: media(JSON, shape(&mut generators.responses)),
@@ -251,8 +276,11 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             ),
             links: BTreeMap::new(),
         },
-    };
-    let mut responses = BTreeMap::from([(spec.success.as_u16().to_string(), success)]);
+    }
+}
+
+/// Status → the error codes the route can answer with it.
+fn codes_by_status(spec: &RouteSpec) -> BTreeMap<String, Vec<ErrorCode>> {
     let mut by_status: BTreeMap<String, Vec<ErrorCode>> = BTreeMap::new();
     for code in error_codes(spec) {
         by_status
@@ -260,49 +288,43 @@ fn operation(spec: &RouteSpec, generators: &mut Generators, envelope: &Schema) -
             .or_default()
             .push(code);
     }
-    for (status, codes) in &by_status {
-        let names: Vec<&str> = codes.iter().map(|code| code.as_str()).collect();
-        let error = ResponseObject {
-            description: format!(
-                "{} ({})",
-                describe(status.parse().unwrap_or(500)),
-                names.join(", ")
-            ),
-            content: media(JSON, envelope.clone()),
-            links: BTreeMap::new(),
-        };
-        responses.insert(status.clone(), error);
+    by_status
+}
+
+/// The error envelope answered with `status`, its description naming the codes.
+fn error_response(status: &str, codes: &[ErrorCode], envelope: &Schema) -> ResponseObject {
+    let names: Vec<&str> = codes.iter().map(|code| code.as_str()).collect();
+    ResponseObject {
+        description: format!(
+            "{} ({})",
+            describe(status.parse().unwrap_or(500)),
+            names.join(", ")
+        ),
+        content: media(JSON, envelope.clone()),
+        links: BTreeMap::new(),
     }
-    let request_body = spec.request.as_ref().map(|request| {
-        let content = match request {
-            RequestBody::Json(shape) => media(JSON, shape(&mut generators.requests)),
-            RequestBody::Archive => {
-                // The same bytes under either type; generators know `application/octet-stream`.
-                let mut gzip = generators.requests.subschema_for::<String>();
-                gzip.insert("contentMediaType".into(), "application/gzip".into());
-                let binary = Schema::try_from(serde_json::json!({
-                    "type": "string", "format": "binary", "contentMediaType": "application/gzip"
-                }))
-                .unwrap_or_default();
-                let mut content = media("application/gzip", gzip);
-                content.extend(media("application/octet-stream", binary));
-                content
-            }
-        };
-        RequestBodyObject {
-            required: true,
-            content,
+}
+
+fn request_body(spec: &RouteSpec, generators: &mut Generators) -> Option<RequestBodyObject> {
+    let content = match spec.request.as_ref()? {
+        RequestBody::Json(shape) => media(JSON, shape(&mut generators.requests)),
+        RequestBody::Archive => {
+            // The same bytes under either type; generators know `application/octet-stream`.
+            let mut gzip = generators.requests.subschema_for::<String>();
+            gzip.insert("contentMediaType".into(), "application/gzip".into());
+            let binary = Schema::try_from(serde_json::json!({
+                "type": "string", "format": "binary", "contentMediaType": "application/gzip"
+            }))
+            .unwrap_or_default();
+            let mut content = media("application/gzip", gzip);
+            content.extend(media("application/octet-stream", binary));
+            content
         }
-    });
-    Operation {
-        operation_id: format!("{:?}", spec.route),
-        summary: spec.summary,
-        parameters,
-        request_body,
-        responses,
-        error_codes: by_status,
-        security: spec.public.then(Vec::new),
-    }
+    };
+    Some(RequestBodyObject {
+        required: true,
+        content,
+    })
 }
 
 fn media(media_type: &'static str, schema: Schema) -> BTreeMap<&'static str, MediaType> {

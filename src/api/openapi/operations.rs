@@ -33,7 +33,18 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
     if spec.method == http::Method::POST {
         codes.extend([InvalidIdempotencyKey, Conflict]);
     }
-    let own: &[ErrorCode] = match spec.route {
+    for code in own_codes(spec.route) {
+        if !codes.contains(code) {
+            codes.push(*code);
+        }
+    }
+    codes
+}
+
+/// The error codes only a route's own handler answers with.
+fn own_codes(route: Route) -> &'static [ErrorCode] {
+    use ErrorCode::*;
+    match route {
         Route::CreateProject => &[InvalidSlugFormat, InvalidSlugReserved, Conflict],
         Route::SetEnvVars => &[InvalidEnvKey, InvalidEnvValue],
         Route::DeleteEnvVar => &[InvalidEnvKey],
@@ -94,130 +105,68 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
         | Route::Audit
         | Route::OpenApi
         | Route::System => &[],
-    };
-    for code in own {
-        if !codes.contains(code) {
-            codes.push(*code);
-        }
     }
-    codes
 }
 
 /// Links from an operation's success answer to the operations that use what it created.
 pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
-    let link = |operation_id, parameter, expression| Link {
-        operation_id,
-        parameters: BTreeMap::from([(parameter, expression)]),
-    };
-    let entries: Vec<(&'static str, Link)> = match route {
-        Route::CreateProject => vec![
-            (
-                "GetProject",
-                link("GetProject", "projectId", "$response.body#/id"),
-            ),
-            (
-                "GetEnvVars",
-                link("GetEnvVars", "projectId", "$response.body#/id"),
-            ),
-            (
-                "SetEnvVars",
-                link("SetEnvVars", "projectId", "$response.body#/id"),
-            ),
-            (
-                "Deployments",
-                link("Deployments", "projectId", "$response.body#/id"),
-            ),
-            (
-                "UploadSource",
-                link("UploadSource", "projectId", "$response.body#/id"),
-            ),
-            (
-                "DeleteProject",
-                link("DeleteProject", "projectId", "$response.body#/id"),
-            ),
+    let links: &[(&'static str, &[(&'static str, &'static str)])] = match route {
+        Route::CreateProject => &[
+            ("GetProject", &[("projectId", ID)]),
+            ("GetEnvVars", &[("projectId", ID)]),
+            ("SetEnvVars", &[("projectId", ID)]),
+            ("Deployments", &[("projectId", ID)]),
+            ("UploadSource", &[("projectId", ID)]),
+            ("DeleteProject", &[("projectId", ID)]),
         ],
-        Route::UploadSource => vec![(
-            "GetProject",
-            link("GetProject", "projectId", "$response.body#/projectId"),
-        )],
-        Route::Provision | Route::Rollback => vec![
-            (
-                "ProvisionStatus",
-                link(
-                    "ProvisionStatus",
-                    "provisioningId",
-                    "$response.body#/provisioningId",
-                ),
-            ),
-            (
-                "CancelRun",
-                link(
-                    "CancelRun",
-                    "provisioningId",
-                    "$response.body#/provisioningId",
-                ),
-            ),
-            (
-                "GetDeployment",
-                link(
-                    "GetDeployment",
-                    "deploymentId",
-                    "$response.body#/deploymentId",
-                ),
-            ),
-            (
-                "Logs",
-                link("Logs", "deploymentId", "$response.body#/deploymentId"),
-            ),
+        Route::UploadSource => &[("GetProject", &[("projectId", PROJECT_ID)])],
+        Route::Provision | Route::Rollback => &[
+            ("ProvisionStatus", &[("provisioningId", PROVISIONING_ID)]),
+            ("CancelRun", &[("provisioningId", PROVISIONING_ID)]),
+            ("GetDeployment", &[("deploymentId", DEPLOYMENT_ID)]),
+            ("Logs", &[("deploymentId", DEPLOYMENT_ID)]),
         ],
-        Route::CreateToken => vec![(
-            "DeleteToken",
-            link("DeleteToken", "tokenId", "$response.body#/id"),
-        )],
-        Route::CreateNotification => vec![
-            (
-                "GetNotification",
-                link("GetNotification", "notificationId", "$response.body#/id"),
-            ),
-            (
-                "NotificationDeliveries",
-                link(
-                    "NotificationDeliveries",
-                    "notificationId",
-                    "$response.body#/id",
-                ),
-            ),
-            (
-                "DeleteNotification",
-                link("DeleteNotification", "notificationId", "$response.body#/id"),
-            ),
+        Route::CreateToken => &[("DeleteToken", &[("tokenId", ID)])],
+        Route::CreateNotification => &[
+            ("GetNotification", &[("notificationId", ID)]),
+            ("NotificationDeliveries", &[("notificationId", ID)]),
+            ("DeleteNotification", &[("notificationId", ID)]),
         ],
-        Route::CreateDomain => vec![
+        Route::CreateDomain => &[
             (
                 "GetDomain",
-                Link {
-                    operation_id: "GetDomain",
-                    parameters: BTreeMap::from([
-                        ("projectId", "$response.body#/projectId"),
-                        ("domain", "$response.body#/domain"),
-                    ]),
-                },
+                &[("projectId", PROJECT_ID), ("domain", DOMAIN)],
             ),
             (
                 "DeleteDomain",
-                Link {
-                    operation_id: "DeleteDomain",
-                    parameters: BTreeMap::from([
-                        ("projectId", "$response.body#/projectId"),
-                        ("domain", "$response.body#/domain"),
-                    ]),
-                },
+                &[("projectId", PROJECT_ID), ("domain", DOMAIN)],
             ),
         ],
-        _ => Vec::new(),
+        Route::CreateDeployHook => &[("TriggerDeployHook", &[("secret", SECRET)])],
+        _ => &[],
     };
-    entries.into_iter().collect()
+    links
+        .iter()
+        .map(|&(operation_id, parameters)| {
+            let parameters = parameters.iter().copied().collect();
+            (
+                operation_id,
+                Link {
+                    operation_id,
+                    parameters,
+                },
+            )
+        })
+        .collect()
 }
+
+/// Where the links find their values in the answer.
+const ID: &str = "$response.body#/id";
+const PROJECT_ID: &str = "$response.body#/projectId";
+const PROVISIONING_ID: &str = "$response.body#/provisioningId";
+const DEPLOYMENT_ID: &str = "$response.body#/deploymentId";
+const DOMAIN: &str = "$response.body#/domain";
+const SECRET: &str = "$response.body#/secret";
 
 /// The schema of a path parameter, by its name: the ids' and slugs' shapes.
 pub(super) fn path_parameter_schema(name: &str) -> serde_json::Value {

@@ -184,3 +184,49 @@ fn the_log_stream_and_the_webhook_declare_the_headers_they_read() {
         );
     }
 }
+
+/// Every link leads to an operation whose path takes each parameter it feeds, from a field
+/// the answer has (issue 30: a new deploy hook's `secret` feeds `POST /api/hooks/{secret}`).
+#[test]
+fn links_feed_path_parameters_from_fields_of_the_answer() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let mut linked = Vec::new();
+    for spec in ROUTES {
+        let method = spec.method.as_str().to_ascii_lowercase();
+        let success =
+            &doc["paths"][spec.template][&method]["responses"][spec.success.as_u16().to_string()];
+        let Some(links) = success["links"].as_object() else {
+            continue;
+        };
+        let reference = success["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let shape = &schemas[reference.trim_start_matches("#/components/schemas/")];
+        for link in links.values() {
+            let operation_id = link["operationId"].as_str().unwrap();
+            let target = ROUTES
+                .iter()
+                .find(|target| format!("{:?}", target.route) == operation_id)
+                .unwrap_or_else(|| panic!("{operation_id} is no operation"));
+            for (parameter, expression) in link["parameters"].as_object().unwrap() {
+                assert!(
+                    target.template.contains(&format!("{{{parameter}}}")),
+                    "{operation_id} takes no {parameter}"
+                );
+                let field = expression
+                    .as_str()
+                    .unwrap()
+                    .strip_prefix("$response.body#/")
+                    .unwrap();
+                assert!(
+                    shape["properties"].get(field).is_some(),
+                    "{:?}'s answer has no {field}",
+                    spec.route
+                );
+            }
+            linked.push(operation_id.to_owned());
+        }
+    }
+    assert!(linked.iter().any(|id| id == "TriggerDeployHook"));
+}

@@ -97,7 +97,7 @@ impl super::RequestFields for CreateDeployHook {
     const FIELDS: &'static [&'static str] = &["name", "branch"];
 }
 
-/// A new deploy hook: `url` holds its secret and is shown this once.
+/// A new deploy hook: its secret (also the last part of `url`) is shown this once.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedDeployHook {
@@ -106,6 +106,8 @@ pub struct CreatedDeployHook {
     pub branch: String,
     /// `POST` to it (no token) to deploy: `/api/hooks/<secret>`.
     pub url: String,
+    /// The `{secret}` of `POST /api/hooks/{secret}` (`dh_…`).
+    pub secret: String,
     pub created_at: String,
 }
 

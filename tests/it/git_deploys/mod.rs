@@ -395,6 +395,12 @@ http.server.ThreadingHTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve
     assert_eq!(hook.status, 201, "{}", hook.text());
     let url = hook.json()["url"].as_str().unwrap().to_owned();
     let path = &url[url.find("/api/hooks/").unwrap()..];
+    let secret = hook.json()["secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        path,
+        format!("/api/hooks/{secret}"),
+        "the secret is the URL's last part"
+    );
     let listed = daemon
         .api("GET", "/api/projects/api/deploy-hooks", None)
         .await;

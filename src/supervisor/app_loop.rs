@@ -1,0 +1,333 @@
+//! One app's loop, spawned by [`Supervisor::start`]: start the app (or adopt the sandbox an
+//! earlier daemon left running), wait until it answers, watch it, and restart it with backoff
+//! when it ends, until its [`LoopControl`] says to stop it or let it go.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::health::{not_healthy, unresponsive, wait_healthy, FirstStart, UNRESPONSIVE_PROBES};
+use super::{app_step_name, AppSpec, Supervisor, BACKOFF_MAX, BACKOFF_START};
+use crate::error_code::ErrorCode;
+use crate::logs::{pump_lines, LogStream};
+use crate::notifications::{Event, EventKind};
+use crate::sandbox::{AppHandle, Running, StepKind, StepSpec};
+
+/// How an app's loop is told to end: stop the app, or (daemon shutdown) let it go.
+pub(super) struct LoopControl {
+    pub(super) cancel: CancellationToken,
+    pub(super) leave: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// One app's loop and what it keeps between starts.
+pub(super) struct AppLoop {
+    pub(super) supervisor: Arc<Supervisor>,
+    pub(super) spec: AppSpec,
+    pub(super) health_timeout: Duration,
+    pub(super) control: LoopControl,
+    pub(super) first: FirstStart,
+}
+
+/// What came of waiting for a started app to answer.
+enum Arrival {
+    /// Healthy, or failed after its first start: watched until it ends.
+    Watch,
+    /// An adopted app that died while no daemon watched it: started again at once.
+    StartAgain,
+    /// Its first start failed (and [`Supervisor::start`] was told).
+    GiveUp,
+    /// The loop was told to end.
+    Canceled,
+}
+
+impl AppLoop {
+    /// Runs the app until the loop is told to end or its first start fails; returns whether
+    /// the app was let go (it runs on for the next daemon).
+    pub(super) async fn run(mut self, mut adopt: Option<AppHandle>) -> bool {
+        let mut backoff = BACKOFF_START;
+        loop {
+            let (spawned, adopted) = self.launch(adopt.take()).await;
+            let mut running = match spawned {
+                Ok(running) => running,
+                Err(error) => {
+                    let message = format!("could not start the app: {error}");
+                    self.log(&message);
+                    if self.first.fail(ErrorCode::StartFailed, message)
+                        || sleep_or_cancel(backoff, &self.control.cancel).await
+                    {
+                        return false;
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            };
+            let address = SocketAddr::new(running.address, self.spec.port);
+            let started = tokio::time::Instant::now();
+            match self.arrive(&mut running, address, adopted).await {
+                Arrival::Watch => {}
+                Arrival::StartAgain => {
+                    drop(running);
+                    continue;
+                }
+                Arrival::GiveUp => return false,
+                Arrival::Canceled => return self.end(running).await,
+            }
+            let Some(exit) = self.watch(&mut running, address).await else {
+                return self.end(running).await;
+            };
+            // Ran for a while healthily: start the backoff again from the beginning.
+            if started.elapsed() > BACKOFF_MAX {
+                backoff = BACKOFF_START;
+            }
+            self.gone(&exit, backoff).await;
+            // The app is gone; its sandbox address is given back here, after the route let go.
+            drop(running);
+            if sleep_or_cancel(backoff, &self.control.cancel).await {
+                return false;
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Waits until the started app answers on `address`, exits, or the loop is told to end;
+    /// says so in its log and, on its first start, to [`Supervisor::start`].
+    async fn arrive(
+        &mut self,
+        running: &mut Running,
+        address: SocketAddr,
+        adopted: bool,
+    ) -> Arrival {
+        let spec = &self.spec;
+        let reachable = std::mem::take(&mut running.reachable);
+        let healthy = tokio::select! {
+            _ = self.control.cancel.cancelled() => return Arrival::Canceled,
+            exit = running.wait() => Err(exit),
+            healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable) => Ok(healthy),
+        };
+        let dpl = &spec.deployment_id;
+        let supervisor = &self.supervisor;
+        match healthy {
+            Ok(true) => {
+                supervisor.remember(dpl, running.handle()).await;
+                if self.first.succeed(address) {
+                    supervisor.hub.system(
+                        dpl,
+                        &format!(
+                            "app is accepting connections on port {} ({address})",
+                            spec.port
+                        ),
+                    );
+                } else {
+                    supervisor
+                        .hub
+                        .system(dpl, "app restarted and is accepting connections again");
+                    // After a restart the app may have a new address: move the route if it
+                    // still points here.
+                    supervisor.routes.repoint(&spec.slug, dpl, address);
+                }
+                Arrival::Watch
+            }
+            Ok(false) => {
+                let message = not_healthy(spec, self.health_timeout);
+                supervisor.hub.system(dpl, &message);
+                let _ = running.stop(supervisor.stop_grace).await;
+                if self.first.fail(ErrorCode::HealthcheckFailed, message) {
+                    return Arrival::GiveUp;
+                }
+                Arrival::Watch
+            }
+            Err(exit) => {
+                let description = describe(&exit);
+                if adopted {
+                    // It died while no daemon watched it (killed, or the machine's OOM
+                    // killer): a start like any other, from the same build, at once.
+                    supervisor.hub.system(
+                        dpl,
+                        &format!("the app left running by the previous daemon {description}; starting it again"),
+                    );
+                    return Arrival::StartAgain;
+                }
+                let message = format!(
+                    "the start command {description} before accepting connections on port {}",
+                    spec.port
+                );
+                supervisor.hub.system(dpl, &message);
+                if self.first.fail(ErrorCode::StartFailed, message) {
+                    return Arrival::GiveUp;
+                }
+                Arrival::Watch
+            }
+        }
+    }
+
+    /// Watches a started app until it exits or stops answering (stopped, then); returns how
+    /// it ended, or `None` when the loop was told to end.
+    async fn watch(&self, running: &mut Running, address: SocketAddr) -> Option<String> {
+        let port = self.spec.port;
+        let exit = tokio::select! {
+            _ = self.control.cancel.cancelled() => return None,
+            exit = running.wait() => {
+                let description = describe(&exit);
+                self.log(&format!("the app {description}"));
+                description
+            }
+            () = unresponsive(address, &self.spec, self.supervisor.health_interval) => {
+                self.log(&format!(
+                    "the app stopped accepting connections on port {port} ({UNRESPONSIVE_PROBES} \
+                     probes in a row failed); restarting it"
+                ));
+                let _ = running.stop(self.supervisor.stop_grace).await;
+                format!("stopped accepting connections on port {port}")
+            }
+        };
+        Some(exit)
+    }
+
+    /// Adopts the sandbox an earlier daemon left running, else (or when that fails) starts
+    /// the app. Also says whether the app is an adopted one.
+    async fn launch(&self, adopt: Option<AppHandle>) -> (std::io::Result<Running>, bool) {
+        let Some(handle) = adopt else {
+            return (self.spawn(), false);
+        };
+        match self.adopt(&handle) {
+            Ok(running) => (Ok(running), true),
+            Err(error) => {
+                self.log(&format!(
+                    "the app's sandbox could not be adopted ({error}); starting it again"
+                ));
+                // Still running but not ours to watch: it must not hold the port, the
+                // address or a second copy of the app.
+                let grace = self.supervisor.stop_grace;
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::sandbox::stop_outliving(&[handle], grace)
+                })
+                .await;
+                (self.spawn(), false)
+            }
+        }
+    }
+
+    /// A live app ended (`exit` says how): its record and route let go, the crash counted and
+    /// announced, the restart in `backoff` said.
+    async fn gone(&self, exit: &str, backoff: Duration) {
+        let spec = &self.spec;
+        let dpl = &spec.deployment_id;
+        let supervisor = &self.supervisor;
+        supervisor.forget(dpl).await;
+        // Its sandbox address may go to another project's sandbox next: the route lets go
+        // before the caller drops the app.
+        supervisor.routes.unpoint(&spec.slug, dpl);
+        if let Some(metrics) = supervisor.routes.metrics(&spec.slug) {
+            metrics.app_restarted();
+        }
+        supervisor.notifier.emit(
+            Event::new(EventKind::AppCrashed)
+                .project(&spec.slug)
+                .deployment(dpl)
+                .error(&format!(
+                    "the app {exit}; restarting it in {} s",
+                    backoff.as_secs()
+                )),
+        );
+        self.log(&format!("restarting the app in {} s", backoff.as_secs()));
+    }
+
+    /// Ends the loop: lets the app go when the daemon stops and it can outlive it, else
+    /// stops it and forgets its record.
+    /// Returns whether the app was let go (it runs on).
+    async fn end(&self, mut running: Running) -> bool {
+        let leave = self.control.leave.load(std::sync::atomic::Ordering::SeqCst);
+        let can_outlive = running.handle().is_some();
+        if leave && can_outlive {
+            // `detach` only fails for a step that cannot outlive us; it is dropped (killed).
+            if running.detach() {
+                return true;
+            }
+        } else {
+            let _ = running.stop(self.supervisor.stop_grace).await;
+        }
+        self.supervisor.forget(&self.spec.deployment_id).await;
+        false
+    }
+
+    /// Takes over the app an earlier daemon left running; its output goes on to the logs.
+    fn adopt(&self, handle: &AppHandle) -> std::io::Result<Running> {
+        let mut running = self.supervisor.runner.adopt(handle)?;
+        self.log(&format!(
+            "daemon restarted: adopted the running app (sandbox pid {})",
+            handle.helper_pid
+        ));
+        self.pump(&mut running);
+        Ok(running)
+    }
+
+    fn spawn(&self) -> std::io::Result<Running> {
+        let spec = &self.spec;
+        let mut env = spec.env.clone();
+        env.push(("PORT".into(), spec.port.to_string()));
+        let step = StepSpec {
+            name: app_step_name(&spec.deployment_id),
+            kind: StepKind::App {
+                output: spec.root.clone(),
+                data_dir: spec.data_dir.clone(),
+            },
+            command: spec.command.clone(),
+            env,
+            project_uid: spec.uid,
+            memory_mb: spec.memory_mb,
+            pids: spec.pids,
+            cpus: spec.cpus,
+            stop_grace: self.supervisor.stop_grace,
+            // Not checked for apps yet: `/data` may be a directory kept from before disk
+            // limits were on (`Volumes::ensure_app_data`).
+            limited_dirs: Vec::new(),
+        };
+        let mut running = self.supervisor.runner.spawn(step)?;
+        self.pump(&mut running);
+        Ok(running)
+    }
+
+    fn pump(&self, running: &mut Running) {
+        let hub = &self.supervisor.hub;
+        let dpl = &self.spec.deployment_id;
+        if let Some(stdout) = running.stdout.take() {
+            tokio::spawn(pump_lines(
+                stdout,
+                hub.clone(),
+                dpl.clone(),
+                LogStream::Stdout,
+            ));
+        }
+        if let Some(stderr) = running.stderr.take() {
+            tokio::spawn(pump_lines(
+                stderr,
+                hub.clone(),
+                dpl.clone(),
+                LogStream::Stderr,
+            ));
+        }
+    }
+
+    /// A line of the app's log from Slipway.
+    fn log(&self, message: &str) {
+        self.supervisor
+            .hub
+            .system(&self.spec.deployment_id, message);
+    }
+}
+
+fn describe(exit: &std::io::Result<crate::sandbox::Exit>) -> String {
+    match exit {
+        Ok(exit) => exit.describe(),
+        Err(error) => format!("could not be waited for ({error})"),
+    }
+}
+
+async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(duration) => false,
+    }
+}
