@@ -124,7 +124,9 @@ pub async fn webhook(
 fn autodeploy_error(error: AutoDeployError) -> ApiError {
     match error {
         AutoDeployError::Unauthorized(message) => ApiError::new(ErrorCode::Unauthorized, message),
-        AutoDeployError::Settings(message) => ApiError::new(ErrorCode::InvalidBody, message),
+        // A valid request the project's settings refuse (no gitUrl, a slug too long for
+        // preview hosts): 409, as for any state that refuses a request.
+        AutoDeployError::Settings(message) => ApiError::new(ErrorCode::Conflict, message),
         AutoDeployError::Provision(error) => super::provision::provision_error(error),
         AutoDeployError::Store(error) => error.into(),
     }
