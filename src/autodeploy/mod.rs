@@ -53,7 +53,7 @@ pub enum AutoDeployError {
     /// 401: nothing happened.
     #[error("{0}")]
     Unauthorized(String),
-    /// 400: the project's settings cannot make a run (the message says what to set).
+    /// 409: the project's settings cannot make a run (the message says what to set).
     #[error("{0}")]
     Settings(String),
     #[error("{0:?}")]

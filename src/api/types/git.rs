@@ -45,7 +45,7 @@ pub struct ProjectSettingsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_directory: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(/[^\s]*)?$"))]
+    #[schemars(regex(pattern = r"^(/[^\s\u0000-\u001f\u007f-\u009f]*)?$"))]
     pub health_check_path: Option<Option<String>>,
     /// `"auto"` or null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
