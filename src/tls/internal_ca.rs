@@ -40,7 +40,17 @@ impl std::fmt::Debug for InternalCa {
 
 /// Makes a new root and intermediate for `permitted` names (DNS subtrees).
 pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsError> {
-    let mut root_params = ca_params("Slipway internal root CA", ROOT_LIFETIME, now, 1)?;
+    let root_params = constrained_root("Slipway internal root CA", permitted, now)?;
+    create_ca_from(root_params, permitted, now)
+}
+
+/// A root's parameters, name-constrained to the `permitted` DNS subtrees.
+fn constrained_root(
+    common_name: &str,
+    permitted: &[String],
+    now: SystemTime,
+) -> Result<CertificateParams, TlsError> {
+    let mut root_params = ca_params(common_name, ROOT_LIFETIME, now, 1)?;
     root_params.name_constraints = Some(NameConstraints {
         permitted_subtrees: permitted
             .iter()
@@ -48,7 +58,7 @@ pub fn create_ca(permitted: &[String], now: SystemTime) -> Result<CaRecord, TlsE
             .collect(),
         excluded_subtrees: Vec::new(),
     });
-    create_ca_from(root_params, permitted, now)
+    Ok(root_params)
 }
 
 /// The second root of `internal` mode, for the projects' custom domains: name-constrained to
@@ -61,19 +71,7 @@ pub fn create_domains_ca(permitted: &[String], now: SystemTime) -> Result<CaReco
             "a custom-domains root needs at least one permitted suffix".into(),
         ));
     }
-    let mut root_params = ca_params(
-        "Slipway internal custom-domains root CA",
-        ROOT_LIFETIME,
-        now,
-        1,
-    )?;
-    root_params.name_constraints = Some(NameConstraints {
-        permitted_subtrees: permitted
-            .iter()
-            .map(|name| GeneralSubtree::DnsName(name.clone()))
-            .collect(),
-        excluded_subtrees: Vec::new(),
-    });
+    let root_params = constrained_root("Slipway internal custom-domains root CA", permitted, now)?;
     create_ca_from(root_params, permitted, now)
 }
 

@@ -131,23 +131,6 @@ async fn a_grant_does_not_cover_a_later_project_of_the_same_slug() {
     assert!(ahead.text().contains("not-yet"), "{}", ahead.text());
 }
 
-/// A signed GitHub `ping`: answered 202 only when the signature checks out.
-async fn ping(daemon: &TestDaemon, secret: &str, delivery: &str) -> TestResponse {
-    let body = br#"{"zen":"Keep it logically awesome.","hook_id":1}"#.to_vec();
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    let signature = slipway::ids::hex(ring::hmac::sign(&key, &body).as_ref());
-    let headers = [
-        ("content-type", "application/json".to_owned()),
-        ("x-github-event", "ping".to_owned()),
-        ("x-github-delivery", delivery.to_owned()),
-        ("x-hub-signature-256", format!("sha256={signature}")),
-    ];
-    let host = daemon.control_host();
-    daemon
-        .request("POST", &host, "/api/webhooks/hooked", &headers, body)
-        .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_hooks_and_webhook_secrets_outlive_their_token_until_deleted_or_rotated() {
     let daemon = TestDaemon::start();
@@ -217,7 +200,7 @@ async fn deploy_hooks_and_webhook_secrets_outlive_their_token_until_deleted_or_r
         "the hook is the project's: {}",
         fired.text()
     );
-    let pinged = ping(&daemon, &secret, "after-revoke").await;
+    let pinged = daemon.github_ping("hooked", &secret, "after-revoke").await;
     assert_eq!(pinged.status, 202, "{}", pinged.text());
 
     // Both are listed where an admin finds them, and both can be taken back.
@@ -239,6 +222,6 @@ async fn deploy_hooks_and_webhook_secrets_outlive_their_token_until_deleted_or_r
         .api("POST", "/api/projects/hooked/webhook-secret", None)
         .await;
     assert_eq!(rotated.status, 201, "{}", rotated.text());
-    let stale = ping(&daemon, &secret, "after-rotate").await;
+    let stale = daemon.github_ping("hooked", &secret, "after-rotate").await;
     assert_eq!(stale.status, 401, "{}", stale.text());
 }

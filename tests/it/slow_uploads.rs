@@ -60,23 +60,6 @@ async fn slow_upload(to: SocketAddr, host: String, path: String, headers: String
     status
 }
 
-/// A GitHub ping delivery signed with the project's secret.
-async fn ping(daemon: &TestDaemon, secret: &str, delivery: &str) -> crate::support::TestResponse {
-    let body = br#"{"zen":"Keep it logically awesome.","hook_id":1}"#.to_vec();
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    let signature = slipway::ids::hex(ring::hmac::sign(&key, &body).as_ref());
-    let headers = [
-        ("content-type", "application/json".to_owned()),
-        ("x-github-event", "ping".to_owned()),
-        ("x-github-delivery", delivery.to_owned()),
-        ("x-hub-signature-256", format!("sha256={signature}")),
-    ];
-    let host = daemon.control_host();
-    daemon
-        .request("POST", &host, "/api/webhooks/hooked", &headers, body)
-        .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_slow_uploads_to_public_routes_leaves_rss_flat_and_the_api_answering() {
     let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(CONFIG));
@@ -100,7 +83,7 @@ async fn a_flood_of_slow_uploads_to_public_routes_leaves_rss_flat_and_the_api_an
     let secret = secret.json()["secret"].as_str().unwrap().to_owned();
 
     // A signed ping works before the flood (and pages in the webhook's code).
-    let before = ping(&daemon, &secret, "before").await;
+    let before = daemon.github_ping("hooked", &secret, "before").await;
     assert_eq!(before.status, 202, "{}", before.text());
     tokio::time::sleep(Duration::from_millis(500)).await;
     let baseline = rss_kib(pid);
@@ -174,6 +157,6 @@ async fn a_flood_of_slow_uploads_to_public_routes_leaves_rss_flat_and_the_api_an
     );
     // Unknown projects and deploy hooks are answered before their bodies are read.
     assert_eq!(statuses.get(&Some(404)), Some(&100), "{statuses:?}");
-    let after = ping(&daemon, &secret, "after").await;
+    let after = daemon.github_ping("hooked", &secret, "after").await;
     assert_eq!(after.status, 202, "{}", after.text());
 }

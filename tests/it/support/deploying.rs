@@ -23,6 +23,23 @@ pub fn targz(files: &[(&str, &str, u32)]) -> Vec<u8> {
 }
 
 impl TestDaemon {
+    /// A GitHub `ping` to `/api/webhooks/{project}`, signed with `secret`: answered 202 only
+    /// when the signature checks out.
+    pub async fn github_ping(&self, project: &str, secret: &str, delivery: &str) -> TestResponse {
+        let body = br#"{"zen":"Keep it logically awesome.","hook_id":1}"#.to_vec();
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        let signature = slipway::ids::hex(ring::hmac::sign(&key, &body).as_ref());
+        let headers = [
+            ("content-type", "application/json".to_owned()),
+            ("x-github-event", "ping".to_owned()),
+            ("x-github-delivery", delivery.to_owned()),
+            ("x-hub-signature-256", format!("sha256={signature}")),
+        ];
+        let host = self.control_host();
+        let path = format!("/api/webhooks/{project}");
+        self.request("POST", &host, &path, &headers, body).await
+    }
+
     pub async fn upload(&self, slug: &str, archive: Vec<u8>) -> TestResponse {
         let headers = [
             ("authorization", format!("Bearer {}", self.token)),
