@@ -48,7 +48,10 @@ pub async fn create(ctx: &Arc<Context>, request: super::ApiRequest) -> Result<Re
     ctx.notifier
         .check_destination(&body.url)
         .await
-        .map_err(|refused| invalid(format!("field `url`: {refused}")))?;
+        // 403: the request is well formed; the operator's policy refuses where it points.
+        .map_err(|refused| {
+            ApiError::new(ErrorCode::Forbidden, format!("field `url`: {refused}"))
+        })?;
     let count = ctx.store.call(|s| s.notification_count()).await?;
     if count >= MAX_SUBSCRIPTIONS {
         // 409: a valid request the daemon's state refuses.

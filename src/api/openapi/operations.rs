@@ -210,7 +210,7 @@ pub(super) fn describe(status: u16) -> &'static str {
     match status {
         400 => "Invalid input: the message names the field",
         401 => "Missing, invalid or expired token",
-        403 => "The token's scope or project list does not cover this",
+        403 => "The token's scope or project list does not cover this (or, for a notification URL, the operator's destination policy refuses it)",
         404 => "Not found",
         409 => "Conflicts with the resource's state (or an Idempotency-Key in use)",
         413 => "Body too large",

@@ -58,7 +58,7 @@ async fn internal_destinations_are_refused_when_subscribing() {
                 Some(json!({"url": url, "events": ["deployment.failed"]})),
             )
             .await;
-        response.assert_error(400, "INVALID_BODY");
+        response.assert_error(403, "FORBIDDEN");
         let message = response.json()["error"]["message"]
             .as_str()
             .unwrap()
@@ -78,7 +78,7 @@ async fn internal_destinations_are_refused_when_subscribing() {
             Some(json!({"url": "http://169.254.169.254/", "events": ["deployment.failed"]})),
         )
         .await
-        .assert_error(400, "INVALID_BODY");
+        .assert_error(403, "FORBIDDEN");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
