@@ -94,18 +94,70 @@ where
     let Some(key) = key_of(&request)? else {
         return handle(request).await;
     };
-    let Keeper {
-        store,
-        secrets,
-        in_flight,
-    } = keeper;
-    let print = fingerprint(secrets, &request);
+    let print = fingerprint(keeper.secrets, &request);
     let token = caller.token_id.clone();
-    let (lookup_token, lookup_key) = (token.clone(), key.clone());
-    let earlier = store
-        .call(move |s| s.idempotent_response(&lookup_token, &lookup_key, crate::ids::now_ms()))
-        .await?;
-    if let Some(earlier) = earlier {
+    if let Some(replayed) = keeper.earlier_answer(&token, &key, &print).await? {
+        return Ok(replayed);
+    }
+    // Held until the answer is kept: a request with the key meanwhile is a 409, never a
+    // second run.
+    let _claim = keeper.in_flight.claim(&token, &key)?;
+    let result = handle(request).await;
+    if !keepable(&result) {
+        return result;
+    }
+    let response = result.unwrap_or_else(ApiError::into_response);
+    Ok(keeper.keep(token, key, print, response).await)
+}
+
+impl InFlight {
+    /// Marks the key as running until the claim drops; 409 when it already is.
+    fn claim(&self, token: &str, key: &str) -> Result<Claim<'_>, ApiError> {
+        let claim_key = (token.to_owned(), key.to_owned());
+        if !self
+            .0
+            .lock()
+            .expect("in-flight keys poisoned")
+            .insert(claim_key.clone())
+        {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                "a request with this Idempotency-Key is still in progress; retry when it has answered",
+            ));
+        }
+        Ok(Claim {
+            in_flight: self,
+            key: claim_key,
+        })
+    }
+}
+
+/// Answers of 5xx and 429 are not kept: the client may retry them.
+fn keepable(result: &Result<Response<Body>, ApiError>) -> bool {
+    let status = match result {
+        Ok(response) => response.status(),
+        Err(error) => error.code.status(),
+    };
+    !(status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
+}
+
+impl Keeper<'_> {
+    /// The replay of the answer kept for the key, if any; 400 when it was kept for another
+    /// request.
+    async fn earlier_answer(
+        &self,
+        token: &str,
+        key: &str,
+        print: &str,
+    ) -> Result<Option<Response<Body>>, ApiError> {
+        let (lookup_token, lookup_key) = (token.to_owned(), key.to_owned());
+        let earlier = self
+            .store
+            .call(move |s| s.idempotent_response(&lookup_token, &lookup_key, crate::ids::now_ms()))
+            .await?;
+        let Some(earlier) = earlier else {
+            return Ok(None);
+        };
         if earlier.fingerprint != print {
             return Err(ApiError::new(
                 ErrorCode::InvalidIdempotencyKey,
@@ -113,53 +165,40 @@ where
                  in the last 24 h; use a new key for a new request",
             ));
         }
-        return replay(secrets, &token, &key, &earlier);
+        replay(self.secrets, token, key, &earlier).map(Some)
     }
-    let claim_key = (token.clone(), key.clone());
-    if !in_flight
-        .0
-        .lock()
-        .expect("in-flight keys poisoned")
-        .insert(claim_key.clone())
-    {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            "a request with this Idempotency-Key is still in progress; retry when it has answered",
-        ));
+
+    /// Stores the first answer to the key (sealed), and gives it back to be sent. An answer
+    /// that cannot be stored is still sent; it is just not replayed.
+    async fn keep(
+        &self,
+        token: String,
+        key: String,
+        print: String,
+        response: Response<Body>,
+    ) -> Response<Body> {
+        let (parts, body) = response.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map(|collected| collected.to_bytes())
+            .unwrap_or_default();
+        let record = IdempotentResponse {
+            v: IDEMPOTENT_RESPONSE_VERSION,
+            fingerprint: print,
+            status: parts.status.as_u16(),
+            body_sealed: crate::ids::hex(&self.secrets.seal_answer(&token, &key, &bytes)),
+            created_ms: crate::ids::now_ms(),
+        };
+        let stored = self
+            .store
+            .call(move |s| s.put_idempotent_response(&token, &key, &record))
+            .await;
+        if let Err(error) = stored {
+            tracing::warn!(%error, "could not keep an idempotent answer");
+        }
+        Response::from_parts(parts, full(bytes))
     }
-    let _claim = Claim {
-        in_flight,
-        key: claim_key,
-    };
-    let result = handle(request).await;
-    let status = match &result {
-        Ok(response) => response.status(),
-        Err(error) => error.code.status(),
-    };
-    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-        return result;
-    }
-    let response = result.unwrap_or_else(ApiError::into_response);
-    let (parts, body) = response.into_parts();
-    let bytes = body
-        .collect()
-        .await
-        .map(|collected| collected.to_bytes())
-        .unwrap_or_default();
-    let record = IdempotentResponse {
-        v: IDEMPOTENT_RESPONSE_VERSION,
-        fingerprint: print,
-        status: parts.status.as_u16(),
-        body_sealed: crate::ids::hex(&secrets.seal_answer(&token, &key, &bytes)),
-        created_ms: crate::ids::now_ms(),
-    };
-    let stored = store
-        .call(move |s| s.put_idempotent_response(&token, &key, &record))
-        .await;
-    if let Err(error) = stored {
-        tracing::warn!(%error, "could not keep an idempotent answer");
-    }
-    Ok(Response::from_parts(parts, full(bytes)))
 }
 
 /// The kept answer, opened; a record that does not open (another `secret.key`, a corrupt

@@ -186,43 +186,63 @@ impl Domains {
     ) -> Result<DomainView, DomainError> {
         let domain = name::normalize(input, &self.names.apps_domain, &self.names.control_host)?;
         let slug_host = self.slug_host(&project.slug);
-        let redirect_to = match redirect_to {
-            None => None,
-            Some(target) => {
-                let lowered = target.trim().trim_end_matches('.').to_ascii_lowercase();
-                if lowered == slug_host {
-                    Some(lowered)
-                } else {
-                    Some(
-                        name::normalize(target, &self.names.apps_domain, &self.names.control_host)
-                            .map_err(|_| DomainError::BadRedirect {
-                                target: target.to_owned(),
-                                slug_host: slug_host.clone(),
-                            })?,
-                    )
-                }
+        let redirect_to = self.redirect_target(redirect_to, &slug_host)?;
+        self.check_signable(&domain)?;
+        let outcome = self.proofs.check(&project.id, &domain).await;
+        let record = new_record(project, domain, redirect_to, &outcome);
+        self.store_new(project, &record, slug_host).await?;
+        tracing::info!(domain = %record.domain, project = %project.slug, ?outcome, "custom domain added");
+        match outcome {
+            proof::Outcome::Missing(why) => self.schedule_check(&record, Some(why)),
+            proof::Outcome::Txt | proof::Outcome::Trusted(_) => {
+                self.go_live(project, &record).await
             }
+        }
+        Ok(self.view(record))
+    }
+
+    /// `redirectTo`, normalized: the project's slug host or a name a domain could have
+    /// (whether the project holds it is checked by the store, in `store_new`).
+    fn redirect_target(
+        &self,
+        redirect_to: Option<&str>,
+        slug_host: &str,
+    ) -> Result<Option<String>, DomainError> {
+        let Some(target) = redirect_to else {
+            return Ok(None);
         };
-        if let Some(refusal) = self
+        let lowered = target.trim().trim_end_matches('.').to_ascii_lowercase();
+        if lowered == slug_host {
+            return Ok(Some(lowered));
+        }
+        name::normalize(target, &self.names.apps_domain, &self.names.control_host)
+            .map(Some)
+            .map_err(|_| DomainError::BadRedirect {
+                target: target.to_owned(),
+                slug_host: slug_host.to_owned(),
+            })
+    }
+
+    /// Refuses a name the TLS mode could never give a certificate.
+    fn check_signable(&self, domain: &str) -> Result<(), DomainError> {
+        match self
             .tls
             .as_ref()
-            .and_then(|tls| tls.custom_name_refusal(&domain))
+            .and_then(|tls| tls.custom_name_refusal(domain))
         {
-            return Err(DomainError::NotSignable(refusal));
+            Some(refusal) => Err(DomainError::NotSignable(refusal)),
+            None => Ok(()),
         }
-        let outcome = self.proofs.check(&project.id, &domain).await;
-        let now = crate::ids::now_ms();
-        let record = DomainRecord {
-            v: 1,
-            domain: domain.clone(),
-            project_id: project.id.clone(),
-            redirect_to: redirect_to.clone(),
-            created_ms: now,
-            verified_ms: match outcome {
-                proof::Outcome::Missing(_) => None,
-                proof::Outcome::Txt | proof::Outcome::Trusted(_) => Some(now),
-            },
-        };
+    }
+
+    /// Writes the new record (the `domains` table and the project record, one transaction),
+    /// or says why the store refused it.
+    async fn store_new(
+        &self,
+        project: &ProjectRecord,
+        record: &DomainRecord,
+        slug_host: String,
+    ) -> Result<(), DomainError> {
         let stored = record.clone();
         let apps_domain = self.names.apps_domain.clone();
         let added = self
@@ -235,30 +255,21 @@ impl Domains {
                 )
             })
             .await?;
+        let domain = record.domain.clone();
         match added {
-            AddDomain::Added(_) => {}
-            AddDomain::NoProject => return Err(DomainError::NoProject),
+            AddDomain::Added(_) => Ok(()),
+            AddDomain::NoProject => Err(DomainError::NoProject),
             AddDomain::Taken { project_id } if project_id == project.id => {
-                return Err(DomainError::AlreadyHere { domain })
+                Err(DomainError::AlreadyHere { domain })
             }
-            AddDomain::Taken { .. } => return Err(DomainError::Taken { domain }),
-            AddDomain::Under { parent } => return Err(DomainError::Under { domain, parent }),
-            AddDomain::TooMany { max } => return Err(DomainError::TooMany { max }),
-            AddDomain::BadRedirect => {
-                return Err(DomainError::BadRedirect {
-                    target: redirect_to.unwrap_or_default(),
-                    slug_host,
-                })
-            }
+            AddDomain::Taken { .. } => Err(DomainError::Taken { domain }),
+            AddDomain::Under { parent } => Err(DomainError::Under { domain, parent }),
+            AddDomain::TooMany { max } => Err(DomainError::TooMany { max }),
+            AddDomain::BadRedirect => Err(DomainError::BadRedirect {
+                target: record.redirect_to.clone().unwrap_or_default(),
+                slug_host,
+            }),
         }
-        tracing::info!(%domain, project = %project.slug, ?outcome, "custom domain added");
-        match outcome {
-            proof::Outcome::Missing(why) => self.schedule_check(&record, Some(why)),
-            proof::Outcome::Txt | proof::Outcome::Trusted(_) => {
-                self.go_live(project, &record).await
-            }
-        }
-        Ok(self.view(record))
     }
 
     /// Routes a proven domain and gets its certificate: the one place both happen.
@@ -403,5 +414,26 @@ impl Domains {
                 tracing::warn!(domain = %name, %error, "could not drop a custom domain's certificate");
             }
         }
+    }
+}
+
+/// A new domain of `project`, proven now unless the proof is missing.
+fn new_record(
+    project: &ProjectRecord,
+    domain: String,
+    redirect_to: Option<String>,
+    outcome: &proof::Outcome,
+) -> DomainRecord {
+    let now = crate::ids::now_ms();
+    DomainRecord {
+        v: 1,
+        domain,
+        project_id: project.id.clone(),
+        redirect_to,
+        created_ms: now,
+        verified_ms: match outcome {
+            proof::Outcome::Missing(_) => None,
+            proof::Outcome::Txt | proof::Outcome::Trusted(_) => Some(now),
+        },
     }
 }

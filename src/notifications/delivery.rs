@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{secret_context, signature, DestinationError, Destinations, Format, Notifier};
 use crate::secrets::SecretBox;
-use crate::store::notifications::{DeliveryAttempt, QueuedDelivery};
+use crate::store::notifications::{DeliveryAttempt, NotificationRecord, QueuedDelivery};
 
 /// How long one attempt may take, connect to response head.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -150,20 +150,47 @@ async fn attempt(
     policy: &RetryPolicy,
     delivery: QueuedDelivery,
 ) {
+    let Some(subscription) = subscription_of(notifier, &delivery).await else {
+        return;
+    };
+    let outcome = send(notifier, tls, secrets, &subscription, &delivery).await;
+    let settled = Settled::new(policy, &delivery, outcome);
+    settled.log(&subscription, &delivery);
+    settled.record(notifier, delivery).await;
+}
+
+/// The subscription `delivery` is for. `None` when there is nothing to send: the
+/// subscription is gone (its delivery is dropped from the queue) or the store cannot be read
+/// (after a pause, so a failing store is not hammered; the delivery stays queued).
+async fn subscription_of(
+    notifier: &Notifier,
+    delivery: &QueuedDelivery,
+) -> Option<NotificationRecord> {
     let id = delivery.notification_id.clone();
-    let subscription = match notifier.store().call(move |s| s.notification(&id)).await {
-        Ok(Some(subscription)) => subscription,
+    match notifier.store().call(move |s| s.notification(&id)).await {
+        Ok(Some(subscription)) => Some(subscription),
         Ok(None) => {
             let gone = delivery.clone();
             let _ = notifier.store().call(move |s| s.drop_delivery(&gone)).await;
-            return;
+            None
         }
         Err(error) => {
             tracing::error!(%error, "notifications: cannot read a subscription");
             tokio::time::sleep(Duration::from_secs(5)).await;
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Opens the subscription's secret and posts the delivery in its format: the receiver's
+/// status, or why there was none.
+async fn send(
+    notifier: &Notifier,
+    tls: &TlsConnector,
+    secrets: &SecretBox,
+    subscription: &NotificationRecord,
+    delivery: &QueuedDelivery,
+) -> Result<u16, String> {
     let secret = crate::ids::hex_decode(&subscription.secret_sealed)
         .and_then(|sealed| {
             secrets
@@ -171,65 +198,102 @@ async fn attempt(
                 .ok()
         })
         .and_then(|plain| String::from_utf8(plain).ok());
-    let outcome = match secret {
+    match secret {
         None => Err("the subscription's secret cannot be opened (was secret.key replaced?)".into()),
         Some(secret) => {
             let format = Format::parse(&subscription.format).unwrap_or(Format::Json);
             let destinations = notifier.destinations();
             let target = Target { destinations, tls };
-            post(target, &subscription.url, &delivery, format, &secret).await
-        }
-    };
-    let attempt_number = delivery.attempts + 1;
-    let (status, error) = match &outcome {
-        Ok(status) if (200..300).contains(status) => (Some(*status), None),
-        Ok(status) => (
-            Some(*status),
-            Some(format!("the receiver answered HTTP {status}")),
-        ),
-        Err(error) => (None, Some(error.clone())),
-    };
-    let retry = match &error {
-        None => None,
-        Some(_) => policy
-            .wait_after(attempt_number)
-            .map(|wait| QueuedDelivery {
-                attempts: attempt_number,
-                next_ms: crate::ids::now_ms() + wait.as_millis() as u64,
-                ..delivery.clone()
-            }),
-    };
-    let error = match (&error, &retry) {
-        (Some(error), None) => Some(format!("{error}; gave up after {attempt_number} attempts")),
-        (error, _) => error.clone(),
-    };
-    match (&error, &retry) {
-        (None, _) => {
-            tracing::info!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, "webhook delivered")
-        }
-        (Some(error), Some(retry)) => {
-            tracing::warn!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, %error, attempt = attempt_number, retry_in_ms = retry.next_ms.saturating_sub(crate::ids::now_ms()), "webhook delivery failed; will retry")
-        }
-        (Some(error), None) => {
-            tracing::warn!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, %error, "webhook delivery failed for good")
+            post(target, &subscription.url, delivery, format, &secret).await
         }
     }
-    let record = DeliveryAttempt {
-        v: 1,
-        delivery_id: delivery.id.clone(),
-        event: delivery.event.clone(),
-        at_ms: crate::ids::now_ms(),
-        attempt: attempt_number,
-        status,
-        error,
-    };
-    let result = notifier
-        .store()
-        .call(move |s| s.finish_attempt(&delivery, retry.as_ref(), &record))
-        .await;
-    if let Err(error) = result {
-        tracing::error!(%error, "notifications: cannot record a delivery attempt");
-        tokio::time::sleep(Duration::from_secs(5)).await;
+}
+
+/// What one attempt came to.
+struct Settled {
+    /// 1 for the first try.
+    attempt_number: u32,
+    /// The receiver's HTTP status, if it answered.
+    status: Option<u16>,
+    /// Why the attempt failed (`None` on a 2xx), saying so when it was the last one.
+    error: Option<String>,
+    /// The delivery queued again for a later try; `None` when delivered or given up.
+    retry: Option<QueuedDelivery>,
+}
+
+impl Settled {
+    /// A 2xx is delivered; anything else is tried again after the policy's wait, unless
+    /// that was the last attempt.
+    fn new(policy: &RetryPolicy, delivery: &QueuedDelivery, outcome: Result<u16, String>) -> Self {
+        let attempt_number = delivery.attempts + 1;
+        let (status, error) = match &outcome {
+            Ok(status) if (200..300).contains(status) => (Some(*status), None),
+            Ok(status) => (
+                Some(*status),
+                Some(format!("the receiver answered HTTP {status}")),
+            ),
+            Err(error) => (None, Some(error.clone())),
+        };
+        let retry = match &error {
+            None => None,
+            Some(_) => policy
+                .wait_after(attempt_number)
+                .map(|wait| QueuedDelivery {
+                    attempts: attempt_number,
+                    next_ms: crate::ids::now_ms() + wait.as_millis() as u64,
+                    ..delivery.clone()
+                }),
+        };
+        let error = match (&error, &retry) {
+            (Some(error), None) => {
+                Some(format!("{error}; gave up after {attempt_number} attempts"))
+            }
+            (error, _) => error.clone(),
+        };
+        Settled {
+            attempt_number,
+            status,
+            error,
+            retry,
+        }
+    }
+
+    fn log(&self, subscription: &NotificationRecord, delivery: &QueuedDelivery) {
+        let attempt_number = self.attempt_number;
+        match (&self.error, &self.retry) {
+            (None, _) => {
+                tracing::info!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, "webhook delivered")
+            }
+            (Some(error), Some(retry)) => {
+                tracing::warn!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, %error, attempt = attempt_number, retry_in_ms = retry.next_ms.saturating_sub(crate::ids::now_ms()), "webhook delivery failed; will retry")
+            }
+            (Some(error), None) => {
+                tracing::warn!(notification = %subscription.id, event = %delivery.event, delivery = %delivery.id, %error, "webhook delivery failed for good")
+            }
+        }
+    }
+
+    /// Writes the attempt to the deliveries list and takes `delivery` off the queue or puts
+    /// it back for its retry, in one store call.
+    async fn record(self, notifier: &Notifier, delivery: QueuedDelivery) {
+        let record = DeliveryAttempt {
+            v: 1,
+            delivery_id: delivery.id.clone(),
+            event: delivery.event.clone(),
+            at_ms: crate::ids::now_ms(),
+            attempt: self.attempt_number,
+            status: self.status,
+            error: self.error,
+        };
+        let retry = self.retry;
+        let result = notifier
+            .store()
+            .call(move |s| s.finish_attempt(&delivery, retry.as_ref(), &record))
+            .await;
+        if let Err(error) = result {
+            tracing::error!(%error, "notifications: cannot record a delivery attempt");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
     }
 }
 

@@ -128,31 +128,9 @@ impl TlsManager {
         store: Arc<dyn TlsStore>,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<TlsManager>, TlsError> {
-        let extra_roots = match &config.acme_ca_file {
-            Some(path) => {
-                let pem = std::fs::read_to_string(path).map_err(|error| {
-                    TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display()))
-                })?;
-                certs::parse_chain(&pem).map_err(|error| {
-                    TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display()))
-                })?
-            }
-            None => Vec::new(),
-        };
+        let extra_roots = read_extra_roots(config)?;
         let resolver = Arc::new(CertResolver::new());
-        let mut alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        if config.mode == TlsMode::Acme {
-            alpn_protocols.push(ACME_TLS_ALPN.to_vec());
-        }
-        let mut server_config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            ring_provider::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|error| TlsError::Config(format!("TLS server setup failed: {error}")))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn rustls::server::ResolvesServerCert>);
-        server_config.alpn_protocols = alpn_protocols;
-
+        let server_config = https_server_config(config.mode, &resolver)?;
         let mut manager = TlsManager {
             mode: config.mode,
             apps_domain: apps_domain.to_owned(),
@@ -177,29 +155,7 @@ impl TlsManager {
             },
             order_log_lock: tokio::sync::Mutex::new(()),
         };
-        match config.mode {
-            TlsMode::Off => {}
-            TlsMode::Internal => manager.start_internal()?,
-            TlsMode::Acme => {
-                manager.acme = Some(AcmeIssuer::new(
-                    &config.acme_directory,
-                    &config.acme_email,
-                    &manager.extra_roots,
-                )?);
-                manager.load_stored(keys::ACME_CERT_PREFIX)?;
-            }
-            TlsMode::Files => {
-                let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file)
-                else {
-                    return Err(TlsError::Config(
-                        "tls.mode = \"files\" needs tls.cert_file and tls.key_file".into(),
-                    ));
-                };
-                let files = FilesSource::new(cert_file.clone(), key_file.clone());
-                files.reload_if_changed(&manager.resolver)?;
-                manager.files = Some(files);
-            }
-        }
+        manager.start_mode(config)?;
         Ok(Arc::new(manager))
     }
 
@@ -291,6 +247,39 @@ impl TlsManager {
                 .map_err(|error| TlsError::Config(format!("unusable trust anchor: {error}")))?;
         }
         Ok(roots)
+    }
+
+    /// What each mode needs before the listeners start; `off` needs nothing.
+    fn start_mode(&mut self, config: &TlsConfig) -> Result<(), TlsError> {
+        match config.mode {
+            TlsMode::Off => Ok(()),
+            TlsMode::Internal => self.start_internal(),
+            TlsMode::Acme => self.start_acme_mode(config),
+            TlsMode::Files => self.start_files_mode(config),
+        }
+    }
+
+    /// The ACME account's directory and contact, and the certificates stored by earlier runs.
+    fn start_acme_mode(&mut self, config: &TlsConfig) -> Result<(), TlsError> {
+        self.acme = Some(AcmeIssuer::new(
+            &config.acme_directory,
+            &config.acme_email,
+            &self.extra_roots,
+        )?);
+        self.load_stored(keys::ACME_CERT_PREFIX)
+    }
+
+    /// The operator's certificate and key, loaded into the resolver now.
+    fn start_files_mode(&mut self, config: &TlsConfig) -> Result<(), TlsError> {
+        let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file) else {
+            return Err(TlsError::Config(
+                "tls.mode = \"files\" needs tls.cert_file and tls.key_file".into(),
+            ));
+        };
+        let files = FilesSource::new(cert_file.clone(), key_file.clone());
+        files.reload_if_changed(&self.resolver)?;
+        self.files = Some(files);
+        Ok(())
     }
 
     /// Internal mode at start: the CA (made or renewed when needed), stored leaves, and the
@@ -388,6 +377,39 @@ impl TlsManager {
         self.resolver.insert(&record.name, Arc::new(served));
         Ok(())
     }
+}
+
+/// `tls.acme_ca_file`, parsed; empty when it is not set.
+fn read_extra_roots(config: &TlsConfig) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let Some(path) = &config.acme_ca_file else {
+        return Ok(Vec::new());
+    };
+    let pem = std::fs::read_to_string(path).map_err(|error| {
+        TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display()))
+    })?;
+    certs::parse_chain(&pem)
+        .map_err(|error| TlsError::Config(format!("tls.acme_ca_file {}: {error}", path.display())))
+}
+
+/// The HTTPS listener's configuration: certificates from `resolver`, ALPN `h2` and
+/// `http/1.1`, plus `acme-tls/1` in acme mode.
+fn https_server_config(
+    mode: TlsMode,
+    resolver: &Arc<CertResolver>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    if mode == TlsMode::Acme {
+        alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
+    let mut server_config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        ring_provider::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|error| TlsError::Config(format!("TLS server setup failed: {error}")))?
+    .with_no_client_auth()
+    .with_cert_resolver(Arc::clone(resolver) as Arc<dyn rustls::server::ResolvesServerCert>);
+    server_config.alpn_protocols = alpn_protocols;
+    Ok(server_config)
 }
 
 /// True when the served chain was signed by the current intermediate (the CA may be new).

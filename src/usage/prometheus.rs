@@ -14,7 +14,31 @@ pub(super) fn render(
     projects: &[ProjectFigures],
 ) -> String {
     let mut page = Exposition::new();
+    project_families(&mut page, projects);
+    if let Audience::Operator = audience {
+        daemon_families(observatory, &mut page);
+    }
+    certificate_family(
+        &mut page,
+        &served_certificates(observatory, audience, projects),
+    );
+    build_info_family(&mut page);
+    if let Audience::Operator = audience {
+        process_families(&mut page);
+    }
+    page.finish()
+}
 
+/// The families of the projects on the page, one sample (or histogram) per project each.
+fn project_families(page: &mut Exposition, projects: &[ProjectFigures]) {
+    requests_family(page, projects);
+    request_duration_family(page, projects);
+    project_counter_families(page, projects);
+    app_usage_families(page, projects);
+    build_cache_family(page, projects);
+}
+
+fn requests_family(page: &mut Exposition, projects: &[ProjectFigures]) {
     page.family(
         "slipway_http_requests_total",
         Kind::Counter,
@@ -29,6 +53,9 @@ pub(super) fn render(
             );
         }
     }
+}
+
+fn request_duration_family(page: &mut Exposition, projects: &[ProjectFigures]) {
     page.family(
         "slipway_http_request_duration_seconds",
         Kind::Histogram,
@@ -41,6 +68,10 @@ pub(super) fn render(
             &figures.counts.duration,
         );
     }
+}
+
+/// The plain per-project counters: response bytes, upstream errors, app restarts.
+fn project_counter_families(page: &mut Exposition, projects: &[ProjectFigures]) {
     let counters: [(&str, &str, Figure); 3] = [
         (
             "slipway_http_response_bytes_total",
@@ -64,6 +95,11 @@ pub(super) fn render(
             page.sample(name, &project(figures), value(figures) as f64);
         }
     }
+}
+
+/// Memory and CPU of the projects' live apps, from their cgroups; a family is left out when
+/// no project has a reading for it.
+fn app_usage_families(page: &mut Exposition, projects: &[ProjectFigures]) {
     let memory: Vec<_> = projects
         .iter()
         .filter_map(|f| Some((f, f.app?.memory_bytes?)))
@@ -92,6 +128,9 @@ pub(super) fn render(
             page.sample("slipway_app_cpu_seconds_total", &project(figures), seconds);
         }
     }
+}
+
+fn build_cache_family(page: &mut Exposition, projects: &[ProjectFigures]) {
     page.family(
         "slipway_build_cache_bytes",
         Kind::Gauge,
@@ -104,12 +143,17 @@ pub(super) fn render(
             figures.build_cache_bytes as f64,
         );
     }
+}
 
-    if let Audience::Operator = audience {
-        daemon_families(observatory, &mut page);
-    }
-
-    let certificates: Vec<(String, u64)> = observatory
+/// The served certificates the audience may see, with their `notAfter`: every one for the
+/// operator; for a project-limited page only those of its projects' hosts (a name whose app
+/// slug is one of `projects`).
+fn served_certificates(
+    observatory: &Observatory,
+    audience: &Audience,
+    projects: &[ProjectFigures],
+) -> Vec<(String, u64)> {
+    observatory
         .certificates()
         .into_iter()
         .filter(|(domain, _)| match audience {
@@ -121,22 +165,29 @@ pub(super) fn render(
                     .any(|f| Some(f.record.slug.as_str()) == slug)
             }
         })
-        .collect();
-    if !certificates.is_empty() {
-        page.family(
-            "slipway_certificate_expiry_timestamp_seconds",
-            Kind::Gauge,
-            "When each served certificate expires (notAfter, Unix seconds).",
-        );
-        for (domain, not_after) in &certificates {
-            page.sample(
-                "slipway_certificate_expiry_timestamp_seconds",
-                &[("domain", domain)],
-                *not_after as f64,
-            );
-        }
-    }
+        .collect()
+}
 
+/// Left out when there is no certificate to show.
+fn certificate_family(page: &mut Exposition, certificates: &[(String, u64)]) {
+    if certificates.is_empty() {
+        return;
+    }
+    page.family(
+        "slipway_certificate_expiry_timestamp_seconds",
+        Kind::Gauge,
+        "When each served certificate expires (notAfter, Unix seconds).",
+    );
+    for (domain, not_after) in certificates {
+        page.sample(
+            "slipway_certificate_expiry_timestamp_seconds",
+            &[("domain", domain)],
+            *not_after as f64,
+        );
+    }
+}
+
+fn build_info_family(page: &mut Exposition) {
     page.family(
         "slipway_build_info",
         Kind::Gauge,
@@ -147,10 +198,6 @@ pub(super) fn render(
         &[("version", env!("CARGO_PKG_VERSION"))],
         1.0,
     );
-    if let Audience::Operator = audience {
-        process_families(&mut page);
-    }
-    page.finish()
 }
 
 /// Figures of the daemon as a whole: provisioning runs and router threads.
