@@ -31,6 +31,7 @@ pub mod dispatch;
 pub mod doctor;
 pub mod domains;
 pub mod error_code;
+pub mod formation;
 pub mod fs_at;
 pub mod heap;
 pub mod http_util;

@@ -194,6 +194,22 @@ impl Routes {
         self.set_upstream(slug, deployment_id, None);
     }
 
+    /// TEMPORARY until the multi-upstream router lands.
+    pub fn set_instance(
+        &self,
+        slug: &str,
+        deployment_id: &str,
+        _instance: &str,
+        address: Option<SocketAddr>,
+    ) {
+        self.set_upstream(slug, deployment_id, address);
+    }
+
+    /// TEMPORARY until the multi-upstream router lands.
+    pub fn remove_instance(&self, slug: &str, deployment_id: &str, _instance: &str) {
+        let _ = (slug, deployment_id);
+    }
+
     fn set_upstream(&self, slug: &str, deployment_id: &str, address: Option<SocketAddr>) {
         self.update(|table| {
             if let Some(Some(Target::Proxy {

@@ -287,6 +287,7 @@ mod tests {
             seq: 7,
             timestamp: "2025-01-01T00:00:00.000Z".into(),
             stream: LogStream::Build,
+            instance: None,
             message: "compiled".into(),
         };
         let mut bytes = line_event(&line).to_vec();

@@ -10,6 +10,7 @@ mod domains;
 mod env_scope;
 mod error;
 mod failures;
+mod formation;
 mod git;
 mod idempotency;
 mod json;
@@ -291,6 +292,22 @@ route_table! {
         response: ResponseBody::Json(shape::<Domain>),
         query: None,
         handle: domains::create(ctx, params.get(0), request),
+    }
+    GetFormation: GET "/api/projects/{projectId}/formation" {
+        needs: Read, target: Project, success: OK,
+        summary: "The live deployment's process types (web, worker, …) and their running instances",
+        request: None,
+        response: ResponseBody::Json(shape::<Formation>),
+        query: None,
+        handle: formation::get(ctx, params.get(0)),
+    }
+    ScaleFormation: PATCH "/api/projects/{projectId}/formation" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Scale process types: only the named types change (instances, memoryMb, cpus, deploy); no rebuild, the others keep running",
+        request: Some(RequestBody::Json(shape::<FormationPatch>)),
+        response: ResponseBody::Json(shape::<Formation>),
+        query: None,
+        handle: formation::patch(ctx, params.get(0), request),
     }
     ListDomains: GET "/api/projects/{projectId}/domains" {
         needs: Read, target: Project, success: OK,

@@ -81,17 +81,24 @@ fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Apps an earlier daemon left running that still run (deployment → handle); records of
-/// apps that are gone are dropped.
+/// Instances an earlier daemon left running that still run (`dpl_…:web.1` → handle);
+/// records of those that are gone are dropped, and a record from before process types (keyed
+/// by the bare deployment id) is kept again as its `web.1`.
 pub(super) fn surviving_apps(store: &Store) -> anyhow::Result<HashMap<String, AppHandle>> {
     let mut alive = HashMap::new();
-    for (deployment_id, json) in store.app_processes()? {
+    for (key, json) in store.app_processes()? {
         let handle = serde_json::from_slice::<AppHandle>(&json).ok();
-        match handle {
-            Some(handle) if handle.is_alive() => {
-                alive.insert(deployment_id, handle);
+        let split = crate::formation::split_instance_key(&key);
+        match (handle, split) {
+            (Some(handle), Some((deployment_id, instance))) if handle.is_alive() => {
+                let current = crate::formation::instance_key(deployment_id, &instance);
+                if current != key {
+                    store.put_app_process(&current, &json)?;
+                    store.remove_app_process(&key)?;
+                }
+                alive.insert(current, handle);
             }
-            _ => store.remove_app_process(&deployment_id)?,
+            _ => store.remove_app_process(&key)?,
         }
     }
     Ok(alive)
@@ -122,8 +129,8 @@ pub fn stop_apps_offline(config: &Config) -> anyhow::Result<usize> {
     let handles: Vec<_> = survivors.values().cloned().collect();
     let grace = std::time::Duration::from_secs(config.limits.app_stop_grace_s);
     let stopped = crate::sandbox::stop_outliving(&handles, grace);
-    for deployment_id in survivors.keys() {
-        store.remove_app_process(deployment_id)?;
+    for key in survivors.keys() {
+        store.remove_app_process(key)?;
     }
     // Nothing needs the volumes any more (a daemon started later mounts them again).
     crate::disk::unmount_all_under(&config.data_dir);

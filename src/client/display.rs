@@ -17,7 +17,14 @@ pub fn format_log_line(line: &LogLine) -> String {
         LogStream::Stdout => "stdout",
         LogStream::Stderr => "stderr",
     };
-    format!("{stream:>7} | {}", escape_controls(&line.message))
+    match &line.instance {
+        Some(instance) => format!(
+            "{stream:>7} | [{}] {}",
+            escape_controls(instance),
+            escape_controls(&line.message)
+        ),
+        None => format!("{stream:>7} | {}", escape_controls(&line.message)),
+    }
 }
 
 /// `\x1b[31m` → `\\x1b[31m`: every control character but tab, visible and inert.

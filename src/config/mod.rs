@@ -121,7 +121,7 @@ pub struct RateLimits {
 }
 
 /// `[limits]` as written, with these defaults for what it leaves out; every value must be
-/// greater than 0 but `disk_reserve_mb` ([`Limits::check`]).
+/// greater than 0 but `disk_reserve_mb` and `memory_reserve_mb` ([`Limits::check`]).
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -151,6 +151,9 @@ pub struct Limits {
     /// CPU quota of a build step and of a live app, in cores.
     pub build_cpus: f64,
     pub app_cpus: f64,
+    /// Memory kept for the system, the daemon and builds: the memory limits of every app
+    /// instance together may not exceed the machine's memory minus this (formation admission).
+    pub memory_reserve_mb: u64,
     /// SIGTERM → SIGKILL grace when an app is stopped.
     pub app_stop_grace_s: u64,
     /// How long a replaced app keeps serving in-flight requests after a live switch.
@@ -211,6 +214,7 @@ impl Default for Limits {
             log_burst_kb: 4096,
             build_cpus: 2.0,
             app_cpus: 1.0,
+            memory_reserve_mb: 1024,
             app_stop_grace_s: 10,
             app_drain_s: 10,
             max_connections: 10_000,
@@ -244,7 +248,10 @@ impl Limits {
             return Ok(());
         };
         for (name, value) in fields {
-            if name != "disk_reserve_mb" && value.as_f64().is_some_and(|v| v <= 0.0) {
+            if name != "disk_reserve_mb"
+                && name != "memory_reserve_mb"
+                && value.as_f64().is_some_and(|v| v <= 0.0)
+            {
                 return Err(ConfigError::Invalid {
                     key: format!("limits.{name}"),
                     message: "must be greater than 0".into(),

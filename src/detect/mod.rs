@@ -149,25 +149,28 @@ pub fn detect(files: Files<'_>) -> Option<Plan> {
 /// directories only (the deploy step reads a built tree as root: a symbolic link on the way
 /// is not followed, so a build cannot point detection at the host's files).
 pub fn detect_dir(dir: &std::path::Path) -> Option<Plan> {
-    let read = |name: &str| -> Option<String> {
-        let mut path = dir.to_owned();
-        for component in std::path::Path::new(name).components() {
-            let std::path::Component::Normal(part) = component else {
-                return None;
-            };
-            path.push(part);
-            let metadata = std::fs::symlink_metadata(&path).ok()?;
-            if metadata.file_type().is_symlink() {
-                return None;
-            }
-        }
+    detect(&|name: &str| read_tree_file(dir, name))
+}
+
+/// A file of a tree by its relative path, as [`detect_dir`] reads it: at most 1 MiB, through
+/// plain directories only (no symbolic link followed).
+pub fn read_tree_file(dir: &std::path::Path, name: &str) -> Option<String> {
+    let mut path = dir.to_owned();
+    for component in std::path::Path::new(name).components() {
+        let std::path::Component::Normal(part) = component else {
+            return None;
+        };
+        path.push(part);
         let metadata = std::fs::symlink_metadata(&path).ok()?;
-        if !metadata.is_file() || metadata.len() > 1 << 20 {
+        if metadata.file_type().is_symlink() {
             return None;
         }
-        std::fs::read_to_string(path).ok()
-    };
-    detect(&read)
+    }
+    let metadata = std::fs::symlink_metadata(&path).ok()?;
+    if !metadata.is_file() || metadata.len() > 1 << 20 {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 #[cfg(test)]

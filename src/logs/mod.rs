@@ -54,6 +54,9 @@ pub struct LogLine {
     pub seq: u64,
     pub timestamp: String,
     pub stream: LogStream,
+    /// The process instance that wrote it (`web.1`, `worker.2`), for a live app's lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<Arc<str>>,
     pub message: String,
 }
 
@@ -159,6 +162,17 @@ impl LogHub {
     /// Adds a line from the deployment's output; over the deployment's rate it is dropped and
     /// counted instead. `system` lines (the daemon's own) are never dropped.
     pub fn append(&self, deployment_id: &str, stream: LogStream, message: &str) {
+        self.append_from(deployment_id, stream, None, message);
+    }
+
+    /// [`LogHub::append`] for a line of one process instance (`web.1`), tagged with it.
+    pub fn append_from(
+        &self,
+        deployment_id: &str,
+        stream: LogStream,
+        instance: Option<&Arc<str>>,
+        message: &str,
+    ) {
         if stream != LogStream::System {
             let mut channels = self.channels.lock().expect("log hub poisoned");
             let channel = self.channel(&mut channels, deployment_id);
@@ -170,7 +184,7 @@ impl LogHub {
                 self.report_dropped(channel);
             }
         }
-        self.push(deployment_id, stream, message);
+        self.push(deployment_id, stream, instance, message);
     }
 
     /// Refills the channel's allowance for the time passed and takes `bytes` from it.
@@ -198,7 +212,7 @@ impl LogHub {
         );
         channel.dropped = 0;
         channel.reported = Instant::now();
-        Self::push_line(channel, LogStream::System, message);
+        Self::push_line(channel, LogStream::System, None, message);
     }
 
     /// Waits while the deployment has `MAX_PENDING_LINES` waiting for the flusher.
@@ -217,7 +231,13 @@ impl LogHub {
         }
     }
 
-    fn push(&self, deployment_id: &str, stream: LogStream, message: &str) {
+    fn push(
+        &self,
+        deployment_id: &str,
+        stream: LogStream,
+        instance: Option<&Arc<str>>,
+        message: &str,
+    ) {
         let mut message = message.trim_end_matches(['\n', '\r']).to_owned();
         if message.len() > MAX_MESSAGE_BYTES {
             let mut cut = MAX_MESSAGE_BYTES;
@@ -229,14 +249,20 @@ impl LogHub {
         }
         let mut channels = self.channels.lock().expect("log hub poisoned");
         let channel = self.channel(&mut channels, deployment_id);
-        Self::push_line(channel, stream, message);
+        Self::push_line(channel, stream, instance.cloned(), message);
     }
 
-    fn push_line(channel: &mut Channel, stream: LogStream, message: String) {
+    fn push_line(
+        channel: &mut Channel,
+        stream: LogStream,
+        instance: Option<Arc<str>>,
+        message: String,
+    ) {
         let line = Arc::new(LogLine {
             seq: channel.next_seq,
             timestamp: crate::ids::rfc3339(crate::ids::now_ms()),
             stream,
+            instance,
             message,
         });
         channel.next_seq += 1;
@@ -246,6 +272,11 @@ impl LogHub {
 
     pub fn system(&self, deployment_id: &str, message: &str) {
         self.append(deployment_id, LogStream::System, message);
+    }
+
+    /// A line from Slipway about one process instance of the deployment.
+    pub fn system_from(&self, deployment_id: &str, instance: &Arc<str>, message: &str) {
+        self.append_from(deployment_id, LogStream::System, Some(instance), message);
     }
 
     pub fn publish_status(&self, deployment_id: &str, status: Arc<str>) {
@@ -409,6 +440,8 @@ impl LogHub {
 struct StoredLogLine {
     timestamp: String,
     stream: LogStream,
+    #[serde(default)]
+    instance: Option<Arc<str>>,
     message: String,
 }
 
@@ -418,6 +451,7 @@ impl StoredLogLine {
             seq,
             timestamp: self.timestamp,
             stream: self.stream,
+            instance: self.instance,
             message: self.message,
         }
     }

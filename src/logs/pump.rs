@@ -7,12 +7,14 @@ use std::sync::Arc;
 use super::{LogHub, LogStream, MAX_MESSAGE_BYTES};
 
 /// Copies a child's output into the hub line by line as it is produced; a line longer than
-/// [`MAX_MESSAGE_BYTES`] is split. Returns at end of file.
+/// [`MAX_MESSAGE_BYTES`] is split; a live app's lines are tagged with its `instance`.
+/// Returns at end of file.
 pub async fn pump_lines<R: tokio::io::AsyncRead + Unpin>(
     reader: R,
     hub: Arc<LogHub>,
     deployment_id: String,
     stream: LogStream,
+    instance: Option<Arc<str>>,
 ) {
     use tokio::io::AsyncBufReadExt;
     let mut reader = tokio::io::BufReader::with_capacity(16 * 1024, reader);
@@ -35,11 +37,13 @@ pub async fn pump_lines<R: tokio::io::AsyncRead + Unpin>(
         reader.consume(consumed);
         if complete || line.len() >= MAX_MESSAGE_BYTES {
             hub.room(&deployment_id).await;
-            hub.append(&deployment_id, stream, &String::from_utf8_lossy(&line));
+            let text = String::from_utf8_lossy(&line);
+            hub.append_from(&deployment_id, stream, instance.as_ref(), &text);
             line.clear();
         }
     }
     if !line.is_empty() {
-        hub.append(&deployment_id, stream, &String::from_utf8_lossy(&line));
+        let text = String::from_utf8_lossy(&line);
+        hub.append_from(&deployment_id, stream, instance.as_ref(), &text);
     }
 }

@@ -273,6 +273,7 @@ impl Pipeline {
                 self.hub.clone(),
                 dpl.to_owned(),
                 stream,
+                None,
             )));
         }
         if let Some(stderr) = running.stderr.take() {
@@ -281,6 +282,7 @@ impl Pipeline {
                 self.hub.clone(),
                 dpl.to_owned(),
                 stream,
+                None,
             )));
         }
         let exit = tokio::select! {

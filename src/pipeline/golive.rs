@@ -9,14 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::failure::Failure;
+use super::instances::{Launch, WebInstance};
 use super::Pipeline;
 use crate::error_code::ErrorCode;
+use crate::formation::ProcessType;
 use crate::router::Target;
 use crate::store::git::PreviewSwitch;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunRecord,
 };
-use crate::supervisor::AppSpec;
 
 /// What the deploy step prepared: the target the route will point at.
 pub(super) enum Prepared {
@@ -24,21 +25,22 @@ pub(super) enum Prepared {
         site: Arc<crate::static_files::StaticSite>,
     },
     Server {
-        address: std::net::SocketAddr,
+        /// The healthy `web` instances.
+        web: Vec<WebInstance>,
+        /// Every type the deployment runs; the `replace` ones start after the switch.
+        types: Vec<ProcessType>,
+        launch: Box<Launch>,
     },
 }
 
 impl Prepared {
-    fn into_target(self, deployment_id: &str) -> Target {
+    fn target(&self, deployment_id: &str) -> Target {
         match self {
             Prepared::Static { site } => Target::Static {
-                site,
+                site: site.clone(),
                 deployment_id: deployment_id.to_owned(),
             },
-            Prepared::Server { address } => Target::Proxy {
-                upstream: Some(address),
-                deployment_id: deployment_id.to_owned(),
-            },
+            Prepared::Server { web, .. } => super::server_target(deployment_id, web),
         }
     }
 }
@@ -60,7 +62,7 @@ pub(super) struct DeployLocks(
 );
 
 impl DeployLocks {
-    fn of(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(super) fn of(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.0.lock().expect("locks poisoned");
         locks.entry(project_id.to_owned()).or_default().clone()
     }
@@ -122,7 +124,7 @@ impl Pipeline {
     ) -> Result<Prepared, Failure> {
         if self.supervisor.is_running(&deployment.id) {
             // A rollback to the deployment that is still running (e.g. being drained).
-            self.supervisor.stop(&deployment.id).await;
+            self.supervisor.stop_deployment(&deployment.id, None).await;
         }
         // Without namespaces every app shares the host's ports.
         let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
@@ -131,11 +133,11 @@ impl Pipeline {
         } else {
             free_port
         };
-        // An app the previous daemon left running keeps its port.
-        let adopt = self.take_survivor(&deployment.id);
+        // Apps the previous daemon left running keep their port.
+        let adopting = self.has_survivors(&deployment.id);
         let port = deployment
             .port
-            .filter(|p| adopt.is_some() || port_is_free(*p))
+            .filter(|p| adopting || port_is_free(*p))
             .map_or_else(choose, Ok)
             .map_err(|e| {
                 Failure::new(
@@ -145,64 +147,42 @@ impl Pipeline {
                 )
             })?;
         deployment.port = Some(port);
-        let command = deployment.start_command.clone().unwrap_or_default();
-        if adopt.is_none() {
-            self.hub.system(
-                &deployment.id,
-                &format!("deploy: $ {command} (PORT={port})"),
-            );
+        let types = self.process_types(deployment).await?;
+        if !adopting {
+            for ptype in &types {
+                let port = match ptype.is_web() {
+                    true => format!(" (PORT={port})"),
+                    false => String::new(),
+                };
+                self.hub.system(
+                    &deployment.id,
+                    &format!(
+                        "deploy: {}={} × $ {}{port}",
+                        ptype.name, ptype.instances, ptype.command
+                    ),
+                );
+            }
         }
-        let spec = self.app_spec(project, deployment, env.to_vec(), port);
-        let data = crate::disk::Volume::app_data(&spec.data_dir, self.config.limits.app_disk_mb);
+        let data = crate::disk::Volume::app_data(
+            &self.instance_data_dir(project, deployment),
+            self.config.limits.app_disk_mb,
+        );
         let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
         deploy_blocking("cannot prepare the app's data volume", move || {
             volumes.ensure_app_data(&data, uid)
         })
         .await?;
-        let address = self
-            .supervisor
-            .start(
-                spec,
-                Duration::from_secs(self.config.limits.health_timeout_s),
-                adopt,
-            )
-            .await
-            .map_err(|f| Failure::new("deploy", f.code, f.message))?;
-        Ok(Prepared::Server { address })
-    }
-
-    pub(crate) fn app_spec(
-        &self,
-        project: &ProjectRecord,
-        deployment: &DeploymentRecord,
-        env: Vec<(String, String)>,
-        port: u16,
-    ) -> AppSpec {
-        // A preview's app has a data volume of its own: it never writes production's.
-        let label = super::host_label(&project.slug, &deployment.target);
-        let data_dir = match deployment.target.environment {
-            Environment::Production => self.workspaces.app_data_dir(&project.id),
-            Environment::Preview => self.workspaces.app_data_dir(&format!(
-                "{}--{}",
-                project.id,
-                deployment.target.preview.as_deref().unwrap_or("preview")
-            )),
+        let launch = Launch {
+            project: project.clone(),
+            deployment: deployment.clone(),
+            env: env.to_vec(),
         };
-        AppSpec {
-            deployment_id: deployment.id.clone(),
-            // The route key the supervisor repoints after a restart.
-            slug: label,
-            uid: project.uid,
-            root: self.workspaces.workspace(&deployment.id),
-            data_dir,
-            command: deployment.start_command.clone().unwrap_or_default(),
-            env,
-            port,
-            health_check_path: deployment.health_check_path.clone(),
-            memory_mb: self.config.limits.app_memory_mb,
-            pids: self.config.limits.pids,
-            cpus: self.config.limits.app_cpus,
-        }
+        let web = self.start_overlapping(&launch, &types).await?;
+        Ok(Prepared::Server {
+            web,
+            types,
+            launch: Box::new(launch),
+        })
     }
 
     /// The atomic switch: the route points at `prepared` from the next request on.
@@ -247,7 +227,7 @@ impl Pipeline {
                 // A retried restore lost to a deploy or rollback made since start-up.
                 if !self.is_recorded_live(project, deployment).await {
                     if let Prepared::Server { .. } = prepared {
-                        self.supervisor.stop(&deployment.id).await;
+                        self.supervisor.stop_deployment(&deployment.id, None).await;
                     }
                     return Err(Failure::new(
                         "deploy",
@@ -268,13 +248,17 @@ impl Pipeline {
                 format!("could not record the deployment: {e}"),
             )
         })?;
-        let target = Some(prepared.into_target(&deployment.id));
+        let target = Some(prepared.target(&deployment.id));
         match &preview {
             None => self.routes.set_live(&project.slug, target),
             Some(_) => self.routes.set_preview(
                 &super::host_label(&project.slug, &deployment.target),
                 target,
             ),
+        }
+        if let Prepared::Server { types, launch, .. } = &prepared {
+            self.start_replacing(launch, types, previous.as_deref())
+                .await;
         }
         if let Some(previous) = previous {
             self.retire(previous, &deployment.id, preview.is_some());
@@ -300,7 +284,7 @@ impl Pipeline {
         tokio::spawn(async move {
             // In-flight requests to the old app finish during the drain period.
             tokio::time::sleep(drain).await;
-            supervisor.stop(&previous).await;
+            supervisor.stop_deployment(&previous, None).await;
             // A preview keeps only the build it serves (no rollbacks of previews).
             if is_preview {
                 let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;
@@ -407,7 +391,7 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
 
 /// A port no one listens on now on the host, from `APP_PORTS` (random start), else any free
 /// one.
-fn free_host_port() -> std::io::Result<u16> {
+pub(super) fn free_host_port() -> std::io::Result<u16> {
     let span = APP_PORTS.end - APP_PORTS.start;
     let start = u16::from_le_bytes(crate::ids::random_bytes::<2>()) % span;
     for offset in 0..64 {

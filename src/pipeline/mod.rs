@@ -10,11 +10,13 @@ mod commands;
 mod failure;
 mod golive;
 mod inflight;
+mod instances;
 mod modules_key;
 mod node_modules;
 mod progress;
 mod restore;
 mod run;
+mod scale;
 mod source_root;
 mod status;
 mod step;
@@ -28,12 +30,13 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use progress::{estimate_from_history, STEPS};
+pub use scale::ScaleError;
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
 use crate::config::Config;
 use crate::error_code::ErrorCode;
 use crate::logs::LogHub;
-use crate::router::Routes;
+use crate::router::{Routes, Target};
 use crate::sandbox::Runner;
 use crate::secrets::SecretBox;
 use crate::source::SourceStore;
@@ -55,6 +58,14 @@ pub fn host_label(slug: &str, target: &DeployTarget) -> String {
     match (&target.environment, &target.preview) {
         (Environment::Preview, Some(name)) => format!("{name}--{slug}"),
         _ => slug.to_owned(),
+    }
+}
+
+/// The route target of a server deployment's healthy `web` instances.
+pub(crate) fn server_target(deployment_id: &str, web: &[instances::WebInstance]) -> Target {
+    Target::Proxy {
+        upstream: web.first().map(|(_, address)| *address),
+        deployment_id: deployment_id.to_owned(),
     }
 }
 
@@ -361,6 +372,7 @@ fn new_records(
                 mode: None,
                 output_dir: None,
                 start_command: None,
+                processes: Default::default(),
                 health_check_path: request.build.health_check_path.clone(),
                 source_sha256: None,
                 git_url: request.git_url.clone(),

@@ -13,7 +13,6 @@ use super::failure::Failure;
 use super::golive::Switch;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
-use crate::router::Target;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, Environment, RunError, RunStatus, StepState,
 };
@@ -23,14 +22,28 @@ const RESTORE_CONCURRENCY: usize = 8;
 
 impl Pipeline {
     /// The app an earlier daemon left running for this deployment, taken (adopted once).
-    pub(super) fn take_survivor(&self, deployment_id: &str) -> Option<crate::sandbox::AppHandle> {
+    /// The instance an earlier daemon left running under `key` (`dpl_…:web.1`), taken
+    /// (adopted once).
+    pub(super) fn take_survivor(&self, key: &str) -> Option<crate::sandbox::AppHandle> {
         self.survivors
             .lock()
             .expect("survivors poisoned")
-            .remove(deployment_id)
+            .remove(key)
     }
 
-    /// `survivors`: apps the previous daemon left running (deployment → handle), still alive.
+    /// Whether an earlier daemon left any instance of the deployment running.
+    pub(super) fn has_survivors(&self, deployment_id: &str) -> bool {
+        self.survivors
+            .lock()
+            .expect("survivors poisoned")
+            .keys()
+            .any(|key| {
+                crate::formation::split_instance_key(key).is_some_and(|(d, _)| d == deployment_id)
+            })
+    }
+
+    /// `survivors`: instances the previous daemon left running (`dpl_…:web.1` → handle),
+    /// still alive.
     pub async fn restore(
         self: &Arc<Self>,
         survivors: HashMap<String, crate::sandbox::AppHandle>,
@@ -61,10 +74,8 @@ impl Pipeline {
             .expect("survivors poisoned")
             .drain()
             .collect();
-        for (deployment_id, handle) in left_over {
-            self.supervisor
-                .stop_left_over(&deployment_id, &handle)
-                .await;
+        for (key, handle) in left_over {
+            self.supervisor.stop_left_over(&key, &handle).await;
         }
         Ok(())
     }
@@ -147,11 +158,7 @@ impl Pipeline {
                 return;
             }
         };
-        let adopting = self
-            .survivors
-            .lock()
-            .expect("survivors poisoned")
-            .contains_key(&deployment.id);
+        let adopting = self.has_survivors(&deployment.id);
         if !adopting {
             self.hub.system(
                 &deployment.id,
@@ -169,10 +176,8 @@ impl Pipeline {
             "the live deployment did not come back; visitors get the restarting page while it is tried again");
         // A server app's route waits for its address ("restarting"); a static site has nothing
         // to serve meanwhile.
-        let waiting = (deployment.mode == Some(DeploymentMode::Server)).then(|| Target::Proxy {
-            upstream: None,
-            deployment_id: deployment.id.clone(),
-        });
+        let waiting = (deployment.mode == Some(DeploymentMode::Server))
+            .then(|| super::server_target(&deployment.id, &[]));
         match deployment.target.environment {
             Environment::Production => self.routes.set_live(&project.slug, waiting),
             Environment::Preview => self.routes.set_preview(

@@ -169,7 +169,7 @@ impl Pipeline {
         // An app this run started (a canceled deploy step drops the wait, not the app) must
         // not outlive the run, unless it is the live one (a rollback).
         if !self.is_live(project, deployment, &dpl) {
-            self.supervisor.stop(&dpl).await;
+            self.supervisor.stop_deployment(&dpl, None).await;
         }
         if let RunPlan::Build(_) = plan {
             self.workspaces.remove_deployment_files(&dpl).await;
@@ -266,7 +266,7 @@ impl Pipeline {
             // rollback to the deployment being served).
             if let Prepared::Server { .. } = prepared {
                 if !self.is_live(project, deployment, &dpl) {
-                    self.supervisor.stop(&dpl).await;
+                    self.supervisor.stop_deployment(&dpl, None).await;
                 }
             }
             return Err(failure);
@@ -398,6 +398,9 @@ fn choose_mode(
     });
     deployment.start_command = start;
     deployment.health_check_path = build.health_check_path.clone();
+    if deployment.mode == Some(DeploymentMode::Server) {
+        deployment.processes = procfile_processes(workspace)?;
+    }
     if deployment.mode == Some(DeploymentMode::Static) {
         let requested = build
             .output_directory
@@ -410,4 +413,18 @@ fn choose_mode(
         deployment.output_dir = Some(output);
     }
     Ok(())
+}
+
+/// The Procfile's process types besides `web` (that is `startCommand`) and `release`.
+fn procfile_processes(
+    workspace: &std::path::Path,
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    let Some(text) = crate::detect::read_tree_file(workspace, "Procfile") else {
+        return Ok(Default::default());
+    };
+    let mut types = crate::formation::parse_procfile(&text)
+        .map_err(|error| Failure::new("deploy", ErrorCode::StartFailed, error.to_string()))?;
+    types.remove(crate::formation::WEB);
+    types.remove(crate::formation::RELEASE);
+    Ok(types)
 }

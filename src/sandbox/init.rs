@@ -6,7 +6,9 @@
 //! ([`super::mounts`]), drops every capability, sets no_new_privs and installs the seccomp
 //! filters. Then it runs `sh -c <command>` as its only child, forwards SIGTERM/SIGINT/SIGHUP
 //! to that child's process group, reaps orphans, and when the command exits reports its status
-//! to the helper and exits, which makes the kernel kill everything else in the sandbox.
+//! to the helper and exits, which makes the kernel kill everything else in the sandbox. After a
+//! forwarded signal (a stop) it waits for every process to exit first, so an app under
+//! `sh -c` finishes its own graceful shutdown within the helper's grace period.
 
 use std::ffi::CString;
 use std::io::{self, Write};
@@ -188,28 +190,50 @@ fn run_init(context: &ChildContext) -> isize {
         }
     };
     let _ = nix::unistd::setpgid(command, command);
+    // Once a stop was asked for (a forwarded signal), the command's exit does not end the
+    // sandbox at once: what it started (`sh -c` leaves the app as its child) gets to finish
+    // its own shutdown, until nothing is left or the helper's grace period kills it all.
+    let mut stopping = false;
+    let mut ended: Option<ExitReport> = None;
     loop {
         let Ok(signal) = waited.wait() else { continue };
         if signal != Signal::SIGCHLD {
+            stopping = true;
             if killpg(command, signal).is_err() {
                 let _ = nix::sys::signal::kill(command, signal);
             }
             continue;
         }
         loop {
-            let report = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == command => ExitReport::Code(code),
-                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
-                    ExitReport::Signal(signal as i32)
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                    ended = Some(ExitReport::Code(code))
                 }
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command => {
+                    ended = Some(ExitReport::Signal(signal as i32))
+                }
+                Ok(WaitStatus::StillAlive) => break,
+                Err(nix::errno::Errno::ECHILD) => {
+                    if let Some(report) = ended.take() {
+                        finish(context, report);
+                    }
+                    break;
+                }
+                Err(_) => break,
                 Ok(_) => continue,
-            };
-            let _ = nix::unistd::write(context.status_write.as_fd(), &report.encode());
-            // Leaving the init ends the pid namespace: the kernel kills the rest.
-            crate::sys::process::exit_immediately(0)
+            }
+            if let (Some(report), false) = (ended, stopping) {
+                finish(context, report);
+            }
         }
     }
+}
+
+/// Reports how the command ended and leaves: leaving the init ends the pid namespace, and the
+/// kernel kills whatever is left.
+fn finish(context: &ChildContext, report: ExitReport) -> ! {
+    let _ = nix::unistd::write(context.status_write.as_fd(), &report.encode());
+    crate::sys::process::exit_immediately(0)
 }
 
 type CommandLine = (CString, Vec<CString>, Vec<CString>);

@@ -7,6 +7,7 @@
 mod audit;
 mod deployments;
 pub mod domains;
+mod formations;
 pub mod git;
 mod logs;
 pub mod notifications;
@@ -154,6 +155,7 @@ impl Store {
             txn.open_table(tables::SOURCES)?;
             txn.open_table(tables::TLS)?;
             txn.open_table(tables::APP_PROCESSES)?;
+            txn.open_table(tables::FORMATIONS)?;
             txn.open_table(tables::AUDIT)?;
             txn.open_table(tables::IDEMPOTENCY)?;
             txn.open_table(tables::NOTIFICATIONS)?;
@@ -198,18 +200,18 @@ impl Store {
 
     // Running apps' adoption handles, as opaque JSON the supervisor owns.
 
-    pub fn put_app_process(&self, deployment_id: &str, handle: &[u8]) -> Result<()> {
+    pub fn put_app_process(&self, instance_key: &str, handle: &[u8]) -> Result<()> {
         let txn = self.write()?;
         txn.open_table(tables::APP_PROCESSES)?
-            .insert(deployment_id, handle)?;
+            .insert(instance_key, handle)?;
         txn.commit()?;
         Ok(())
     }
 
-    pub fn remove_app_process(&self, deployment_id: &str) -> Result<()> {
+    pub fn remove_app_process(&self, instance_key: &str) -> Result<()> {
         let txn = self.write()?;
         txn.open_table(tables::APP_PROCESSES)?
-            .remove(deployment_id)?;
+            .remove(instance_key)?;
         txn.commit()?;
         Ok(())
     }

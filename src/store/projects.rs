@@ -140,6 +140,7 @@ impl Store {
                 domains.remove(domain.as_str())?;
             }
             super::git::remove_project_git(&txn, project_id)?;
+            txn.open_table(tables::FORMATIONS)?.remove(project_id)?;
             DeletedProject {
                 project: record,
                 deployment_ids,

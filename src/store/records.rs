@@ -234,6 +234,10 @@ pub struct DeploymentRecord {
     /// Output directory relative to the workspace (static) or the app root (server).
     pub output_dir: Option<String>,
     pub start_command: Option<String>,
+    /// The process types besides `web` (whose command is `start_command`): the Procfile's
+    /// `name: command` lines, `release` left out.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub processes: std::collections::BTreeMap<String, String>,
     pub health_check_path: Option<String>,
     pub source_sha256: Option<String>,
     pub git_url: Option<String>,
@@ -243,6 +247,18 @@ pub struct DeploymentRecord {
     /// Production or a preview, branch, commit and what started it.
     #[serde(default)]
     pub target: DeployTarget,
+}
+
+impl DeploymentRecord {
+    /// Every process type it runs (type → command): `web` from the start command, then the
+    /// Procfile's others.
+    pub fn process_commands(&self) -> std::collections::BTreeMap<String, String> {
+        let mut commands = self.processes.clone();
+        if let Some(web) = &self.start_command {
+            commands.insert(crate::formation::WEB.to_owned(), web.clone());
+        }
+        commands
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -31,9 +31,12 @@ pub const LOGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("logs
 pub const LOG_STATS: TableDefinition<&str, &[u8]> = TableDefinition::new("log_stats");
 /// `src_…` → `SourceRecord`; the archive bytes live content-addressed in `<data_dir>/sources`.
 pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources");
-/// `dpl_…` → the running app's adoption handle (JSON written by the supervisor): what the
+/// `dpl_…:web.1` (a deployment's instance; a bare `dpl_…` from before process types is its
+/// `web.1`) → the running app's adoption handle (JSON written by the supervisor): what the
 /// next daemon needs to take the app over instead of starting it again.
 pub const APP_PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("app_processes");
+/// `prj_…` → `StoredFormation`: the process types' settings the API set.
+pub const FORMATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("formations");
 /// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
 /// something, written in the same transaction as the change.
 pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");

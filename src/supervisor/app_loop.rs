@@ -1,6 +1,8 @@
-//! One app's loop, spawned by [`Supervisor::start`]: start the app (or adopt the sandbox an
-//! earlier daemon left running), wait until it answers, watch it, and restart it with backoff
-//! when it ends, until its [`LoopControl`] says to stop it or let it go.
+//! One instance's loop, spawned by [`Supervisor::start`]: start it (or adopt the sandbox an
+//! earlier daemon left running), wait until it answers (`web`) or has kept running for
+//! [`WORKER_GRACE`] (other types), watch it, and restart it with backoff when it ends, until
+//! its [`LoopControl`] says to stop it or let it go. Its log lines are tagged with the
+//! instance (`web.2`); a `web` instance's restarts move only its own upstream in the route.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,7 +11,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::health::{not_healthy, unresponsive, wait_healthy, FirstStart, UNRESPONSIVE_PROBES};
-use super::{app_step_name, AppSpec, Supervisor, BACKOFF_MAX, BACKOFF_START};
+use super::{
+    app_step_name, AppSpec, InstanceState, InstanceStatus, Supervisor, BACKOFF_MAX, BACKOFF_START,
+    WORKER_GRACE,
+};
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::notifications::{Event, EventKind};
@@ -25,6 +30,10 @@ pub(super) struct LoopControl {
 pub(super) struct AppLoop {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) spec: AppSpec,
+    /// `web.1`: what its log lines and route upstream are tagged with.
+    pub(super) tag: Arc<str>,
+    /// What the formation shows of it.
+    pub(super) status: Arc<std::sync::Mutex<InstanceStatus>>,
     pub(super) health_timeout: Duration,
     pub(super) control: LoopControl,
     pub(super) first: FirstStart,
@@ -63,8 +72,12 @@ impl AppLoop {
                     continue;
                 }
             };
-            let address = SocketAddr::new(running.address, self.spec.port);
+            let address = self
+                .spec
+                .port
+                .map(|port| SocketAddr::new(running.address, port));
             let started = tokio::time::Instant::now();
+            self.set_status(InstanceState::Starting, running.handle().as_ref(), None);
             match self.arrive(&mut running, address, adopted).await {
                 Arrival::Watch => {}
                 Arrival::StartAgain => {
@@ -83,6 +96,8 @@ impl AppLoop {
             }
             self.gone(&exit, backoff).await;
             // The app is gone; its sandbox address is given back here, after the route let go.
+            self.set_status(InstanceState::Restarting, None, None);
+            self.status.lock().expect("status poisoned").restarts += 1;
             drop(running);
             if sleep_or_cancel(backoff, &self.control.cancel).await {
                 return false;
@@ -91,12 +106,13 @@ impl AppLoop {
         }
     }
 
-    /// Waits until the started app answers on `address`, exits, or the loop is told to end;
-    /// says so in its log and, on its first start, to [`Supervisor::start`].
+    /// Waits until the started instance answers on `address` (or, with no port, has kept
+    /// running for [`WORKER_GRACE`]), exits, or the loop is told to end; says so in its log
+    /// and, on its first start, to [`Supervisor::start`].
     async fn arrive(
         &mut self,
         running: &mut Running,
-        address: SocketAddr,
+        address: Option<SocketAddr>,
         adopted: bool,
     ) -> Arrival {
         let spec = &self.spec;
@@ -104,35 +120,28 @@ impl AppLoop {
         let healthy = tokio::select! {
             _ = self.control.cancel.cancelled() => return Arrival::Canceled,
             exit = running.wait() => Err(exit),
-            healthy = wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable) => Ok(healthy),
+            healthy = async {
+                match address {
+                    Some(address) => wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable).await,
+                    // Adopted: it has run for longer than the grace already.
+                    None if adopted => true,
+                    None => {
+                        tokio::time::sleep(WORKER_GRACE).await;
+                        true
+                    }
+                }
+            } => Ok(healthy),
         };
-        let dpl = &spec.deployment_id;
-        let supervisor = &self.supervisor;
         match healthy {
             Ok(true) => {
-                supervisor.remember(dpl, running.handle()).await;
-                if self.first.succeed(address) {
-                    supervisor.hub.system(
-                        dpl,
-                        &format!(
-                            "app is accepting connections on port {} ({address})",
-                            spec.port
-                        ),
-                    );
-                } else {
-                    supervisor
-                        .hub
-                        .system(dpl, "app restarted and is accepting connections again");
-                    // After a restart the app may have a new address: move the route if it
-                    // still points here.
-                    supervisor.routes.repoint(&spec.slug, dpl, address);
-                }
+                self.healthy(running.handle(), address).await;
                 Arrival::Watch
             }
             Ok(false) => {
-                let message = not_healthy(spec, self.health_timeout);
-                supervisor.hub.system(dpl, &message);
-                let _ = running.stop(supervisor.stop_grace).await;
+                let port = spec.port.unwrap_or_default();
+                let message = not_healthy(port, spec, self.health_timeout);
+                self.log(&message);
+                let _ = running.stop(self.supervisor.stop_grace).await;
                 if self.first.fail(ErrorCode::HealthcheckFailed, message) {
                     return Arrival::GiveUp;
                 }
@@ -143,17 +152,22 @@ impl AppLoop {
                 if adopted {
                     // It died while no daemon watched it (killed, or the machine's OOM
                     // killer): a start like any other, from the same build, at once.
-                    supervisor.hub.system(
-                        dpl,
-                        &format!("the app left running by the previous daemon {description}; starting it again"),
-                    );
+                    self.log(&format!(
+                        "the app left running by the previous daemon {description}; starting it again"
+                    ));
                     return Arrival::StartAgain;
                 }
-                let message = format!(
-                    "the start command {description} before accepting connections on port {}",
-                    spec.port
-                );
-                supervisor.hub.system(dpl, &message);
+                let message = match spec.port {
+                    Some(port) => format!(
+                        "the start command {description} before accepting connections on port {port}"
+                    ),
+                    None => format!(
+                        "the `{}` command {description} within {} s of its start",
+                        spec.instance.process,
+                        WORKER_GRACE.as_secs()
+                    ),
+                };
+                self.log(&message);
                 if self.first.fail(ErrorCode::StartFailed, message) {
                     return Arrival::GiveUp;
                 }
@@ -162,10 +176,47 @@ impl AppLoop {
         }
     }
 
+    /// A started instance is healthy: recorded for adoption, said in its log, and (after a
+    /// restart) its upstream moved to where it runs now.
+    async fn healthy(&mut self, handle: Option<AppHandle>, address: Option<SocketAddr>) {
+        let supervisor = self.supervisor.clone();
+        let spec = &self.spec;
+        self.set_status(InstanceState::Running, handle.as_ref(), address);
+        supervisor.remember(&spec.key(), handle).await;
+        if self.first.succeed(address) {
+            self.log(&match (address, spec.port) {
+                (Some(address), Some(port)) => {
+                    format!("app is accepting connections on port {port} ({address})")
+                }
+                _ => format!("`{}` is running", spec.instance.process),
+            });
+        } else {
+            self.log("app restarted and is accepting connections again");
+            // After a restart the instance may have a new address: move its upstream if the
+            // deployment is still the live one.
+            if let Some(address) = address {
+                supervisor.routes.set_instance(
+                    &spec.slug,
+                    &spec.deployment_id,
+                    &self.tag,
+                    Some(address),
+                );
+            }
+        }
+    }
+
     /// Watches a started app until it exits or stops answering (stopped, then); returns how
     /// it ended, or `None` when the loop was told to end.
-    async fn watch(&self, running: &mut Running, address: SocketAddr) -> Option<String> {
-        let port = self.spec.port;
+    async fn watch(&self, running: &mut Running, address: Option<SocketAddr>) -> Option<String> {
+        let Some(address) = address else {
+            let exit = tokio::select! {
+                _ = self.control.cancel.cancelled() => return None,
+                exit = running.wait() => describe(&exit),
+            };
+            self.log(&format!("the app {exit}"));
+            return Some(exit);
+        };
+        let port = address.port();
         let exit = tokio::select! {
             _ = self.control.cancel.cancelled() => return None,
             exit = running.wait() => {
@@ -215,10 +266,14 @@ impl AppLoop {
         let spec = &self.spec;
         let dpl = &spec.deployment_id;
         let supervisor = &self.supervisor;
-        supervisor.forget(dpl).await;
+        supervisor.forget(&spec.key()).await;
         // Its sandbox address may go to another project's sandbox next: the route lets go
-        // before the caller drops the app.
-        supervisor.routes.unpoint(&spec.slug, dpl);
+        // of this instance (the others keep serving) before the caller drops the app.
+        if spec.port.is_some() {
+            supervisor
+                .routes
+                .set_instance(&spec.slug, dpl, &self.tag, None);
+        }
         if let Some(metrics) = supervisor.routes.metrics(&spec.slug) {
             metrics.app_restarted();
         }
@@ -227,7 +282,8 @@ impl AppLoop {
                 .project(&spec.slug)
                 .deployment(dpl)
                 .error(&format!(
-                    "the app {exit}; restarting it in {} s",
+                    "the app ({}) {exit}; restarting it in {} s",
+                    self.tag,
                     backoff.as_secs()
                 )),
         );
@@ -248,7 +304,7 @@ impl AppLoop {
         } else {
             let _ = running.stop(self.supervisor.stop_grace).await;
         }
-        self.supervisor.forget(&self.spec.deployment_id).await;
+        self.supervisor.forget(&self.spec.key()).await;
         false
     }
 
@@ -266,9 +322,11 @@ impl AppLoop {
     fn spawn(&self) -> std::io::Result<Running> {
         let spec = &self.spec;
         let mut env = spec.env.clone();
-        env.push(("PORT".into(), spec.port.to_string()));
+        if let Some(port) = spec.port {
+            env.push(("PORT".into(), port.to_string()));
+        }
         let step = StepSpec {
-            name: app_step_name(&spec.deployment_id),
+            name: app_step_name(&spec.deployment_id, &spec.instance),
             kind: StepKind::App {
                 output: spec.root.clone(),
                 data_dir: spec.data_dir.clone(),
@@ -298,6 +356,7 @@ impl AppLoop {
                 hub.clone(),
                 dpl.clone(),
                 LogStream::Stdout,
+                Some(self.tag.clone()),
             ));
         }
         if let Some(stderr) = running.stderr.take() {
@@ -306,15 +365,31 @@ impl AppLoop {
                 hub.clone(),
                 dpl.clone(),
                 LogStream::Stderr,
+                Some(self.tag.clone()),
             ));
         }
     }
 
-    /// A line of the app's log from Slipway.
+    /// A line of the app's log from Slipway, tagged with the instance.
     fn log(&self, message: &str) {
         self.supervisor
             .hub
-            .system(&self.spec.deployment_id, message);
+            .system_from(&self.spec.deployment_id, &self.tag, message);
+    }
+
+    fn set_status(
+        &self,
+        state: InstanceState,
+        handle: Option<&AppHandle>,
+        address: Option<SocketAddr>,
+    ) {
+        let mut status = self.status.lock().expect("status poisoned");
+        status.state = state;
+        status.address = address;
+        if state == InstanceState::Starting {
+            status.pid = handle.map(|h| h.helper_pid);
+            status.started_ms = crate::ids::now_ms();
+        }
     }
 }
 

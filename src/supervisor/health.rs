@@ -96,7 +96,7 @@ async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
 
 /// The answer an app's first start owes [`super::Supervisor::start`]; later starts owe none.
 pub(super) struct FirstStart(
-    pub(super) Option<tokio::sync::oneshot::Sender<Result<SocketAddr, super::StartFailure>>>,
+    pub(super) Option<tokio::sync::oneshot::Sender<Result<Option<SocketAddr>, super::StartFailure>>>,
 );
 
 impl FirstStart {
@@ -110,7 +110,7 @@ impl FirstStart {
     }
 
     /// Reports a healthy first start; whether this was it.
-    pub(super) fn succeed(&mut self, address: SocketAddr) -> bool {
+    pub(super) fn succeed(&mut self, address: Option<SocketAddr>) -> bool {
         let Some(first) = self.0.take() else {
             return false;
         };
@@ -120,13 +120,10 @@ impl FirstStart {
 }
 
 /// What a start that never became healthy is told, with what to do.
-pub(super) fn not_healthy(spec: &super::AppSpec, health_timeout: Duration) -> String {
+pub(super) fn not_healthy(port: u16, spec: &super::AppSpec, health_timeout: Duration) -> String {
     let what = match &spec.health_check_path {
-        Some(path) => format!(
-            "accept connections on port {} and answer {path} with 2xx/3xx",
-            spec.port
-        ),
-        None => format!("accept connections on port {}", spec.port),
+        Some(path) => format!("accept connections on port {port} and answer {path} with 2xx/3xx"),
+        None => format!("accept connections on port {port}"),
     };
     format!(
         "the app did not {what} within {} s; make it listen on the port in $PORT",

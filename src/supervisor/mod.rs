@@ -1,8 +1,12 @@
-//! Running apps: starts a server-mode deployment's start command through the runner, waits
-//! until it accepts connections on `PORT` (and answers `healthCheckPath`), probes it every
-//! `limits.health_interval_s`, restarts it with backoff (1 s doubling to 60 s) when it exits
-//! or stops answering, and stops it (SIGTERM, grace, SIGKILL).
-//! The pipeline decides *when* an app becomes live; the supervisor keeps it running.
+//! Running apps: every process instance of a server-mode deployment (`web.1`, `web.2`,
+//! `worker.1`, … — issue 32) is started through the runner on its own, in its own sandbox. A
+//! `web` instance is healthy once it accepts connections on `PORT` (and answers
+//! `healthCheckPath`) and is probed every `limits.health_interval_s`; any other type has no
+//! port and is healthy while it keeps running ([`WORKER_GRACE`] after its start). Each
+//! instance restarts with its own backoff (1 s doubling to 60 s) when it exits or stops
+//! answering, and stops with SIGTERM, grace, SIGKILL.
+//! The pipeline decides *when* a deployment's instances become live; the supervisor keeps
+//! them running.
 //!
 //! Apps outlive the daemon (sandbox mode namespaces): every healthy app's adoption handle is
 //! in the store; at shutdown the supervisor lets its apps go ([`Supervisor::leave_all`])
@@ -10,6 +14,7 @@
 //! handle) and watches them as if it had started them. `stop-apps` stops them for real.
 
 use crate::error_code::ErrorCode;
+use crate::formation::{instance_key, InstanceId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,30 +36,52 @@ use crate::router::Routes;
 use crate::sandbox::{AppHandle, Runner};
 use crate::store::Store;
 
-/// The runner's step name of a deployment's app (its cgroups are named after it).
-pub fn app_step_name(deployment_id: &str) -> String {
+/// The runner's step name of one instance of a deployment (its cgroups are named after it:
+/// `slipway-dpl_…-app-worker_2-<n>`).
+pub fn app_step_name(deployment_id: &str, instance: &InstanceId) -> String {
+    format!("slipway-{deployment_id}-app-{instance}")
+}
+
+/// What every instance's step name of a deployment starts with (their usage summed).
+pub fn app_step_prefix(deployment_id: &str) -> String {
     format!("slipway-{deployment_id}-app")
 }
 
-/// Everything needed to (re)start one app.
+/// A type other than `web` counts as started once it has run this long without exiting.
+pub const WORKER_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything needed to (re)start one instance.
 #[derive(Debug, Clone)]
 pub struct AppSpec {
     pub deployment_id: String,
+    /// Which instance of which process type (`web.1`, `worker.2`).
+    pub instance: InstanceId,
+    /// The route key (`<slug>` or a preview's `<name>--<slug>`) a `web` instance is served
+    /// under; its restarts move only its own upstream.
     pub slug: String,
     pub uid: u32,
     /// The built workspace (read-only for the app).
     pub root: PathBuf,
-    /// The app's writable data dir (kept across deployments of the project).
+    /// The app's writable data dir (kept across deployments of the project; every instance
+    /// of every type shares it).
     pub data_dir: PathBuf,
     pub command: String,
-    /// The environment without `PORT` (the supervisor adds it).
+    /// The environment without `PORT` (the supervisor adds it for `web`).
     pub env: Vec<(String, String)>,
-    pub port: u16,
+    /// `web`'s port; other types have none (not routed, healthy while running).
+    pub port: Option<u16>,
     pub health_check_path: Option<String>,
     pub memory_mb: u64,
     pub pids: u64,
-    /// CPU quota in cores (`limits.app_cpus`).
+    /// CPU quota in cores.
     pub cpus: f64,
+}
+
+impl AppSpec {
+    /// Its key in the supervisor and the store's `app_processes` (`dpl_…:web.1`).
+    pub fn key(&self) -> String {
+        instance_key(&self.deployment_id, &self.instance)
+    }
 }
 
 /// Why an app did not come up.
@@ -65,7 +92,50 @@ pub struct StartFailure {
     pub message: String,
 }
 
+/// What an instance is doing, as the formation shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceState {
+    Starting,
+    Running,
+    /// It ended and starts again after its backoff.
+    Restarting,
+}
+
+impl InstanceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Starting => "starting",
+            InstanceState::Running => "running",
+            InstanceState::Restarting => "restarting",
+        }
+    }
+}
+
+/// One instance as the supervisor sees it now.
+#[derive(Debug, Clone)]
+pub struct InstanceStatus {
+    pub state: InstanceState,
+    /// The sandbox helper's pid (namespaces mode).
+    pub pid: Option<i32>,
+    pub address: Option<SocketAddr>,
+    pub restarts: u32,
+    pub started_ms: u64,
+}
+
+/// A running instance's public view.
+#[derive(Debug, Clone)]
+pub struct InstanceView {
+    pub deployment_id: String,
+    pub instance: InstanceId,
+    pub memory_mb: u64,
+    pub status: InstanceStatus,
+}
+
 struct App {
+    deployment_id: String,
+    instance: InstanceId,
+    memory_mb: u64,
+    status: Arc<Mutex<InstanceStatus>>,
     cancel: CancellationToken,
     /// Set before `cancel` when the daemon stops: the app is let go, not stopped.
     leave: Arc<std::sync::atomic::AtomicBool>,
@@ -80,6 +150,7 @@ pub struct Supervisor {
     store: Store,
     /// Told when a live app crashes (`app.crashed`).
     notifier: Notifier,
+    /// Instance key (`dpl_…:web.1`) → its loop.
     apps: Mutex<HashMap<String, App>>,
     pub stop_grace: Duration,
     /// How often live apps are probed (`limits.health_interval_s`).
@@ -112,38 +183,47 @@ impl Supervisor {
         })
     }
 
-    /// Starts the app — or adopts it, when `adopt` names the sandbox an earlier daemon left
-    /// running — and returns once it is healthy (its address), or why it is not.
-    /// On success the app keeps running (and restarting) until [`Supervisor::stop`].
+    /// Starts one instance — or adopts it, when `adopt` names the sandbox an earlier daemon
+    /// left running — and returns once it is healthy (a `web` instance's address), or why it
+    /// is not. On success it keeps running (and restarting) until [`Supervisor::stop`].
     pub async fn start(
         self: &Arc<Self>,
         spec: AppSpec,
         health_timeout: Duration,
         adopt: Option<AppHandle>,
-    ) -> Result<SocketAddr, StartFailure> {
+    ) -> Result<Option<SocketAddr>, StartFailure> {
         let cancel = CancellationToken::new();
         let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-        let deployment_id = spec.deployment_id.clone();
-        let app_loop = AppLoop {
-            supervisor: self.clone(),
-            spec,
-            health_timeout,
-            control: LoopControl {
-                cancel: cancel.clone(),
-                leave: leave.clone(),
-            },
-            first: FirstStart(Some(first_tx)),
+        let key = spec.key();
+        let status = Arc::new(Mutex::new(InstanceStatus {
+            state: InstanceState::Starting,
+            pid: None,
+            address: None,
+            restarts: 0,
+            started_ms: crate::ids::now_ms(),
+        }));
+        let app = App {
+            deployment_id: spec.deployment_id.clone(),
+            instance: spec.instance.clone(),
+            memory_mb: spec.memory_mb,
+            status: status.clone(),
+            cancel: cancel.clone(),
+            leave: leave.clone(),
+            task: tokio::spawn(
+                AppLoop {
+                    supervisor: self.clone(),
+                    tag: Arc::from(spec.instance.to_string()),
+                    spec,
+                    health_timeout,
+                    control: LoopControl { cancel, leave },
+                    first: FirstStart(Some(first_tx)),
+                    status,
+                }
+                .run(adopt),
+            ),
         };
-        let task = tokio::spawn(app_loop.run(adopt));
-        let previous = self.apps.lock().expect("apps poisoned").insert(
-            deployment_id.clone(),
-            App {
-                cancel,
-                leave,
-                task,
-            },
-        );
+        let previous = self.lock().insert(key.clone(), app);
         if let Some(previous) = previous {
             previous.cancel.cancel();
         }
@@ -154,30 +234,83 @@ impl Supervisor {
             })
         });
         if result.is_err() {
-            self.apps
-                .lock()
-                .expect("apps poisoned")
-                .remove(&deployment_id);
+            self.lock().remove(&key);
         }
         result
     }
 
-    pub fn is_running(&self, deployment_id: &str) -> bool {
-        self.apps
-            .lock()
-            .expect("apps poisoned")
-            .contains_key(deployment_id)
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, App>> {
+        self.apps.lock().expect("apps poisoned")
     }
 
-    /// Stops an app (SIGTERM, grace period, SIGKILL) and waits until it is gone.
-    pub async fn stop(&self, deployment_id: &str) {
-        let app = self
-            .apps
+    /// Whether any instance of the deployment runs.
+    pub fn is_running(&self, deployment_id: &str) -> bool {
+        self.lock()
+            .values()
+            .any(|a| a.deployment_id == deployment_id)
+    }
+
+    /// The deployment's instances, in type and number order.
+    pub fn instances(&self, deployment_id: &str) -> Vec<InstanceView> {
+        let mut views: Vec<InstanceView> = self
             .lock()
-            .expect("apps poisoned")
-            .remove(deployment_id);
+            .values()
+            .filter(|a| a.deployment_id == deployment_id)
+            .map(|a| InstanceView {
+                deployment_id: a.deployment_id.clone(),
+                instance: a.instance.clone(),
+                memory_mb: a.memory_mb,
+                status: a.status.lock().expect("status poisoned").clone(),
+            })
+            .collect();
+        views.sort_by(|a, b| a.instance.cmp(&b.instance));
+        views
+    }
+
+    /// The memory one instance uses now, bytes (from its cgroups; `None` in mode none).
+    pub fn instance_memory_bytes(&self, deployment_id: &str, instance: &InstanceId) -> Option<u64> {
+        self.runner
+            .usage(&app_step_name(deployment_id, instance))?
+            .memory_bytes
+    }
+
+    /// The memory limits of every instance running, in MiB, but those `skip` names.
+    pub fn held_memory_mb(&self, skip: impl Fn(&str, &InstanceId) -> bool) -> u64 {
+        self.lock()
+            .values()
+            .filter(|a| !skip(&a.deployment_id, &a.instance))
+            .map(|a| a.memory_mb)
+            .sum()
+    }
+
+    /// Stops one instance (SIGTERM, grace period, SIGKILL) and waits until it is gone.
+    pub async fn stop(&self, deployment_id: &str, instance: &InstanceId) {
+        let app = self.lock().remove(&instance_key(deployment_id, instance));
         if let Some(app) = app {
             app.cancel.cancel();
+            let _ = app.task.await;
+        }
+    }
+
+    /// Stops every instance of the deployment (of the type `process` only, when given), all
+    /// at once, and waits until they are gone.
+    pub async fn stop_deployment(&self, deployment_id: &str, process: Option<&str>) {
+        let apps: Vec<App> = {
+            let mut apps = self.lock();
+            let keys: Vec<String> = apps
+                .iter()
+                .filter(|(_, a)| {
+                    a.deployment_id == deployment_id
+                        && process.is_none_or(|p| a.instance.process == p)
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            keys.iter().filter_map(|key| apps.remove(key)).collect()
+        };
+        for app in &apps {
+            app.cancel.cancel();
+        }
+        for app in apps {
             let _ = app.task.await;
         }
     }
@@ -196,13 +329,7 @@ impl Supervisor {
 
     /// How many apps there were, and how many of them were let go.
     async fn end_all(&self, leave: bool) -> (usize, usize) {
-        let apps: Vec<App> = self
-            .apps
-            .lock()
-            .expect("apps poisoned")
-            .drain()
-            .map(|(_, app)| app)
-            .collect();
+        let apps: Vec<App> = self.lock().drain().map(|(_, app)| app).collect();
         for app in &apps {
             app.leave.store(leave, std::sync::atomic::Ordering::SeqCst);
             app.cancel.cancel();
@@ -217,41 +344,42 @@ impl Supervisor {
         (count, left_running)
     }
 
-    /// Stops an app an earlier daemon left running that is no longer live (e.g. one that was
-    /// draining when that daemon died).
-    pub async fn stop_left_over(&self, deployment_id: &str, handle: &AppHandle) {
+    /// Stops an instance an earlier daemon left running that is no longer live (e.g. one that
+    /// was draining when that daemon died, or one a scale-down made surplus). `key` is its
+    /// `app_processes` key.
+    pub async fn stop_left_over(&self, key: &str, handle: &AppHandle) {
         match self.runner.adopt(handle) {
             Ok(mut running) => {
                 let _ = running.stop(self.stop_grace).await;
-                tracing::info!(deployment = %deployment_id, "stopped an app that is no longer live");
+                tracing::info!(instance = %key, "stopped an app that is no longer live");
             }
             Err(error) => {
-                tracing::debug!(deployment = %deployment_id, %error, "a left-over app is already gone")
+                tracing::debug!(instance = %key, %error, "a left-over app is already gone")
             }
         }
-        self.forget(deployment_id).await;
+        self.forget(key).await;
     }
 
-    /// Records the running app for the next daemon.
-    async fn remember(&self, deployment_id: &str, handle: Option<AppHandle>) {
+    /// Records the running instance for the next daemon.
+    async fn remember(&self, key: &str, handle: Option<AppHandle>) {
         let Some(handle) = handle else {
             return;
         };
-        let id = deployment_id.to_owned();
+        let id = key.to_owned();
         let json = serde_json::to_vec(&handle).expect("a handle serializes");
         if let Err(error) = self
             .store
             .call(move |s| s.put_app_process(&id, &json))
             .await
         {
-            tracing::warn!(deployment = %deployment_id, %error, "could not record the app for adoption; it will be started again after a restart");
+            tracing::warn!(instance = %key, %error, "could not record the app for adoption; it will be started again after a restart");
         }
     }
 
-    async fn forget(&self, deployment_id: &str) {
-        let id = deployment_id.to_owned();
+    async fn forget(&self, key: &str) {
+        let id = key.to_owned();
         if let Err(error) = self.store.call(move |s| s.remove_app_process(&id)).await {
-            tracing::warn!(deployment = %deployment_id, %error, "could not remove the app's adoption record");
+            tracing::warn!(instance = %key, %error, "could not remove the app's adoption record");
         }
     }
 }

@@ -257,7 +257,7 @@ impl Observatory {
                     };
                     let app = app_deployment.as_ref().and_then(|deployment_id| {
                         this.runner
-                            .usage(&crate::supervisor::app_step_name(deployment_id))
+                            .usage(&crate::supervisor::app_step_prefix(deployment_id))
                     });
                     let build_cache_bytes = build_cache_bytes(&this.data_dir, &record.id);
                     ProjectFigures {

@@ -9,6 +9,7 @@ mod backup;
 mod chaos;
 mod comeback;
 mod disk;
+mod formation;
 mod network;
 mod outlive;
 mod starts;

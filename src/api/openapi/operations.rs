@@ -70,6 +70,10 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         Route::CreateDomain => &[InvalidDomain, InvalidDomainTaken],
         Route::DeleteDomain => &[Conflict],
         Route::ListDomains | Route::GetDomain | Route::VerifyDomain => &[],
+        // Nothing live to scale, a type the live deployment lacks, no memory, an instance
+        // that did not start.
+        Route::ScaleFormation => &[Conflict],
+        Route::GetFormation => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
         // The body is read only once the project and its secret are known (`public_body.rs`).
         Route::Webhook => &[
@@ -118,6 +122,7 @@ pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
             ("Deployments", &[("projectId", ID)]),
             ("UploadSource", &[("projectId", ID)]),
             ("DeleteProject", &[("projectId", ID)]),
+            ("GetFormation", &[("projectId", ID)]),
         ],
         Route::UploadSource => &[("GetProject", &[("projectId", PROJECT_ID)])],
         Route::Provision | Route::Rollback => &[

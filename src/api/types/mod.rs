@@ -7,6 +7,7 @@
 mod audit;
 mod domains;
 mod env_vars;
+mod formation;
 mod git;
 mod logs;
 mod notifications;
@@ -22,6 +23,7 @@ pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, S
 pub use audit::*;
 pub use domains::*;
 pub use env_vars::*;
+pub use formation::*;
 pub use git::*;
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 pub use notifications::*;

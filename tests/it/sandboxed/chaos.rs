@@ -16,7 +16,7 @@ const APP: &str =
     "require('http').createServer((q, r) => r.end('v' + process.env.V)).listen(process.env.PORT);";
 
 /// Child directories (step cgroups) of every `<instance>` cgroup directory.
-fn step_cgroups(instance: &str) -> Vec<String> {
+pub(super) fn step_cgroups(instance: &str) -> Vec<String> {
     let output = std::process::Command::new("find")
         .args(["/sys/fs/cgroup", "-maxdepth", "7", "-type", "d", "-path"])
         .arg(format!("*/{instance}/*"))

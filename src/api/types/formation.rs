@@ -1,0 +1,96 @@
+//! The shapes of `/api/projects/{projectId}/formation`: process types and their instances.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::formation::DeployStrategy;
+
+/// `PATCH /api/projects/{projectId}/formation`: process type → the fields to change. Only the
+/// named types change; no rebuild, and the other types' instances keep running.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = formation_patch_names)]
+pub struct FormationPatch(pub BTreeMap<String, ProcessTypePatch>);
+
+fn formation_patch_names(schema: &mut schemars::Schema) {
+    schema.insert(
+        "propertyNames".into(),
+        serde_json::json!({"pattern": crate::formation::NAME_PATTERN}),
+    );
+    schema.insert("minProperties".into(), 1.into());
+    schema.insert("maxProperties".into(), crate::formation::MAX_TYPES.into());
+}
+
+/// One type's change; fields left out keep their value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProcessTypePatch {
+    /// How many instances run (0 stops the type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 32))]
+    pub instances: Option<u32>,
+    /// Each instance's memory limit, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 32, max = 262144))]
+    pub memory_mb: Option<u64>,
+    /// Each instance's CPU quota, in cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.05, max = 256.0))]
+    pub cpus: Option<f64>,
+    /// How a deploy replaces the type's instances (`web` always overlaps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<DeployStrategy>,
+}
+
+/// `GET /api/projects/{projectId}/formation`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Formation {
+    pub project_id: String,
+    /// The live deployment whose types these are (`null`: nothing live, or a static site).
+    pub deployment_id: Option<String>,
+    pub types: BTreeMap<String, ProcessTypeView>,
+}
+
+/// A process type as it runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessTypeView {
+    pub command: String,
+    pub instances: u32,
+    pub memory_mb: u64,
+    pub cpus: f64,
+    pub deploy: DeployStrategy,
+    /// Its instances the supervisor runs now.
+    pub running: Vec<RunningInstance>,
+}
+
+/// What an instance is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceStateName {
+    Starting,
+    Running,
+    Restarting,
+}
+
+/// One running instance.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningInstance {
+    /// `web.1`, `worker.2`.
+    pub instance: String,
+    pub state: InstanceStateName,
+    /// The sandbox's process (namespaces mode).
+    pub pid: Option<i32>,
+    /// The cluster node it runs on (`null`: this machine).
+    pub node: Option<String>,
+    /// Where the router reaches a `web` instance.
+    pub address: Option<String>,
+    /// How often it was restarted after exiting or hanging.
+    pub restarts: u32,
+    pub started_at: String,
+    /// Memory in use now, bytes (`null` where not measured: sandbox mode none).
+    pub memory_bytes: Option<u64>,
+}

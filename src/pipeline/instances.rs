@@ -1,0 +1,250 @@
+//! A deployment's instances (issue 32): the process types it runs with the project's
+//! formation, each instance started through the supervisor in its own sandbox. `web`
+//! instances (and other `overlap` types) start before the switch and must all be healthy;
+//! `replace` types start after it, once the previous deployment's instances of that type are
+//! gone, so a singleton never runs twice. A preview runs one instance of each type.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::failure::Failure;
+use super::Pipeline;
+use crate::error_code::ErrorCode;
+use crate::formation::{instance_key, Defaults, DeployStrategy, InstanceId, ProcessType};
+use crate::store::records::{DeploymentRecord, Environment, ProjectRecord};
+use crate::supervisor::AppSpec;
+
+/// A started `web` instance: its name (`web.2`) and address.
+pub(crate) type WebInstance = (Arc<str>, SocketAddr);
+
+/// What a deployment needs to start its instances.
+#[derive(Clone)]
+pub(crate) struct Launch {
+    pub(crate) project: ProjectRecord,
+    pub(crate) deployment: DeploymentRecord,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+impl Pipeline {
+    /// The defaults a type's unset limits take.
+    pub(crate) fn formation_defaults(&self) -> Defaults {
+        Defaults {
+            memory_mb: self.config.limits.app_memory_mb,
+            cpus: self.config.limits.app_cpus,
+        }
+    }
+
+    /// The process types `deployment` runs with its project's formation (one instance each
+    /// for a preview).
+    pub(crate) async fn process_types(
+        &self,
+        deployment: &DeploymentRecord,
+    ) -> Result<Vec<ProcessType>, Failure> {
+        let project_id = deployment.project_id.clone();
+        let stored = self
+            .store
+            .call(move |s| s.formation(&project_id))
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    "deploy",
+                    ErrorCode::InternalError,
+                    format!("cannot read the formation: {e}"),
+                )
+            })?;
+        let mut types = stored.resolve(&deployment.process_commands(), self.formation_defaults());
+        if deployment.target.environment == Environment::Preview {
+            for ptype in &mut types {
+                ptype.instances = ptype.instances.min(1);
+            }
+        }
+        Ok(types)
+    }
+
+    /// Starts instances `indexes` of `ptype` at once and waits until each is healthy; the
+    /// `web` ones' addresses, in order. When one fails, those started here are stopped again
+    /// and its failure is returned.
+    pub(crate) async fn start_instances(
+        &self,
+        launch: &Launch,
+        ptype: &ProcessType,
+        indexes: std::ops::RangeInclusive<u32>,
+    ) -> Result<Vec<WebInstance>, Failure> {
+        let health_timeout = Duration::from_secs(self.config.limits.health_timeout_s);
+        let starts = indexes.clone().map(|index| {
+            let instance = InstanceId::new(&ptype.name, index);
+            let adopt = self.take_survivor(&instance_key(&launch.deployment.id, &instance));
+            let port = self.instance_port(&launch.deployment, &instance, adopt.is_some());
+            async move {
+                let port = port?;
+                let spec = self.instance_spec(launch, ptype, instance.clone(), port);
+                let address = self
+                    .supervisor
+                    .start(spec, health_timeout, adopt)
+                    .await
+                    .map_err(|f| Failure::new("deploy", f.code, f.message))?;
+                Ok::<_, Failure>((instance, address))
+            }
+        });
+        let results = futures_util::future::join_all(starts).await;
+        let mut web = Vec::new();
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok((instance, Some(address))) => {
+                    web.push((Arc::from(instance.to_string()), address))
+                }
+                Ok(_) => {}
+                Err(error) => failure = failure.or(Some(error)),
+            }
+        }
+        if let Some(failure) = failure {
+            for index in indexes {
+                let instance = InstanceId::new(&ptype.name, index);
+                self.supervisor.stop(&launch.deployment.id, &instance).await;
+            }
+            return Err(failure);
+        }
+        Ok(web)
+    }
+
+    /// The types that start before the switch (`overlap`; `web` always): all their
+    /// instances healthy, or the deploy fails with nothing of it left running.
+    pub(crate) async fn start_overlapping(
+        &self,
+        launch: &Launch,
+        types: &[ProcessType],
+    ) -> Result<Vec<WebInstance>, Failure> {
+        let mut web = Vec::new();
+        for ptype in types.iter().filter(|t| starts_before_switch(t)) {
+            if ptype.instances == 0 {
+                continue;
+            }
+            match self
+                .start_instances(launch, ptype, 1..=ptype.instances)
+                .await
+            {
+                Ok(started) => web.extend(started),
+                Err(failure) => {
+                    self.supervisor
+                        .stop_deployment(&launch.deployment.id, None)
+                        .await;
+                    return Err(failure);
+                }
+            }
+        }
+        Ok(web)
+    }
+
+    /// After the switch: each `replace` type's previous instances stop, then its new ones
+    /// start. A type that does not come up is said in the deployment's log; the deployment
+    /// stays live (its web instances serve) and the formation shows the type short.
+    pub(crate) async fn start_replacing(
+        &self,
+        launch: &Launch,
+        types: &[ProcessType],
+        previous: Option<&str>,
+    ) {
+        for ptype in types.iter().filter(|t| !starts_before_switch(t)) {
+            if let Some(previous) = previous {
+                self.supervisor
+                    .stop_deployment(previous, Some(&ptype.name))
+                    .await;
+            }
+            if ptype.instances == 0 {
+                continue;
+            }
+            if let Err(failure) = self
+                .start_instances(launch, ptype, 1..=ptype.instances)
+                .await
+            {
+                self.hub.system(
+                    &launch.deployment.id,
+                    &format!(
+                        "deploy: the `{}` process did not start ({}); the web process serves \
+                         on. Fix it and deploy again, or scale it with PATCH …/formation",
+                        ptype.name, failure.message
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The port an instance listens on: with namespaces every instance has its own address
+    /// and the deployment's port; without, each `web` instance needs a host port of its own
+    /// (`web.1` keeps the deployment's). Other types have none.
+    fn instance_port(
+        &self,
+        deployment: &DeploymentRecord,
+        instance: &InstanceId,
+        adopted: bool,
+    ) -> Result<Option<u16>, Failure> {
+        if instance.process != crate::formation::WEB {
+            return Ok(None);
+        }
+        let port = deployment.port.unwrap_or_default();
+        let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
+        if !shared_ports || instance.index == 1 || adopted {
+            return Ok(Some(port));
+        }
+        super::golive::free_host_port().map(Some).map_err(|e| {
+            Failure::new(
+                "deploy",
+                ErrorCode::StartFailed,
+                format!("no free port: {e}"),
+            )
+        })
+    }
+
+    pub(crate) fn instance_spec(
+        &self,
+        launch: &Launch,
+        ptype: &ProcessType,
+        instance: InstanceId,
+        port: Option<u16>,
+    ) -> AppSpec {
+        let (project, deployment) = (&launch.project, &launch.deployment);
+        let data_dir = self.instance_data_dir(project, deployment);
+        AppSpec {
+            deployment_id: deployment.id.clone(),
+            instance,
+            // The route key the supervisor repoints after a restart.
+            slug: super::host_label(&project.slug, &deployment.target),
+            uid: project.uid,
+            root: self.workspaces.workspace(&deployment.id),
+            data_dir,
+            command: ptype.command.clone(),
+            env: launch.env.clone(),
+            port,
+            health_check_path: deployment.health_check_path.clone(),
+            memory_mb: ptype.memory_mb,
+            pids: self.config.limits.pids,
+            cpus: ptype.cpus,
+        }
+    }
+}
+
+impl Pipeline {
+    /// The `/data` every instance of the deployment shares: the project's, or for a preview
+    /// one of its own (it never writes production's).
+    pub(crate) fn instance_data_dir(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+    ) -> std::path::PathBuf {
+        match deployment.target.environment {
+            Environment::Production => self.workspaces.app_data_dir(&project.id),
+            Environment::Preview => self.workspaces.app_data_dir(&format!(
+                "{}--{}",
+                project.id,
+                deployment.target.preview.as_deref().unwrap_or("preview")
+            )),
+        }
+    }
+}
+
+/// `web` always overlaps (it is what visitors reach); another type when it is set to.
+fn starts_before_switch(ptype: &ProcessType) -> bool {
+    ptype.is_web() || ptype.deploy == DeployStrategy::Overlap
+}

@@ -1,0 +1,277 @@
+//! Process types and instances (issue 32), in namespaces mode: a Procfile's `worker` runs
+//! beside `web`, each instance in its own sandbox; `PATCH …/formation` scales one type
+//! without touching the others, leaves exactly the instances asked for, refuses what the
+//! machine's memory cannot hold, and a `replace` worker never overlaps itself across
+//! deploys.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::chaos::step_cgroups;
+use super::Sandboxed;
+use crate::support::{missing_tool, TestDaemon};
+
+/// Answers with the address it was reached at and its pid; `/overlaps` tells what the worker
+/// found in `/data`.
+const WEB: &str = r#"
+const fs = require('fs');
+require('http').createServer((req, res) => {
+  if (req.url === '/overlaps') {
+    let text = 'none';
+    try { text = fs.readFileSync('/data/overlaps', 'utf8'); } catch (e) {}
+    res.end(text);
+    return;
+  }
+  res.end(JSON.stringify({address: req.socket.localAddress, pid: process.pid, v: process.env.V || ''}));
+}).listen(process.env.PORT);
+"#;
+
+/// A singleton: holds `/data/worker.lock` while it runs; finding it held means another copy
+/// runs at the same time, which it writes down in `/data/overlaps`.
+const WORKER: &str = r#"
+const fs = require('fs');
+try {
+  fs.writeFileSync('/data/worker.lock', String(process.pid), {flag: 'wx'});
+} catch (e) {
+  fs.appendFileSync('/data/overlaps', 'overlap at ' + new Date().toISOString() + '\n');
+}
+const release = () => { try { fs.unlinkSync('/data/worker.lock'); } catch (e) {} process.exit(0); };
+process.on('SIGTERM', release);
+setInterval(() => {}, 1000);
+"#;
+
+const PROCFILE: &str = "web: node server.js\nworker: node worker.js\n";
+
+fn files() -> Vec<(&'static str, &'static str, u32)> {
+    vec![
+        ("server.js", WEB, 0o644),
+        ("worker.js", WORKER, 0o644),
+        ("Procfile", PROCFILE, 0o644),
+    ]
+}
+
+async fn formation(daemon: &TestDaemon, slug: &str) -> Value {
+    let response = daemon
+        .api("GET", &format!("/api/projects/{slug}/formation"), None)
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
+
+async fn scale(daemon: &TestDaemon, slug: &str, body: Value) -> Value {
+    let response = daemon
+        .api(
+            "PATCH",
+            &format!("/api/projects/{slug}/formation"),
+            Some(body),
+        )
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
+
+/// The pids of a type's running instances, by instance name.
+fn pids(formation: &Value, process: &str) -> Vec<(String, i64)> {
+    formation["types"][process]["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["instance"].as_str().unwrap().to_owned(),
+                i["pid"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
+/// Host processes of the projects whose command line is `command` (not the `sh -c` above it).
+fn count_processes(sandboxed: &Sandboxed, command: &str) -> usize {
+    sandboxed
+        .project_processes()
+        .iter()
+        .filter(|line| {
+            line.split_once(": ")
+                .is_some_and(|(_, rest)| rest.starts_with(&format!("{command} (pid")))
+        })
+        .count()
+}
+
+fn start(test: &str) -> Option<Sandboxed> {
+    if missing_tool("node", "the apps are node servers") {
+        return None;
+    }
+    Sandboxed::start(test, "")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn types_scale_alone_and_leave_exactly_what_was_asked() {
+    let Some(sandboxed) = start("types_scale_alone_and_leave_exactly_what_was_asked") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    daemon
+        .deploy("shop", &files(), json!({"startCommand": "node server.js"}))
+        .await;
+    let first = formation(daemon, "shop").await;
+    assert_eq!(first["types"]["web"]["instances"], 1, "{first}");
+    assert_eq!(first["types"]["worker"]["deploy"], "replace", "{first}");
+    assert_eq!(first["types"]["worker"]["command"], "node worker.js");
+    assert_eq!(pids(&first, "worker").len(), 1, "{first}");
+    let web_before = pids(&first, "web");
+
+    // Scaling the worker leaves every web pid as it was.
+    let scaled = scale(
+        daemon,
+        "shop",
+        json!({"worker": {"instances": 3, "memoryMb": 128}}),
+    )
+    .await;
+    assert_eq!(pids(&scaled, "worker").len(), 3, "{scaled}");
+    assert_eq!(scaled["types"]["worker"]["memoryMb"], 128);
+    assert_eq!(
+        pids(&scaled, "web"),
+        web_before,
+        "scaling worker touched web"
+    );
+    assert_eq!(count_processes(&sandboxed, "node worker.js"), 3);
+    let workers = pids(&scaled, "worker");
+
+    // Scaling web leaves every worker pid as it was; three web instances, three addresses.
+    let scaled = scale(daemon, "shop", json!({"web": {"instances": 3}})).await;
+    assert_eq!(
+        pids(&scaled, "worker"),
+        workers,
+        "scaling web touched the workers"
+    );
+    let addresses: BTreeSet<String> = scaled["types"]["web"]["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["address"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        addresses.len(),
+        3,
+        "each instance its own address: {scaled}"
+    );
+    assert_eq!(count_processes(&sandboxed, "node server.js"), 3);
+    let mut served = BTreeSet::new();
+    for _ in 0..60 {
+        let response = daemon.app_get("shop", "/", &[]).await;
+        assert_eq!(response.status, 200, "{}", response.text());
+        let body: Value = serde_json::from_str(&response.text()).unwrap();
+        served.insert(body["address"].as_str().unwrap().to_owned());
+    }
+    assert!(served.len() >= 2, "traffic reached only {served:?}");
+
+    // 3 → 1 leaves exactly one web sandbox: one process, one cgroup.
+    let scaled = scale(daemon, "shop", json!({"web": {"instances": 1}})).await;
+    assert_eq!(pids(&scaled, "web").len(), 1, "{scaled}");
+    assert_eq!(pids(&scaled, "worker"), workers);
+    assert_eq!(count_processes(&sandboxed, "node server.js"), 1);
+    let web_cgroups: Vec<String> = step_cgroups(&sandboxed.instance)
+        .into_iter()
+        .filter(|name| name.contains("-app-web_"))
+        .collect();
+    assert_eq!(web_cgroups.len(), 1, "web cgroups left: {web_cgroups:?}");
+    let response = daemon.app_get("shop", "/", &[]).await;
+    assert_eq!(response.status, 200);
+
+    // 0 stops the type.
+    let scaled = scale(daemon, "shop", json!({"worker": {"instances": 0}})).await;
+    assert!(pids(&scaled, "worker").is_empty(), "{scaled}");
+    assert_eq!(count_processes(&sandboxed, "node worker.js"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_refusals_change_nothing() {
+    let Some(sandboxed) = start("scale_refusals_change_nothing") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    daemon
+        .deploy("shop", &files(), json!({"startCommand": "node server.js"}))
+        .await;
+    let before = formation(daemon, "shop").await;
+    let refused = daemon
+        .api(
+            "PATCH",
+            "/api/projects/shop/formation",
+            Some(json!({"web": {"instances": 32, "memoryMb": 262144}})),
+        )
+        .await;
+    refused.assert_error(409, "CONFLICT");
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("asks 8388608 MiB") && message.contains("MiB is free"),
+        "{message}"
+    );
+    for (body, status) in [
+        (json!({"clock": {"instances": 1}}), 409),
+        (json!({"web": {"instances": 33}}), 400),
+        (json!({"web": {"instances": -1}}), 400),
+        (json!({"web": {"replicas": 2}}), 400),
+        (json!({"web": {"deploy": "replace"}}), 400),
+        (json!({}), 400),
+        (json!({"Web": {"instances": 1}}), 400),
+    ] {
+        let response = daemon
+            .api("PATCH", "/api/projects/shop/formation", Some(body.clone()))
+            .await;
+        assert_eq!(response.status, status, "{body}: {}", response.text());
+    }
+    let after = formation(daemon, "shop").await;
+    assert_eq!(pids(&after, "web"), pids(&before, "web"));
+    assert_eq!(after["types"]["web"]["instances"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replace_worker_never_overlaps_across_deploys() {
+    let Some(sandboxed) = start("a_replace_worker_never_overlaps_across_deploys") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    for _ in 0..5 {
+        daemon
+            .deploy("jobs", &files(), json!({"startCommand": "node server.js"}))
+            .await;
+    }
+    let overlaps = daemon.app_get("jobs", "/overlaps", &[]).await;
+    assert_eq!(overlaps.text(), "none", "the worker ran twice at once");
+    // The drain of each replaced deployment ends; one worker remains.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let live = formation(daemon, "jobs").await;
+    assert_eq!(pids(&live, "worker").len(), 1, "{live}");
+    assert_eq!(count_processes(&sandboxed, "node worker.js"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_formation_survives_a_daemon_restart_with_the_same_pids() {
+    let Some(mut sandboxed) = start("the_formation_survives_a_daemon_restart_with_the_same_pids")
+    else {
+        return;
+    };
+    sandboxed
+        .daemon
+        .deploy("shop", &files(), json!({"startCommand": "node server.js"}))
+        .await;
+    let before = scale(
+        &sandboxed.daemon,
+        "shop",
+        json!({"web": {"instances": 2}, "worker": {"instances": 2}}),
+    )
+    .await;
+    sandboxed.daemon.stop();
+    sandboxed.daemon.start_again();
+    let after = formation(&sandboxed.daemon, "shop").await;
+    assert_eq!(pids(&after, "web"), pids(&before, "web"), "{after}");
+    assert_eq!(pids(&after, "worker"), pids(&before, "worker"), "{after}");
+    let response = sandboxed.daemon.app_get("shop", "/", &[]).await;
+    assert_eq!(response.status, 200);
+}
