@@ -88,6 +88,7 @@ impl Services {
         let observatory = Arc::new(crate::usage::Observatory {
             routes: routes.clone(),
             runner,
+            supervisor: supervisor.clone(),
             tls: tls.clone(),
             daemon: daemon_metrics.clone(),
             store: store.clone(),

@@ -25,6 +25,8 @@ use crate::store::{Store, StoreError};
 pub struct Observatory {
     pub routes: Arc<Routes>,
     pub runner: Arc<dyn Runner>,
+    /// Which instances each live deployment runs (their cgroups are read one by one).
+    pub supervisor: Arc<crate::supervisor::Supervisor>,
     pub tls: Option<Arc<crate::tls::TlsManager>>,
     pub daemon: Arc<DaemonMetrics>,
     pub store: Store,
@@ -48,6 +50,8 @@ struct ProjectFigures {
     app_deployment: Option<String>,
     /// `None`: no cgroup to read (static site, no app running, or sandbox mode `none`).
     app: Option<CgroupUsage>,
+    /// Each instance's own (`web.1`, `worker.2`), where measured.
+    instances: Vec<(crate::formation::InstanceId, CgroupUsage)>,
     build_cache_bytes: u64,
 }
 
@@ -147,6 +151,21 @@ pub fn preview_cache_names(root: &Path, prefix: &str) -> Vec<String> {
 }
 
 impl Observatory {
+    /// The cgroup figures of each instance of a live deployment.
+    fn instance_usage(
+        &self,
+        deployment_id: &str,
+    ) -> Vec<(crate::formation::InstanceId, CgroupUsage)> {
+        self.supervisor
+            .instances(deployment_id)
+            .into_iter()
+            .filter_map(|view| {
+                let name = crate::supervisor::app_step_name(deployment_id, &view.instance);
+                Some((view.instance, self.runner.usage(&name)?))
+            })
+            .collect()
+    }
+
     /// The Prometheus text page (format 0.0.4) for `audience`.
     pub async fn prometheus_text(
         self: &Arc<Self>,
@@ -255,6 +274,10 @@ impl Observatory {
                         }
                         _ => None,
                     };
+                    let instances = app_deployment
+                        .as_deref()
+                        .map(|deployment_id| this.instance_usage(deployment_id))
+                        .unwrap_or_default();
                     let app = app_deployment.as_ref().and_then(|deployment_id| {
                         this.runner
                             .usage(&crate::supervisor::app_step_prefix(deployment_id))
@@ -265,6 +288,7 @@ impl Observatory {
                         counts,
                         app_deployment,
                         app,
+                        instances,
                         build_cache_bytes,
                     }
                 })

@@ -7,6 +7,7 @@
 use super::{Audience, Observatory, ProjectFigures};
 use crate::metrics::exposition::{Exposition, Kind};
 use crate::metrics::{RunResult, STATUS_CLASSES};
+use crate::sandbox::CgroupUsage;
 
 pub(super) fn render(
     observatory: &Observatory,
@@ -126,6 +127,55 @@ fn app_usage_families(page: &mut Exposition, projects: &[ProjectFigures]) {
         );
         for (figures, seconds) in cpu {
             page.sample("slipway_app_cpu_seconds_total", &project(figures), seconds);
+        }
+    }
+    instance_families(page, projects);
+}
+
+/// The same figures per process instance (`process="worker"`, `instance="worker.2"`).
+fn instance_families(page: &mut Exposition, projects: &[ProjectFigures]) {
+    let families: [(&str, Kind, &str, fn(&CgroupUsage) -> Option<f64>); 2] = [
+        (
+            "slipway_app_instance_memory_bytes",
+            Kind::Gauge,
+            "Memory of one process instance of the project's live deployment, from its cgroup.",
+            |u| u.memory_bytes.map(|b| b as f64),
+        ),
+        (
+            "slipway_app_instance_cpu_seconds_total",
+            Kind::Counter,
+            "CPU time of one process instance (each start from 0).",
+            |u| u.cpu_seconds,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let samples: Vec<(&str, &str, String, f64)> = projects
+            .iter()
+            .flat_map(|figures| {
+                figures
+                    .instances
+                    .iter()
+                    .filter_map(move |(instance, usage)| {
+                        Some((
+                            figures.record.slug.as_str(),
+                            instance.process.as_str(),
+                            instance.to_string(),
+                            value(usage)?,
+                        ))
+                    })
+            })
+            .collect();
+        if samples.is_empty() {
+            continue;
+        }
+        page.family(name, kind, help);
+        for (slug, process, instance, sample) in &samples {
+            let labels = [
+                ("project", *slug),
+                ("process", *process),
+                ("instance", instance.as_str()),
+            ];
+            page.sample(name, &labels, *sample);
         }
     }
 }

@@ -138,6 +138,15 @@ async fn types_scale_alone_and_leave_exactly_what_was_asked() {
     );
     assert_eq!(count_processes(&sandboxed, "node worker.js"), 3);
     let workers = pids(&scaled, "worker");
+    // Metrics per type and instance.
+    let metrics = daemon.api("GET", "/api/metrics", None).await.text();
+    for instance in ["web.1", "worker.1", "worker.2", "worker.3"] {
+        let process = instance.split('.').next().unwrap();
+        let sample = format!(
+            "slipway_app_instance_memory_bytes{{project=\"shop\",process=\"{process}\",instance=\"{instance}\"}}"
+        );
+        assert!(metrics.contains(&sample), "no {sample} in:\n{metrics}");
+    }
 
     // Scaling web leaves every worker pid as it was; three web instances, three addresses.
     let scaled = scale(daemon, "shop", json!({"web": {"instances": 3}})).await;
