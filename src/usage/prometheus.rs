@@ -132,9 +132,12 @@ fn app_usage_families(page: &mut Exposition, projects: &[ProjectFigures]) {
     instance_families(page, projects);
 }
 
+/// One figure of an instance's cgroup.
+type Reading = fn(&CgroupUsage) -> Option<f64>;
+
 /// The same figures per process instance (`process="worker"`, `instance="worker.2"`).
 fn instance_families(page: &mut Exposition, projects: &[ProjectFigures]) {
-    let families: [(&str, Kind, &str, fn(&CgroupUsage) -> Option<f64>); 2] = [
+    let families: [(&str, Kind, &str, Reading); 2] = [
         (
             "slipway_app_instance_memory_bytes",
             Kind::Gauge,
