@@ -29,7 +29,7 @@ pub async fn patch(
         serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\"}}}}"),
+                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\", \"affinity\"}}}}"),
             )
         })?;
     let project = find(ctx, id_or_slug).await?;
@@ -42,6 +42,7 @@ pub async fn patch(
                 memory_mb: fields.memory_mb,
                 cpus: fields.cpus,
                 deploy: fields.deploy,
+                affinity: fields.affinity,
             };
             (name, stored)
         })
@@ -114,6 +115,7 @@ fn view_of(ptype: ProcessType, running: Vec<types::RunningInstance>) -> types::P
         memory_mb: ptype.memory_mb,
         cpus: ptype.cpus,
         deploy: ptype.deploy,
+        affinity: ptype.affinity,
         running,
     }
 }

@@ -39,6 +39,20 @@ pub enum DeployStrategy {
     Replace,
 }
 
+/// Whether a `web` type's visitors stick to one instance.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Affinity {
+    /// Every request goes to the less loaded of two instances.
+    #[default]
+    None,
+    /// A signed `slipway_instance` cookie sends a client back to the instance it first
+    /// reached, while that one serves (socket.io's polling, in-memory sessions).
+    Cookie,
+}
+
 /// A type's settings as stored: what the operator or the API set. Unset fields take the
 /// defaults (`Settings::resolve`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -51,6 +65,8 @@ pub struct StoredType {
     pub cpus: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<DeployStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
 }
 
 /// A project's stored formation: type name → its settings. Types with nothing set are absent.
@@ -69,6 +85,8 @@ pub struct ProcessType {
     pub memory_mb: u64,
     pub cpus: f64,
     pub deploy: DeployStrategy,
+    /// `web` only.
+    pub affinity: Affinity,
 }
 
 impl ProcessType {
@@ -180,6 +198,7 @@ impl StoredFormation {
                     } else {
                         DeployStrategy::Replace
                     }),
+                    affinity: stored.affinity.unwrap_or_default(),
                 }
             })
             .collect()
@@ -194,6 +213,7 @@ impl StoredFormation {
             entry.memory_mb = fields.memory_mb.or(entry.memory_mb);
             entry.cpus = fields.cpus.or(entry.cpus);
             entry.deploy = fields.deploy.or(entry.deploy);
+            entry.affinity = fields.affinity.or(entry.affinity);
         }
         next
     }
@@ -236,6 +256,11 @@ pub fn check_change(
                     CPUS.end()
                 )));
             }
+        }
+        if name != WEB && fields.affinity.is_some() {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.affinity`: only `web` is routed, so only it has an affinity"
+            )));
         }
         if name == WEB && fields.deploy == Some(DeployStrategy::Replace) {
             return Err(ChangeError::Invalid(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::formation::DeployStrategy;
+pub use crate::formation::{Affinity, DeployStrategy};
 
 /// `PATCH /api/projects/{projectId}/formation`: process type → the fields to change. Only the
 /// named types change; no rebuild, and the other types' instances keep running.
@@ -41,6 +41,9 @@ pub struct ProcessTypePatch {
     /// How a deploy replaces the type's instances (`web` always overlaps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<DeployStrategy>,
+    /// `web` only: `cookie` keeps a client on the instance it first reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
 }
 
 /// `GET /api/projects/{projectId}/formation`.
@@ -62,6 +65,7 @@ pub struct ProcessTypeView {
     pub memory_mb: u64,
     pub cpus: f64,
     pub deploy: DeployStrategy,
+    pub affinity: Affinity,
     /// Its instances the supervisor runs now.
     pub running: Vec<RunningInstance>,
 }
