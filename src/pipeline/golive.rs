@@ -17,6 +17,7 @@ use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunRecord,
 };
 use crate::supervisor::AppSpec;
+use crate::upstreams::{Affinity, FIRST_WEB_INSTANCE};
 
 /// What the deploy step prepared: the target the route will point at.
 pub(super) enum Prepared {
@@ -35,10 +36,11 @@ impl Prepared {
                 site,
                 deployment_id: deployment_id.to_owned(),
             },
-            Prepared::Server { address } => Target::Proxy {
-                upstream: Some(address),
-                deployment_id: deployment_id.to_owned(),
-            },
+            Prepared::Server { address } => Target::proxy(
+                deployment_id,
+                [(FIRST_WEB_INSTANCE, Some(address))],
+                Affinity::None,
+            ),
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::router::Target;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, Environment, RunError, RunStatus, StepState,
 };
+use crate::upstreams::{Affinity, FIRST_WEB_INSTANCE};
 
 /// Live deployments brought back at once: apps start in parallel up to this many.
 const RESTORE_CONCURRENCY: usize = 8;
@@ -169,9 +170,12 @@ impl Pipeline {
             "the live deployment did not come back; visitors get the restarting page while it is tried again");
         // A server app's route waits for its address ("restarting"); a static site has nothing
         // to serve meanwhile.
-        let waiting = (deployment.mode == Some(DeploymentMode::Server)).then(|| Target::Proxy {
-            upstream: None,
-            deployment_id: deployment.id.clone(),
+        let waiting = (deployment.mode == Some(DeploymentMode::Server)).then(|| {
+            Target::proxy(
+                deployment.id.clone(),
+                [(FIRST_WEB_INSTANCE, None)],
+                Affinity::None,
+            )
         });
         match deployment.target.environment {
             Environment::Production => self.routes.set_live(&project.slug, waiting),

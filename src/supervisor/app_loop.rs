@@ -14,6 +14,7 @@ use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
 use crate::notifications::{Event, EventKind};
 use crate::sandbox::{AppHandle, Running, StepKind, StepSpec};
+use crate::upstreams::FIRST_WEB_INSTANCE;
 
 /// How an app's loop is told to end: stop the app, or (daemon shutdown) let it go.
 pub(super) struct LoopControl {
@@ -125,7 +126,12 @@ impl AppLoop {
                         .system(dpl, "app restarted and is accepting connections again");
                     // After a restart the app may have a new address: move the route if it
                     // still points here.
-                    supervisor.routes.repoint(&spec.slug, dpl, address);
+                    supervisor.routes.set_instance(
+                        &spec.slug,
+                        dpl,
+                        FIRST_WEB_INSTANCE,
+                        Some(address),
+                    );
                 }
                 Arrival::Watch
             }
@@ -218,7 +224,9 @@ impl AppLoop {
         supervisor.forget(dpl).await;
         // Its sandbox address may go to another project's sandbox next: the route lets go
         // before the caller drops the app.
-        supervisor.routes.unpoint(&spec.slug, dpl);
+        supervisor
+            .routes
+            .set_instance(&spec.slug, dpl, FIRST_WEB_INSTANCE, None);
         if let Some(metrics) = supervisor.routes.metrics(&spec.slug) {
             metrics.app_restarted();
         }
