@@ -17,10 +17,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use slipway::proxy::Proxy;
 use slipway::static_files::StaticSite;
+use slipway::upstreams::Upstreams;
 use tokio::net::TcpListener;
 
 enum Mode {
-    Proxy { upstream: SocketAddr },
+    Proxy { upstreams: Upstreams },
     Static { site: StaticSite },
 }
 
@@ -29,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let (mode, listen) = match arguments.as_slice() {
         [mode, listen, upstream] if mode == "proxy" => (
             Mode::Proxy {
-                upstream: upstream.parse()?,
+                upstreams: Upstreams::one(upstream.parse()?),
             },
             listen.parse()?,
         ),
@@ -65,7 +66,7 @@ async fn serve(mode: Arc<Mode>, listen: SocketAddr) -> anyhow::Result<()> {
                 let proxy = proxy.clone();
                 async move {
                     let response = match &*mode {
-                        Mode::Proxy { upstream } => {
+                        Mode::Proxy { upstreams } => {
                             let host =
                                 slipway::dispatch::request_host(&request).unwrap_or_default();
                             let forwarded = slipway::proxy::Forwarded {
@@ -74,7 +75,7 @@ async fn serve(mode: Arc<Mode>, listen: SocketAddr) -> anyhow::Result<()> {
                                 host: http::HeaderValue::from_str(&host)
                                     .unwrap_or(http::HeaderValue::from_static("localhost")),
                             };
-                            proxy.forward(request, *upstream, &forwarded).await
+                            proxy.forward(request, upstreams, &forwarded).await
                         }
                         Mode::Static { site } => site.serve(&request),
                     };

@@ -108,11 +108,8 @@ impl Dispatch {
             } => {
                 let started = metrics.as_ref().map(|_| std::time::Instant::now());
                 let proxied = matches!(
-                    target,
-                    Some(Target::Proxy {
-                        upstream: Some(_),
-                        ..
-                    })
+                    &target,
+                    Some(Target::Proxy { upstreams, .. }) if upstreams.serving()
                 );
                 let response = self
                     .app(
@@ -156,11 +153,10 @@ impl Dispatch {
         match target {
             None => VisitorPage::NotDeployedYet { slug }.response(),
             Some(Target::Static { site, .. }) => site.serve(&request),
-            Some(Target::Proxy { upstream: None, .. }) => VisitorPage::AppRestarting.response(),
-            Some(Target::Proxy {
-                upstream: Some(upstream),
-                ..
-            }) => {
+            Some(Target::Proxy { upstreams, .. }) if !upstreams.serving() => {
+                VisitorPage::AppRestarting.response()
+            }
+            Some(Target::Proxy { upstreams, .. }) => {
                 let proto = if scheme == Scheme::Https {
                     "https"
                 } else {
@@ -178,7 +174,7 @@ impl Dispatch {
                 // otherwise carry (and copy, at each call) that much for every request.
                 Box::pin(
                     self.proxy
-                        .forward_metered(request, upstream, &forwarded, metrics),
+                        .forward_metered(request, &upstreams, &forwarded, metrics),
                 )
                 .await
             }

@@ -4,7 +4,8 @@
 //! [`dispatch`] (host dispatch) → [`router`] (the route snapshot) → [`api`] (the REST API) →
 //! [`store`] (redb) → [`pipeline`] (provisioning runs) → [`source`] (archives, git) →
 //! [`sandbox`] (running untrusted commands) → [`supervisor`] (live apps) → [`logs`] (the log
-//! hub) → [`proxy`] and [`static_files`] (serving apps) → [`tls`] → [`domains`] (custom
+//! hub) → [`proxy`] and [`static_files`] (serving apps; [`upstreams`]: which instance of an
+//! app a request goes to) → [`tls`] → [`domains`] (custom
 //! domains) → [`metrics`] (hot-path
 //! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
 //! [`notifications`] (outbound webhooks) → [`autodeploy`] (webhooks from git providers,
@@ -56,5 +57,6 @@ pub mod supervisor;
 #[allow(unsafe_code)] // the one module that may: safe wrappers of system calls
 pub(crate) mod sys;
 pub mod tls;
+pub mod upstreams;
 pub mod urls;
 pub mod usage;

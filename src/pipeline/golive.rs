@@ -40,7 +40,14 @@ impl Prepared {
                 site: site.clone(),
                 deployment_id: deployment_id.to_owned(),
             },
-            Prepared::Server { web, .. } => super::server_target(deployment_id, web),
+            Prepared::Server { web, types, .. } => {
+                let affinity = types
+                    .iter()
+                    .find(|t| t.is_web())
+                    .map(|t| t.affinity)
+                    .unwrap_or_default();
+                super::server_target(deployment_id, web, affinity)
+            }
         }
     }
 }

@@ -62,10 +62,22 @@ pub fn host_label(slug: &str, target: &DeployTarget) -> String {
 }
 
 /// The route target of a server deployment's healthy `web` instances.
-pub(crate) fn server_target(deployment_id: &str, web: &[instances::WebInstance]) -> Target {
-    Target::Proxy {
-        upstream: web.first().map(|(_, address)| *address),
-        deployment_id: deployment_id.to_owned(),
+pub(crate) fn server_target(
+    deployment_id: &str,
+    web: &[instances::WebInstance],
+    affinity: crate::formation::Affinity,
+) -> Target {
+    let instances = web
+        .iter()
+        .map(|(name, address)| (name.clone(), Some(*address)));
+    Target::proxy(deployment_id, instances, route_affinity(affinity))
+}
+
+/// The router's form of a `web` type's affinity.
+pub(crate) fn route_affinity(affinity: crate::formation::Affinity) -> crate::upstreams::Affinity {
+    match affinity {
+        crate::formation::Affinity::None => crate::upstreams::Affinity::None,
+        crate::formation::Affinity::Cookie => crate::upstreams::Affinity::Cookie,
     }
 }
 

@@ -177,7 +177,7 @@ impl Pipeline {
         // A server app's route waits for its address ("restarting"); a static site has nothing
         // to serve meanwhile.
         let waiting = (deployment.mode == Some(DeploymentMode::Server))
-            .then(|| super::server_target(&deployment.id, &[]));
+            .then(|| super::server_target(&deployment.id, &[], Default::default()));
         match deployment.target.environment {
             Environment::Production => self.routes.set_live(&project.slug, waiting),
             Environment::Preview => self.routes.set_preview(

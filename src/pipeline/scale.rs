@@ -189,6 +189,11 @@ impl Pipeline {
         new: &ProcessType,
     ) -> Result<(), String> {
         let dpl = &launch.deployment.id;
+        if new.is_web() && old.affinity != new.affinity {
+            let label = super::host_label(&launch.project.slug, &launch.deployment.target);
+            self.routes
+                .set_affinity(&label, dpl, super::route_affinity(new.affinity));
+        }
         let restart = old.memory_mb != new.memory_mb || old.cpus != new.cpus;
         if restart {
             for index in 1..=old.instances.min(new.instances) {

@@ -1,7 +1,9 @@
 //! Forwarding visitors' requests to a server-mode app: pooled HTTP/1.1 connections driven on
 //! the visitor's task (`upstream.rs`), streamed bodies, `X-Forwarded-*`, WebSocket pass-through, and the error pages visitors see
 //! when the app cannot answer. The router calls [`Proxy::forward`] for every request whose
-//! host resolves to a live server-mode deployment.
+//! host resolves to a live server-mode deployment, with the deployment's instances
+//! ([`Upstreams`]): each request goes to the instance they choose, counted in its load until
+//! the response body ends, and to the next one when that one refuses the connection.
 //!
 //! Architecture invariants:
 //! - Upstream connections are always HTTP/1.1 in origin form, whatever the visitor spoke.
@@ -10,10 +12,18 @@
 //! - Every failure to get a response from the app becomes a 502 page here; the router never
 //!   sees an upstream error.
 //! - WebSocket tunnels are tracked by [`Proxy::tunnels`] and end on [`Proxy::close_tunnels`].
+//! - A request goes to another instance only when the one tried got none of it: no
+//!   connection could be made, or the connection ended before the request went out — or,
+//!   for a body-less idempotent request (GET, HEAD, …), when the connection ended before any
+//!   answer (the instance was killed mid-request; RFC 9110 §9.2.2 lets a proxy retry those).
+//!   Each instance is tried at most once; a request with a body that was (partly) sent is
+//!   never sent again, and no request is retried after a response timeout.
 
 mod headers;
 
 pub use headers::Forwarded;
+#[cfg(test)]
+mod instance_tests;
 #[cfg(test)]
 mod pool_tests;
 #[cfg(test)]
@@ -29,6 +39,7 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Uri, Version};
+use http_body_util::BodyExt;
 use hyper::body::{Body as _, Incoming};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -36,7 +47,8 @@ use tokio_util::task::TaskTracker;
 use crate::http_util::{empty, from_incoming, Body};
 use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
-use upstream::{Failure, Pool, SendError};
+use crate::upstreams::Upstreams;
+use upstream::{Failure, Pool, SendError, UpstreamBody};
 
 thread_local! {
     /// Whether this thread keeps its own pools ([`pools_per_thread`]).
@@ -131,18 +143,18 @@ impl Proxy {
         }
     }
 
-    /// Forwards one visitor request to the app at `upstream` and returns the app's response
-    /// (streamed), or a 502 page when the app cannot be reached or does not answer in time.
-    /// `forwarded` says who asked, over which scheme, for which host (what the app sees in
-    /// `X-Forwarded-*` and `Host`). A WebSocket upgrade needs the visitor's HTTP/1 connection
-    /// to be served `with_upgrades()`.
+    /// Forwards one visitor request to one of the app's instances (`upstreams` choose) and
+    /// returns its response (streamed), or a 502 page when no instance can be reached or the
+    /// one that got the request does not answer in time. `forwarded` says who asked, over
+    /// which scheme, for which host (what the app sees in `X-Forwarded-*` and `Host`). A
+    /// WebSocket upgrade needs the visitor's HTTP/1 connection to be served `with_upgrades()`.
     pub async fn forward(
         &self,
         request: Request<Incoming>,
-        upstream: SocketAddr,
+        upstreams: &Upstreams,
         forwarded: &Forwarded,
     ) -> Response<Body> {
-        self.forward_metered(request, upstream, forwarded, None)
+        self.forward_metered(request, upstreams, forwarded, None)
             .await
     }
 
@@ -151,7 +163,7 @@ impl Proxy {
     pub async fn forward_metered(
         &self,
         request: Request<Incoming>,
-        upstream: SocketAddr,
+        upstreams: &Upstreams,
         forwarded: &Forwarded,
         metrics: Option<&Arc<ProjectMetrics>>,
     ) -> Response<Body> {
@@ -159,6 +171,9 @@ impl Proxy {
         if parts.method == Method::CONNECT {
             return VisitorPage::ConnectNotAllowed.response();
         }
+        let Some(choice) = upstreams.choose(&parts.headers) else {
+            return VisitorPage::AppRestarting.response();
+        };
         let websocket =
             parts.version == Version::HTTP_11 && headers::is_websocket_upgrade(&parts.headers);
         let upstream_headers = headers::to_upstream(parts.headers, forwarded, websocket);
@@ -174,7 +189,7 @@ impl Proxy {
                 client: forwarded.client,
                 connection: extensions.remove::<hyper::upgrade::OnUpgrade>(),
             };
-            return upgrade::forward(self, head, visitor, upstream).await;
+            return upgrade::forward(self, head, visitor, upstreams, choice, forwarded).await;
         }
 
         // A request without body to an idempotent method can be sent again when the pooled
@@ -183,14 +198,53 @@ impl Proxy {
         if !body.is_end_stream() {
             *head.body_mut() = from_incoming(body);
         }
-        match self.send(head, upstream, replayable, metrics).await {
-            Ok(response) => from_upstream(response),
-            Err(error) => {
-                if let Some(metrics) = metrics {
-                    metrics.upstream_error();
+        let mut request = head;
+        let mut failed = None;
+        for (index, instance, address) in upstreams.attempts(choice.first) {
+            let in_flight = instance.enter();
+            let replay = replayable.then(|| clone_head(&request));
+            match self.send(request, address, replayable, metrics).await {
+                Ok(mut response) => {
+                    response.body_mut().hold(in_flight);
+                    let mut response = from_upstream(response.map(BodyExt::boxed));
+                    let secure = forwarded.proto == "https";
+                    upstreams.set_affinity_cookie(choice, index, secure, response.headers_mut());
+                    return response;
                 }
-                bad_gateway(upstream, &error)
+                Err(Failure {
+                    error,
+                    unsent: Some(unsent),
+                }) => {
+                    tracing::debug!(%address, instance = instance.name(), %error, "proxy: instance not reached, trying the next one");
+                    request = unsent;
+                    failed = Some((address, error));
+                }
+                Err(Failure {
+                    error: error @ (SendError::Closed(_) | SendError::Failed(_)),
+                    unsent: None,
+                }) if replay.is_some() => {
+                    // The instance went away with the request (killed, crashed: closed or
+                    // reset before any answer): a body-less idempotent request is sent to the
+                    // next one, as a proxy may (RFC 9110 §9.2.2). A timeout is never retried.
+                    tracing::debug!(%address, instance = instance.name(), %error, "proxy: instance closed the connection before answering, trying the next one");
+                    request = replay.expect("checked");
+                    failed = Some((address, error));
+                }
+                Err(Failure {
+                    error,
+                    unsent: None,
+                }) => {
+                    failed = Some((address, error));
+                    break;
+                }
             }
+        }
+        if let Some(metrics) = metrics {
+            metrics.upstream_error();
+        }
+        match failed {
+            Some((address, error)) => bad_gateway(address, &error),
+            None => VisitorPage::AppRestarting.response(),
         }
     }
 
@@ -214,13 +268,14 @@ impl Proxy {
 
     /// Sends `request` on a pooled connection to `upstream`, or on a new one when none is idle
     /// or the pooled one turns out closed (a request it never wrote, or a `replayable` one).
+    /// A request no connection wrote comes back in the failure (`unsent`).
     async fn send(
         &self,
         mut request: Request<Body>,
         upstream: SocketAddr,
         replayable: bool,
         metrics: Option<&Arc<ProjectMetrics>>,
-    ) -> Result<Response<Body>, SendError> {
+    ) -> Result<Response<UpstreamBody>, Failure> {
         let timeout = self.settings.response_timeout;
         let pool = self.pool();
         if let Some(conn) = pool.checkout(upstream).await {
@@ -229,7 +284,7 @@ impl Proxy {
                 .exchange(conn, upstream, request, timeout, metrics.cloned())
                 .await;
             request = match (sent, replay) {
-                (Ok(response), _) => return Ok(response.map(http_body_util::BodyExt::boxed)),
+                (Ok(response), _) => return Ok(response),
                 (
                     Err(Failure {
                         unsent: Some(unsent),
@@ -250,15 +305,20 @@ impl Proxy {
                     tracing::debug!(%upstream, %error, "proxy: pooled connection was closed, retrying once");
                     again
                 }
-                (Err(failure), _) => return Err(failure.error),
+                (Err(failure), _) => return Err(failure),
             };
         }
-        let conn = pool.connect(upstream).await?;
-        let sent = pool
-            .exchange(conn, upstream, request, timeout, metrics.cloned())
-            .await;
-        sent.map(|response| response.map(http_body_util::BodyExt::boxed))
-            .map_err(|failure| failure.error)
+        let conn = match pool.connect(upstream).await {
+            Ok(conn) => conn,
+            Err(error) => {
+                return Err(Failure {
+                    error,
+                    unsent: Some(request),
+                })
+            }
+        };
+        pool.exchange(conn, upstream, request, timeout, metrics.cloned())
+            .await
     }
 
     /// The WebSocket tunnels in flight; wait on it (after [`Proxy::close_tunnels`]) at shutdown.

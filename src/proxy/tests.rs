@@ -23,14 +23,15 @@ use tokio_tungstenite::WebSocketStream;
 use super::{Proxy, ProxySettings};
 use crate::http_util::{empty, from_incoming, full, Body, BodyError};
 use crate::proxy::test_harness::{fetch, front_server, send};
+use crate::upstreams::Upstreams;
 
 /// A hyper app on 127.0.0.1:0 with `/headers`, `/echo`, `/ws` and a default `ok`.
-struct Backend {
-    address: SocketAddr,
-    connections: Arc<AtomicUsize>,
+pub(super) struct Backend {
+    pub address: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
 }
 
-async fn backend() -> Backend {
+pub(super) async fn backend() -> Backend {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
@@ -103,7 +104,10 @@ fn app(mut request: Request<Incoming>) -> Response<Body> {
 }
 
 /// What the router would pass: routed by the visitor's `:authority` or `Host`, over HTTPS.
-fn forwarded_by_visitor_host(request: &Request<Incoming>, peer: SocketAddr) -> super::Forwarded {
+pub(super) fn forwarded_by_visitor_host(
+    request: &Request<Incoming>,
+    peer: SocketAddr,
+) -> super::Forwarded {
     let host = crate::dispatch::request_host(request).unwrap_or_default();
     super::Forwarded {
         client: peer.ip(),
@@ -115,11 +119,13 @@ fn forwarded_by_visitor_host(request: &Request<Incoming>, peer: SocketAddr) -> s
 /// A front server proxying everything to `upstream` as if it were served over HTTPS.
 async fn front(proxy: Proxy, upstream: SocketAddr) -> SocketAddr {
     let proxy = Arc::new(proxy);
+    let upstreams = Upstreams::one(upstream);
     front_server(move |request, peer| {
         let proxy = proxy.clone();
+        let upstreams = upstreams.clone();
         async move {
             let forwarded = forwarded_by_visitor_host(&request, peer);
-            proxy.forward(request, upstream, &forwarded).await
+            proxy.forward(request, &upstreams, &forwarded).await
         }
     })
     .await
@@ -384,15 +390,16 @@ async fn http2_requests_go_upstream_as_http1() {
     let proxy = Arc::new(Proxy::new());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let upstream = backend.address;
+    let upstream = Upstreams::one(backend.address);
     tokio::spawn(async move {
         let (stream, peer) = listener.accept().await.unwrap();
         let service = service_fn(move |request: Request<Incoming>| {
             let proxy = proxy.clone();
+            let upstream = upstream.clone();
             async move {
                 let forwarded = forwarded_by_visitor_host(&request, peer);
                 Ok::<_, std::convert::Infallible>(
-                    proxy.forward(request, upstream, &forwarded).await,
+                    proxy.forward(request, &upstream, &forwarded).await,
                 )
             }
         });

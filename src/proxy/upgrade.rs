@@ -2,7 +2,8 @@
 //! switches protocols, splices the visitor's upgraded connection to the app's with
 //! `copy_bidirectional` in a tracked task. Every tunnel holds a permit of the proxy's tunnel
 //! budget (in all and per client) and ends after `tunnel_idle_timeout` without a byte either
-//! way. Called by [`Proxy::forward`](super::Proxy::forward).
+//! way; it counts in its instance's load while open. The handshake goes to the next instance
+//! when one refuses the connection. Called by [`Proxy::forward`](super::Proxy::forward).
 
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -17,9 +18,11 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use super::{bad_gateway, headers, Proxy};
+use super::upstream::{Conn, Pool};
+use super::{bad_gateway, headers, Forwarded, Proxy};
 use crate::http_util::{empty, Body};
 use crate::pages::VisitorPage;
+use crate::upstreams::{Choice, Upstreams};
 
 /// The visitor asking for a tunnel.
 pub(super) struct Visitor {
@@ -28,12 +31,15 @@ pub(super) struct Visitor {
     pub connection: Option<OnUpgrade>,
 }
 
-/// Sends the upgrade request `head` (body-less) and sets up the tunnel on a 101.
+/// Sends the upgrade request `head` (body-less) to the first instance of `choice` that
+/// accepts a connection, and sets up the tunnel on a 101.
 pub(super) async fn forward(
     proxy: &Proxy,
     head: Request<Body>,
     visitor: Visitor,
-    upstream: SocketAddr,
+    upstreams: &Upstreams,
+    choice: Choice,
+    forwarded: &Forwarded,
 ) -> Response<Body> {
     let Some(connection) = visitor.connection else {
         tracing::warn!("proxy: WebSocket request on a connection served without upgrades");
@@ -49,16 +55,20 @@ pub(super) async fn forward(
             return VisitorPage::Busy.response();
         }
     };
-    let sent = proxy
-        .pool()
-        .send_upgrade(upstream, head, proxy.settings.response_timeout)
-        .await;
+    let Some((served, conn, upstream)) = connect(proxy, upstreams, choice).await else {
+        return VisitorPage::AppNotAnswering.response();
+    };
+    let in_flight = upstreams.instances()[served].enter();
+    let sent = Pool::send_upgrade(conn, upstream, head, proxy.settings.response_timeout).await;
     let mut response = match sent {
         Ok(response) => response,
         Err(error) => return bad_gateway(upstream, &error),
     };
+    let secure = forwarded.proto == "https";
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return super::from_upstream(response.map(crate::http_util::from_incoming));
+        let mut response = super::from_upstream(response.map(crate::http_util::from_incoming));
+        upstreams.set_affinity_cookie(choice, served, secure, response.headers_mut());
+        return response;
     }
 
     let app = hyper::upgrade::on(&mut response);
@@ -66,6 +76,7 @@ pub(super) async fn forward(
     let idle_timeout = proxy.settings.tunnel_idle_timeout;
     proxy.tunnels.spawn(async move {
         let _permit = permit;
+        let _in_flight = in_flight;
         let activity = Arc::new(LastByte::new());
         let tunnel = async {
             let (visitor, app) = tokio::try_join!(connection, app)?;
@@ -86,7 +97,27 @@ pub(super) async fn forward(
 
     let (mut parts, _body) = response.into_parts();
     headers::from_upstream(&mut parts.headers, true);
+    upstreams.set_affinity_cookie(choice, served, secure, &mut parts.headers);
     Response::from_parts(parts, empty())
+}
+
+/// A new connection to the first instance of `choice` that accepts one, trying each once;
+/// with its index and address.
+async fn connect(
+    proxy: &Proxy,
+    upstreams: &Upstreams,
+    choice: Choice,
+) -> Option<(usize, Conn, SocketAddr)> {
+    let pool = proxy.pool();
+    for (index, instance, address) in upstreams.attempts(choice.first) {
+        match pool.connect(address).await {
+            Ok(conn) => return Some((index, conn, address)),
+            Err(error) => {
+                tracing::warn!(%address, instance = instance.name(), %error, "proxy: WebSocket handshake could not reach the instance");
+            }
+        }
+    }
+    None
 }
 
 /// When a tunnel last moved a byte, either way.

@@ -31,6 +31,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::http_util::{Body, BodyError};
 use crate::metrics::ProjectMetrics;
+use crate::upstreams::InFlight;
 
 /// Why no response came from the app.
 #[derive(Debug, thiserror::Error)]
@@ -271,20 +272,22 @@ impl Pool {
             pool: Arc::downgrade(self),
             address,
             metrics,
+            in_flight: None,
         }))
     }
 
-    /// Sends a WebSocket handshake on a new connection of its own, driven by a task of its own
-    /// that hands the connection to `hyper::upgrade::on` when the app switches protocols.
+    /// Sends a WebSocket handshake on `conn`, a new connection of its own (never pooled),
+    /// driven by a task of its own that hands the connection to `hyper::upgrade::on` when the
+    /// app switches protocols.
     pub(super) async fn send_upgrade(
-        &self,
+        conn: Conn,
         address: SocketAddr,
         request: Request<Body>,
         timeout: Duration,
     ) -> Result<Response<Incoming>, SendError> {
         let Connection {
             mut sender, driver, ..
-        } = *self.connect(address).await?;
+        } = *conn;
         tokio::spawn(async move {
             if let Err(error) = driver.with_upgrades().await {
                 tracing::debug!(%address, %error, "proxy: upgrade connection ended");
@@ -335,17 +338,28 @@ async fn sweep(pool: Weak<Pool>) {
 
 /// An app's response body, streamed to the visitor; reading it drives the connection it came
 /// on, and the connection goes back to the pool when the body was read to the end. Counts the
-/// bytes into the project's metrics when given them.
+/// bytes into the project's metrics when given them, and holds the request's place in its
+/// instance's load until the body ends or is dropped.
 pub(super) struct UpstreamBody {
     body: Incoming,
     conn: Option<Conn>,
     pool: Weak<Pool>,
     address: SocketAddr,
     metrics: Option<Arc<ProjectMetrics>>,
+    in_flight: Option<InFlight>,
 }
 
 impl UpstreamBody {
+    /// Keeps the request counted in its instance's load while the body streams.
+    pub(super) fn hold(&mut self, in_flight: InFlight) {
+        if !self.body.is_end_stream() {
+            self.in_flight = Some(in_flight);
+        }
+    }
+
+    /// The body has ended: the connection goes back to the pool, the request off the load.
     fn release(&mut self) {
+        self.in_flight = None;
         if let (Some(conn), Some(pool)) = (self.conn.take(), self.pool.upgrade()) {
             pool.put(self.address, conn);
         }
@@ -375,6 +389,7 @@ impl hyper::body::Body for UpstreamBody {
                 }
                 Poll::Ready(Some(Err(error))) => {
                     this.conn = None;
+                    this.in_flight = None;
                     return Poll::Ready(Some(Err(Box::new(error))));
                 }
                 Poll::Ready(None) => {

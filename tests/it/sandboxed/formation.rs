@@ -284,3 +284,100 @@ async fn the_formation_survives_a_daemon_restart_with_the_same_pids() {
     let response = sandboxed.daemon.app_get("shop", "/", &[]).await;
     assert_eq!(response.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instance_fails_no_request_and_affinity_pins_a_client() {
+    let Some(sandboxed) = start("a_killed_instance_fails_no_request_and_affinity_pins_a_client")
+    else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    daemon
+        .deploy("shop", &files(), json!({"startCommand": "node server.js"}))
+        .await;
+    scale(
+        daemon,
+        "shop",
+        json!({"web": {"instances": 2}, "worker": {"instances": 0}}),
+    )
+    .await;
+
+    // Four clients in a loop for 3 s; one web instance is SIGKILLed after 1 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let client = || async move {
+        let (mut ok, mut failed) = (0, Vec::new());
+        while std::time::Instant::now() < deadline {
+            let response = daemon.app_get("shop", "/", &[]).await;
+            match response.status {
+                200 => ok += 1,
+                status => failed.push(format!("{status}: {}", response.text())),
+            }
+        }
+        (ok, failed)
+    };
+    let killer = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let victim = sandboxed
+            .project_processes()
+            .into_iter()
+            .find_map(|line| {
+                let (_, rest) = line.split_once(": ")?;
+                let pid = rest
+                    .strip_prefix("node server.js (pid ")?
+                    .strip_suffix(')')?;
+                pid.parse::<i32>().ok()
+            })
+            .expect("a web instance's process");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(victim),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    };
+    let (results, ()) = tokio::join!(
+        futures_util::future::join_all((0..4).map(|_| client())),
+        killer
+    );
+    let (mut ok, mut failed) = (0, Vec::new());
+    for (o, f) in results {
+        ok += o;
+        failed.extend(f);
+    }
+    assert!(ok > 50, "only {ok} requests");
+    let proxy_log: Vec<String> = daemon
+        .log_text()
+        .lines()
+        .filter(|line| line.contains("proxy"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {:?}\n{proxy_log:#?}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+
+    // Cookie affinity: the first answer sets the cookie, every request carrying it reaches
+    // the same instance.
+    scale(daemon, "shop", json!({"web": {"affinity": "cookie"}})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // the killed instance is back
+    let first = daemon.app_get("shop", "/", &[]).await;
+    let cookie = first
+        .header("set-cookie")
+        .expect("an affinity cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(cookie.starts_with("slipway_instance=web."), "{cookie}");
+    let mut reached = BTreeSet::new();
+    for _ in 0..20 {
+        let response = daemon
+            .app_get("shop", "/", &[("cookie", cookie.clone())])
+            .await;
+        let body: Value = serde_json::from_str(&response.text()).unwrap();
+        reached.insert(body["address"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(reached.len(), 1, "a pinned client reached {reached:?}");
+}

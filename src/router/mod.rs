@@ -5,7 +5,9 @@
 //!
 //! Hosts are the control host, `<slug>.<apps_domain>` (the project's slug host) and the
 //! projects' custom domains, which either serve the project exactly like its slug host or
-//! redirect to another of its hosts.
+//! redirect to another of its hosts. A server-mode target is a set of instances
+//! (`upstreams`); the table changes them one instance at a time ([`Routes::set_instance`],
+//! [`Routes::remove_instance`]) and keeps each instance's load counter across snapshots.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,15 +18,16 @@ use arc_swap::ArcSwap;
 
 use crate::metrics::ProjectMetrics;
 use crate::static_files::StaticSite;
+use crate::upstreams::{Affinity, AffinityKey, Upstreams};
 
 /// Where the live deployment of a project is served from.
 #[derive(Clone)]
 pub enum Target {
-    /// A server-mode app listening at `upstream`; `None` while it restarts after a crash
-    /// (its old address may already belong to another sandbox).
+    /// A server-mode app: its instances, each at its address or out (`None`) while it
+    /// restarts after a crash (its old address may already belong to another sandbox).
     Proxy {
-        upstream: Option<SocketAddr>,
         deployment_id: String,
+        upstreams: Upstreams,
     },
     /// A static-mode build, held in memory.
     Static {
@@ -34,6 +37,20 @@ pub enum Target {
 }
 
 impl Target {
+    /// A server-mode target: `instances` by name (`web.1`, …) and address (`None`: not
+    /// serving yet), each with a new load counter (the route table carries over the
+    /// counters of instances the same deployment already had).
+    pub fn proxy(
+        deployment_id: impl Into<String>,
+        instances: impl IntoIterator<Item = (impl Into<Arc<str>>, Option<SocketAddr>)>,
+        affinity: Affinity,
+    ) -> Target {
+        Target::Proxy {
+            deployment_id: deployment_id.into(),
+            upstreams: Upstreams::new(instances, affinity),
+        }
+    }
+
     pub fn deployment_id(&self) -> &str {
         match self {
             Target::Proxy { deployment_id, .. } | Target::Static { deployment_id, .. } => {
@@ -87,6 +104,8 @@ pub struct Routes {
     apps_domain: String,
     /// `metrics.requests` in the config: hand each request its project's counters.
     request_metrics: bool,
+    /// Signs the instances' affinity cookies.
+    affinity_key: AffinityKey,
 }
 
 impl Routes {
@@ -96,7 +115,14 @@ impl Routes {
             control_host,
             apps_domain,
             request_metrics: true,
+            affinity_key: AffinityKey::random(),
         }
+    }
+
+    /// Affinity cookies signed with `key` (the default is a random key per daemon start).
+    pub fn with_affinity_key(mut self, key: [u8; 32]) -> Routes {
+        self.affinity_key = AffinityKey::new(key);
+        self
     }
 
     /// With `false`, [`Routes::resolve`] gives requests no counters (`metrics.requests = false`).
@@ -147,7 +173,8 @@ impl Routes {
     /// traffic is not the project's production traffic).
     pub fn set_preview(&self, label: &str, target: Option<Target>) {
         self.update(|table| {
-            table.apps.insert(label.to_owned(), target.clone());
+            let target = self.settled(label, target.as_ref(), table);
+            table.apps.insert(label.to_owned(), target);
         });
     }
 
@@ -178,50 +205,85 @@ impl Routes {
     /// The live switch: `slug` is served from `target` (or 503 with `None`) from now on.
     pub fn set_live(&self, slug: &str, target: Option<Target>) {
         self.update(|table| {
-            table.apps.insert(slug.to_owned(), target.clone());
+            let target = self.settled(slug, target.as_ref(), table);
+            table.apps.insert(slug.to_owned(), target);
             table.metrics.entry(slug.to_owned()).or_default();
         });
     }
 
-    /// A restarted app listens at a new address; only while `deployment_id` is still live.
-    pub fn repoint(&self, slug: &str, deployment_id: &str, address: SocketAddr) {
-        self.set_upstream(slug, deployment_id, Some(address));
-    }
-
-    /// The live app of `slug` stopped (it will be restarted): nothing may reach its address
-    /// until `repoint` gives the new one; visitors meanwhile get a "restarting" page.
-    pub fn unpoint(&self, slug: &str, deployment_id: &str) {
-        self.set_upstream(slug, deployment_id, None);
-    }
-
-    /// TEMPORARY until the multi-upstream router lands.
+    /// Instance `instance` of the live app of `key` (a slug or a preview label) is at
+    /// `address` from now on, or out with `None` (it stopped and will be restarted: nothing
+    /// may reach its old address; the other instances keep serving, and with none left
+    /// visitors get the "restarting" page). An instance the target lacks is added (scaling
+    /// up). Only while `deployment_id` is still the one live there.
     pub fn set_instance(
         &self,
-        slug: &str,
+        key: &str,
         deployment_id: &str,
-        _instance: &str,
+        instance: &str,
         address: Option<SocketAddr>,
     ) {
-        self.set_upstream(slug, deployment_id, address);
+        self.change_upstreams(key, deployment_id, |upstreams| {
+            upstreams.with_instance(instance, address)
+        });
     }
 
-    /// TEMPORARY until the multi-upstream router lands.
-    pub fn remove_instance(&self, slug: &str, deployment_id: &str, _instance: &str) {
-        let _ = (slug, deployment_id);
+    /// Instance `instance` of the live app of `key` is gone (scaling down); only while
+    /// `deployment_id` is still the one live there.
+    pub fn remove_instance(&self, key: &str, deployment_id: &str, instance: &str) {
+        self.change_upstreams(key, deployment_id, |upstreams| {
+            upstreams.without_instance(instance)
+        });
     }
 
-    fn set_upstream(&self, slug: &str, deployment_id: &str, address: Option<SocketAddr>) {
+    /// The live app of `key` keeps its instances with another affinity; only while
+    /// `deployment_id` is still the one live there.
+    pub fn set_affinity(&self, key: &str, deployment_id: &str, affinity: Affinity) {
+        self.change_upstreams(key, deployment_id, |upstreams| {
+            upstreams.with_affinity(affinity)
+        });
+    }
+
+    fn change_upstreams(
+        &self,
+        key: &str,
+        deployment_id: &str,
+        change: impl Fn(&Upstreams) -> Upstreams,
+    ) {
         self.update(|table| {
             if let Some(Some(Target::Proxy {
                 deployment_id: live,
-                upstream,
-            })) = table.apps.get_mut(slug)
+                upstreams,
+            })) = table.apps.get_mut(key)
             {
                 if live == deployment_id {
-                    *upstream = address;
+                    *upstreams = change(upstreams).with_cookies(&self.affinity_key, key);
                 }
             }
         });
+    }
+
+    /// `target` as the table holds it under `key`: its instances carry the load counters of
+    /// the same deployment's instances already there, and their cookies are signed for `key`.
+    fn settled(&self, key: &str, target: Option<&Target>, table: &RouteTable) -> Option<Target> {
+        let Some(Target::Proxy {
+            deployment_id,
+            upstreams,
+        }) = target
+        else {
+            return target.cloned();
+        };
+        let upstreams = match table.apps.get(key) {
+            Some(Some(Target::Proxy {
+                deployment_id: live,
+                upstreams: before,
+            })) if live == deployment_id => upstreams.carrying_loads_of(before),
+            _ => upstreams.clone(),
+        };
+        Some(Target::Proxy {
+            deployment_id: deployment_id.clone(),
+            upstreams: upstreams.with_cookies(&self.affinity_key, key),
+        })
     }
 
     /// The one way the table changes: a compare-and-swap loop (`ArcSwap::rcu`). `change` runs
@@ -304,171 +366,4 @@ pub fn app_slug<'h>(name: &'h str, apps_domain: &str) -> Option<&'h str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_resolve() {
-        assert_eq!(host_without_port("a.localhost:8080"), "a.localhost");
-        assert_eq!(host_without_port("a.localhost."), "a.localhost");
-        assert_eq!(host_without_port("a.localhost"), "a.localhost");
-        assert_eq!(app_slug("my-app.localhost", "localhost"), Some("my-app"));
-        assert_eq!(app_slug("x.my-app.localhost", "localhost"), None);
-        assert_eq!(app_slug("localhost", "localhost"), None);
-        assert_eq!(app_slug("evil-localhost", "localhost"), None);
-        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
-        assert!(matches!(
-            routes.resolve("slipway.localhost:8080"),
-            Destination::Control
-        ));
-        assert!(matches!(
-            routes.resolve("nope.localhost"),
-            Destination::Unknown
-        ));
-        routes.add_project("web");
-        assert!(matches!(
-            routes.resolve("web.localhost"),
-            Destination::App {
-                target: None,
-                metrics: Some(_),
-                ..
-            }
-        ));
-    }
-
-    /// A custom domain serves its project like the slug host, or redirects; it goes with its
-    /// project, and names under the apps domain never reach the custom table.
-    #[test]
-    fn custom_domains_serve_or_redirect_and_go_with_their_project() {
-        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
-        routes.add_project("web");
-        let serve = |slug: &str| CustomHost {
-            slug: slug.into(),
-            redirect_to: None,
-        };
-        routes.add_domains(&[
-            ("www.example.test".into(), serve("web")),
-            (
-                "example.test".into(),
-                CustomHost {
-                    slug: "web".into(),
-                    redirect_to: Some("www.example.test".into()),
-                },
-            ),
-            ("orphan.example.test".into(), serve("gone")),
-        ]);
-        match routes.resolve("www.example.test:8443") {
-            Destination::App { slug, .. } => assert_eq!(slug, "web"),
-            _ => panic!("www.example.test does not serve web"),
-        }
-        assert!(matches!(
-            routes.resolve("example.test."),
-            Destination::Redirect { to } if to == "www.example.test"
-        ));
-        assert!(matches!(
-            routes.resolve("orphan.example.test"),
-            Destination::Unknown
-        ));
-        routes.remove_domain("www.example.test");
-        assert!(matches!(
-            routes.resolve("www.example.test"),
-            Destination::Unknown
-        ));
-        routes.remove_project("web");
-        let left: Vec<String> = routes.snapshot().domains.keys().cloned().collect();
-        assert_eq!(left, ["orphan.example.test"]);
-    }
-
-    /// A project's counters live as long as the project: a new live deployment keeps them,
-    /// deletion drops them; with request metrics off, requests get none.
-    #[test]
-    fn metrics_follow_the_project_not_the_deployment() {
-        let routes = Routes::new("slipway.localhost".into(), "localhost".into());
-        routes.add_project("web");
-        let counters = routes.metrics("web").unwrap();
-        counters.record_response(200, std::time::Duration::from_millis(1));
-        routes.set_live(
-            "web",
-            Some(Target::Proxy {
-                upstream: None,
-                deployment_id: "dpl_1".into(),
-            }),
-        );
-        let Destination::App {
-            metrics: Some(handed),
-            ..
-        } = routes.resolve("web.localhost")
-        else {
-            panic!("no counters for a request to web");
-        };
-        assert!(Arc::ptr_eq(&handed, &counters));
-        assert_eq!(handed.snapshot().requests[1], 1);
-        routes.remove_project("web");
-        assert!(routes.metrics("web").is_none());
-        let quiet =
-            Routes::new("slipway.localhost".into(), "localhost".into()).with_request_metrics(false);
-        quiet.add_project("web");
-        assert!(matches!(
-            quiet.resolve("web.localhost"),
-            Destination::App { metrics: None, .. }
-        ));
-        assert!(quiet.metrics("web").is_some(), "restarts are still counted");
-    }
-
-    /// Many writers for different projects at once, each adding, switching and repointing its
-    /// own project: with a load-clone-store update, some of these changes were lost.
-    #[test]
-    fn concurrent_updates_for_different_projects_are_never_lost() {
-        const WRITERS: usize = 16;
-        const ROUNDS: usize = 200;
-        let routes = Arc::new(Routes::new("slipway.localhost".into(), "localhost".into()));
-        let threads: Vec<_> = (0..WRITERS)
-            .map(|writer| {
-                let routes = routes.clone();
-                std::thread::spawn(move || {
-                    for round in 0..ROUNDS {
-                        let slug = format!("app-{writer}-{round}");
-                        routes.add_project(&slug);
-                        let upstream = SocketAddr::from(([127, 0, 0, 1], 1000 + round as u16));
-                        routes.set_live(
-                            &slug,
-                            Some(Target::Proxy {
-                                upstream: Some(upstream),
-                                deployment_id: format!("dpl-{writer}-{round}"),
-                            }),
-                        );
-                        let moved = SocketAddr::from(([127, 0, 0, 2], 2000 + round as u16));
-                        routes.repoint(&slug, &format!("dpl-{writer}-{round}"), moved);
-                        if round % 2 == 1 {
-                            routes.remove_project(&format!("app-{writer}-{}", round - 1));
-                        }
-                    }
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        let table = routes.snapshot();
-        assert_eq!(table.apps.len(), WRITERS * ROUNDS / 2);
-        for writer in 0..WRITERS {
-            for round in (1..ROUNDS).step_by(2) {
-                let slug = format!("app-{writer}-{round}");
-                match table.apps.get(&slug) {
-                    Some(Some(Target::Proxy {
-                        upstream,
-                        deployment_id,
-                    })) => {
-                        assert_eq!(deployment_id, &format!("dpl-{writer}-{round}"));
-                        assert_eq!(
-                            upstream.map(|u| u.port()),
-                            Some(2000 + round as u16),
-                            "{slug} repoint lost"
-                        );
-                    }
-                    _ => panic!("{slug}: its live switch was lost"),
-                }
-            }
-        }
-    }
-}
+mod tests;
