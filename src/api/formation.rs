@@ -29,7 +29,7 @@ pub async fn patch(
         serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\", \"affinity\"}}}}"),
+                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\", \"affinity\", \"minHealthy\"}}}}"),
             )
         })?;
     let project = find(ctx, id_or_slug).await?;
@@ -43,6 +43,7 @@ pub async fn patch(
                 cpus: fields.cpus,
                 deploy: fields.deploy,
                 affinity: fields.affinity,
+                min_healthy: fields.min_healthy,
             };
             (name, stored)
         })
@@ -109,6 +110,7 @@ async fn formation_of(
 }
 
 fn view_of(ptype: ProcessType, running: Vec<types::RunningInstance>) -> types::ProcessTypeView {
+    let min_healthy = ptype.min_healthy();
     types::ProcessTypeView {
         command: ptype.command,
         instances: ptype.instances,
@@ -116,6 +118,7 @@ fn view_of(ptype: ProcessType, running: Vec<types::RunningInstance>) -> types::P
         cpus: ptype.cpus,
         deploy: ptype.deploy,
         affinity: ptype.affinity,
+        min_healthy,
         running,
     }
 }

@@ -53,7 +53,10 @@ impl Services {
         );
         let routes = Arc::new(
             Routes::new(config.control_host.clone(), config.apps_domain.clone())
-                .with_request_metrics(config.metrics.requests),
+                .with_request_metrics(config.metrics.requests)
+                // Affinity cookies stay valid across restarts: their key comes from the
+                // daemon's secret key.
+                .with_affinity_key(base.secrets.tag("slipway instance affinity cookie")),
         );
         let daemon_metrics = Arc::new(DaemonMetrics::new(
             crate::ids::now_ms() / 1000,

@@ -32,10 +32,10 @@ pub const CPUS: std::ops::RangeInclusive<f64> = 0.05..=256.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeployStrategy {
-    /// The new instances start, are healthy, take over; the old ones drain and stop (`web`).
+    // The new instances start, are healthy, take over; the old ones drain and stop (`web`).
     Overlap,
-    /// The old instances stop before the new ones start: a singleton never runs twice (the
-    /// default of every type but `web`).
+    // The old instances stop before the new ones start: a singleton never runs twice (the
+    // default of every type but `web`).
     Replace,
 }
 
@@ -45,11 +45,12 @@ pub enum DeployStrategy {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Affinity {
-    /// Every request goes to the less loaded of two instances.
+    // Every request goes to the less loaded of two instances. (Plain comments: doc comments
+    // on variants make the OpenAPI enum a `oneOf`.)
     #[default]
     None,
-    /// A signed `slipway_instance` cookie sends a client back to the instance it first
-    /// reached, while that one serves (socket.io's polling, in-memory sessions).
+    // A signed `slipway_instance` cookie sends a client back to the instance it first
+    // reached, while that one serves (socket.io's polling, in-memory sessions).
     Cookie,
 }
 
@@ -67,6 +68,8 @@ pub struct StoredType {
     pub deploy: Option<DeployStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_healthy: Option<u32>,
 }
 
 /// A project's stored formation: type name → its settings. Types with nothing set are absent.
@@ -87,11 +90,21 @@ pub struct ProcessType {
     pub deploy: DeployStrategy,
     /// `web` only.
     pub affinity: Affinity,
+    /// How many instances a deploy needs healthy to switch (`None`: all).
+    pub min_healthy: Option<u32>,
 }
 
 impl ProcessType {
     pub fn is_web(&self) -> bool {
         self.name == WEB
+    }
+
+    /// How many of its instances a deploy needs healthy before the switch: `minHealthy`,
+    /// at most every instance.
+    pub fn min_healthy(&self) -> u32 {
+        self.min_healthy
+            .unwrap_or(self.instances)
+            .min(self.instances)
     }
 
     /// The memory its instances may use together, in MiB.
@@ -199,6 +212,7 @@ impl StoredFormation {
                         DeployStrategy::Replace
                     }),
                     affinity: stored.affinity.unwrap_or_default(),
+                    min_healthy: stored.min_healthy,
                 }
             })
             .collect()
@@ -214,6 +228,7 @@ impl StoredFormation {
             entry.cpus = fields.cpus.or(entry.cpus);
             entry.deploy = fields.deploy.or(entry.deploy);
             entry.affinity = fields.affinity.or(entry.affinity);
+            entry.min_healthy = fields.min_healthy.or(entry.min_healthy);
         }
         next
     }
@@ -238,6 +253,14 @@ pub fn check_change(
                     "`{name}.instances` must be 0 to {MAX_INSTANCES}, not {instances}"
                 )));
             }
+        }
+        if fields
+            .min_healthy
+            .is_some_and(|m| m == 0 || m > MAX_INSTANCES)
+        {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.minHealthy` must be 1 to {MAX_INSTANCES}"
+            )));
         }
         if let Some(memory) = fields.memory_mb {
             if !MEMORY_MB.contains(&memory) {

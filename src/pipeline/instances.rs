@@ -13,7 +13,7 @@ use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::formation::{instance_key, Defaults, DeployStrategy, InstanceId, ProcessType};
 use crate::store::records::{DeploymentRecord, Environment, ProjectRecord};
-use crate::supervisor::AppSpec;
+use crate::supervisor::{AppSpec, FirstFailure};
 
 /// A started `web` instance: its name (`web.2`) and address.
 pub(crate) type WebInstance = (Arc<str>, SocketAddr);
@@ -62,16 +62,24 @@ impl Pipeline {
         Ok(types)
     }
 
-    /// Starts instances `indexes` of `ptype` at once and waits until each is healthy; the
-    /// `web` ones' addresses, in order. When one fails, those started here are stopped again
-    /// and its failure is returned.
+    /// Starts instances `indexes` of `ptype` at once and waits until each is healthy or has
+    /// failed; the healthy `web` ones' addresses, in order. At least `needed` must come up:
+    /// then the others go on trying with the supervisor's backoff (said in the log) and join
+    /// the route once healthy; else every one started here is stopped again and the first
+    /// failure is returned.
     pub(crate) async fn start_instances(
         &self,
         launch: &Launch,
         ptype: &ProcessType,
         indexes: std::ops::RangeInclusive<u32>,
+        needed: u32,
     ) -> Result<Vec<WebInstance>, Failure> {
         let health_timeout = Duration::from_secs(self.config.limits.health_timeout_s);
+        let count = indexes.clone().count() as u32;
+        let after_failure = match needed < count {
+            true => FirstFailure::KeepTrying,
+            false => FirstFailure::GiveUp,
+        };
         let starts = indexes.clone().map(|index| {
             let instance = InstanceId::new(&ptype.name, index);
             let adopt = self.take_survivor(&instance_key(&launch.deployment.id, &instance));
@@ -81,36 +89,50 @@ impl Pipeline {
                 let spec = self.instance_spec(launch, ptype, instance.clone(), port);
                 let address = self
                     .supervisor
-                    .start(spec, health_timeout, adopt)
+                    .start(spec, health_timeout, adopt, after_failure)
                     .await
-                    .map_err(|f| Failure::new("deploy", f.code, f.message))?;
+                    .map_err(|f| {
+                        Failure::new("deploy", f.code, format!("{instance}: {}", f.message))
+                    })?;
                 Ok::<_, Failure>((instance, address))
             }
         });
         let results = futures_util::future::join_all(starts).await;
-        let mut web = Vec::new();
-        let mut failure = None;
+        let (mut web, mut up, mut failures) = (Vec::new(), 0, Vec::new());
         for result in results {
             match result {
-                Ok((instance, Some(address))) => {
-                    web.push((Arc::from(instance.to_string()), address))
+                Ok((instance, address)) => {
+                    up += 1;
+                    if let Some(address) = address {
+                        web.push((Arc::from(instance.to_string()), address));
+                    }
                 }
-                Ok(_) => {}
-                Err(error) => failure = failure.or(Some(error)),
+                Err(error) => failures.push(error),
             }
         }
-        if let Some(failure) = failure {
-            for index in indexes {
-                let instance = InstanceId::new(&ptype.name, index);
-                self.supervisor.stop(&launch.deployment.id, &instance).await;
+        if up >= needed {
+            for failure in &failures {
+                self.hub.system(
+                    &launch.deployment.id,
+                    &format!(
+                        "deploy: {} ({up} of {count} `{}` instances are up, {needed} needed); \
+                         it is tried again with backoff",
+                        failure.message, ptype.name
+                    ),
+                );
             }
-            return Err(failure);
+            return Ok(web);
         }
-        Ok(web)
+        for index in indexes {
+            let instance = InstanceId::new(&ptype.name, index);
+            self.supervisor.stop(&launch.deployment.id, &instance).await;
+        }
+        Err(failures.remove(0))
     }
 
-    /// The types that start before the switch (`overlap`; `web` always): all their
-    /// instances healthy, or the deploy fails with nothing of it left running.
+    /// The types that start before the switch (`overlap`; `web` always): at least
+    /// `minHealthy` of each type's instances healthy (all, by default), or the deploy fails
+    /// with nothing of it left running.
     pub(crate) async fn start_overlapping(
         &self,
         launch: &Launch,
@@ -121,8 +143,9 @@ impl Pipeline {
             if ptype.instances == 0 {
                 continue;
             }
+            let needed = ptype.min_healthy();
             match self
-                .start_instances(launch, ptype, 1..=ptype.instances)
+                .start_instances(launch, ptype, 1..=ptype.instances, needed)
                 .await
             {
                 Ok(started) => web.extend(started),
@@ -155,10 +178,8 @@ impl Pipeline {
             if ptype.instances == 0 {
                 continue;
             }
-            if let Err(failure) = self
-                .start_instances(launch, ptype, 1..=ptype.instances)
-                .await
-            {
+            let all = ptype.instances;
+            if let Err(failure) = self.start_instances(launch, ptype, 1..=all, all).await {
                 self.hub.system(
                     &launch.deployment.id,
                     &format!(
@@ -188,7 +209,7 @@ impl Pipeline {
         if !shared_ports || instance.index == 1 || adopted {
             return Ok(Some(port));
         }
-        super::golive::free_host_port().map(Some).map_err(|e| {
+        super::ports::free_host_port().map(Some).map_err(|e| {
             Failure::new(
                 "deploy",
                 ErrorCode::StartFailed,
@@ -206,6 +227,8 @@ impl Pipeline {
     ) -> AppSpec {
         let (project, deployment) = (&launch.project, &launch.deployment);
         let data_dir = self.instance_data_dir(project, deployment);
+        let mut env = launch.env.clone();
+        env.push(("SLIPWAY_INSTANCE".to_owned(), instance.to_string()));
         AppSpec {
             deployment_id: deployment.id.clone(),
             instance,
@@ -215,7 +238,7 @@ impl Pipeline {
             root: self.workspaces.workspace(&deployment.id),
             data_dir,
             command: ptype.command.clone(),
-            env: launch.env.clone(),
+            env,
             port,
             health_check_path: deployment.health_check_path.clone(),
             memory_mb: ptype.memory_mb,

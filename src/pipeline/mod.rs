@@ -13,6 +13,7 @@ mod inflight;
 mod instances;
 mod modules_key;
 mod node_modules;
+mod ports;
 mod progress;
 mod restore;
 mod run;

@@ -201,12 +201,21 @@ impl Pipeline {
                 self.supervisor
                     .stop(dpl, &InstanceId::new(&new.name, index))
                     .await;
-                self.start_and_route(launch, new, index..=index).await?;
+                self.start_and_route(launch, new, index..=index, 1).await?;
             }
         }
         if new.instances > old.instances {
-            self.start_and_route(launch, new, old.instances + 1..=new.instances)
-                .await?;
+            // The instances kept count towards `minHealthy`; past it, new ones that do not
+            // come up keep trying.
+            let needed = new.min_healthy().saturating_sub(old.instances);
+            let count = new.instances - old.instances;
+            self.start_and_route(
+                launch,
+                new,
+                old.instances + 1..=new.instances,
+                needed.min(count),
+            )
+            .await?;
         }
         for index in new.instances + 1..=old.instances {
             let instance = InstanceId::new(&new.name, index);
@@ -221,15 +230,17 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Starts instances `indexes` of `ptype`; a `web` one joins the route once healthy.
+    /// Starts instances `indexes` of `ptype`, `needed` of them healthy; a `web` one joins
+    /// the route once healthy.
     async fn start_and_route(
         &self,
         launch: &Launch,
         ptype: &ProcessType,
         indexes: std::ops::RangeInclusive<u32>,
+        needed: u32,
     ) -> Result<(), String> {
         let started = self
-            .start_instances(launch, ptype, indexes)
+            .start_instances(launch, ptype, indexes, needed)
             .await
             .map_err(|f| f.message)?;
         let label = super::host_label(&launch.project.slug, &launch.deployment.target);

@@ -95,23 +95,26 @@ async fn probe(address: SocketAddr, path: Option<&str>, slug: &str) -> bool {
 }
 
 /// The answer an app's first start owes [`super::Supervisor::start`]; later starts owe none.
-pub(super) struct FirstStart(
-    pub(super) Option<tokio::sync::oneshot::Sender<Result<Option<SocketAddr>, super::StartFailure>>>,
-);
+pub(super) struct FirstStart {
+    pub(super) answer:
+        Option<tokio::sync::oneshot::Sender<Result<Option<SocketAddr>, super::StartFailure>>>,
+    pub(super) after_failure: super::FirstFailure,
+}
 
 impl FirstStart {
-    /// Reports a failed first start; whether this was it (the loop then ends).
+    /// Reports a failed first start; whether the loop ends (it was the first, and the
+    /// instance is not to be tried again).
     pub(super) fn fail(&mut self, code: crate::error_code::ErrorCode, message: String) -> bool {
-        let Some(first) = self.0.take() else {
+        let Some(first) = self.answer.take() else {
             return false;
         };
         let _ = first.send(Err(super::StartFailure { code, message }));
-        true
+        self.after_failure == super::FirstFailure::GiveUp
     }
 
-    /// Reports a healthy first start; whether this was it.
+    /// Reports a healthy first start; whether this was the first answer.
     pub(super) fn succeed(&mut self, address: Option<SocketAddr>) -> bool {
-        let Some(first) = self.0.take() else {
+        let Some(first) = self.answer.take() else {
             return false;
         };
         let _ = first.send(Ok(address));

@@ -84,6 +84,16 @@ impl AppSpec {
     }
 }
 
+/// What an instance whose first start failed does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstFailure {
+    /// It is gone (a deploy's instances must all come up, or the deploy fails).
+    GiveUp,
+    /// It is tried again with the backoff, and joins the route once healthy (the instances
+    /// past a type's `minHealthy`).
+    KeepTrying,
+}
+
 /// Why an app did not come up.
 #[derive(Debug, Clone)]
 pub struct StartFailure {
@@ -191,6 +201,7 @@ impl Supervisor {
         spec: AppSpec,
         health_timeout: Duration,
         adopt: Option<AppHandle>,
+        after_failure: FirstFailure,
     ) -> Result<Option<SocketAddr>, StartFailure> {
         let cancel = CancellationToken::new();
         let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -217,7 +228,10 @@ impl Supervisor {
                     spec,
                     health_timeout,
                     control: LoopControl { cancel, leave },
-                    first: FirstStart(Some(first_tx)),
+                    first: FirstStart {
+                        answer: Some(first_tx),
+                        after_failure,
+                    },
                     status,
                 }
                 .run(adopt),
@@ -233,7 +247,7 @@ impl Supervisor {
                 message: "the app supervisor stopped".into(),
             })
         });
-        if result.is_err() {
+        if result.is_err() && after_failure == FirstFailure::GiveUp {
             self.lock().remove(&key);
         }
         result

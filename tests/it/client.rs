@@ -289,7 +289,12 @@ async fn server_apps_end_the_deploy_when_live_and_get_their_env_vars() {
     // The stream of a live server app never ends: the final status must end the command.
     let run = client.run(&dir, &["deploy"]).await;
     run.assert_code(0);
-    assert!(run.stdout.contains("stdout | listening"), "{}", run.stdout);
+    // A live app's lines are tagged with the instance that wrote them.
+    assert!(
+        run.stdout.contains("stdout | [web.1] listening"),
+        "{}",
+        run.stdout
+    );
     let page = daemon.app_get("node-app", "/", &[]).await;
     assert_eq!(page.text(), "greeting=hello=world");
 }

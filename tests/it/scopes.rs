@@ -45,6 +45,8 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ),
         ("POST /api/projects/{projectId}/domains", "deploy"),
         ("GET /api/projects/{projectId}/domains", "read"),
+        ("GET /api/projects/{projectId}/formation", "read"),
+        ("PATCH /api/projects/{projectId}/formation", "deploy"),
         ("GET /api/projects/{projectId}/domains/{domain}", "read"),
         (
             "DELETE /api/projects/{projectId}/domains/{domain}",
@@ -400,6 +402,7 @@ async fn a_deploy_token_cannot_create_a_project_by_any_route() {
             "env-vars" => json(json!({"NEW": "value"})),
             "provision" => json(json!({"projectSlug": "brand-new"})),
             "domains" => json(json!({"domain": "www.brand-new.test"})),
+            "formation" => json(json!({"web": {"instances": 2}})),
             "deploy-hooks" => json(json!({"name": "cms", "branch": "main"})),
             "rollback" => json(json!({"deploymentId": "dpl_missing"})),
             "{projectId}" => json(json!({"previews": true})),

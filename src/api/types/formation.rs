@@ -14,10 +14,9 @@ pub use crate::formation::{Affinity, DeployStrategy};
 pub struct FormationPatch(pub BTreeMap<String, ProcessTypePatch>);
 
 fn formation_patch_names(schema: &mut schemars::Schema) {
-    schema.insert(
-        "propertyNames".into(),
-        serde_json::json!({"pattern": crate::formation::NAME_PATTERN}),
-    );
+    let mut names = serde_json::Map::new();
+    names.insert("pattern".into(), crate::formation::NAME_PATTERN.into());
+    schema.insert("propertyNames".into(), names.into());
     schema.insert("minProperties".into(), 1.into());
     schema.insert("maxProperties".into(), crate::formation::MAX_TYPES.into());
 }
@@ -44,6 +43,11 @@ pub struct ProcessTypePatch {
     /// `web` only: `cookie` keeps a client on the instance it first reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
+    /// How many instances a deploy needs healthy to switch (the others keep trying and join
+    /// once healthy); at most `instances`. Unset: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 32))]
+    pub min_healthy: Option<u32>,
 }
 
 /// `GET /api/projects/{projectId}/formation`.
@@ -66,6 +70,8 @@ pub struct ProcessTypeView {
     pub cpus: f64,
     pub deploy: DeployStrategy,
     pub affinity: Affinity,
+    /// How many instances a deploy needs healthy to switch.
+    pub min_healthy: u32,
     /// Its instances the supervisor runs now.
     pub running: Vec<RunningInstance>,
 }

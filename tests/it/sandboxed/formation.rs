@@ -381,3 +381,82 @@ async fn a_killed_instance_fails_no_request_and_affinity_pins_a_client() {
     }
     assert_eq!(reached.len(), 1, "a pinned client reached {reached:?}");
 }
+
+/// `web.3` exits at once until `/data/fixed` exists; `/fix` creates it.
+const PICKY_WEB: &str = r#"
+const fs = require('fs');
+if (process.env.SLIPWAY_INSTANCE === 'web.3' && !fs.existsSync('/data/fixed')) process.exit(3);
+require('http').createServer((req, res) => {
+  if (req.url === '/fix') fs.writeFileSync('/data/fixed', 'yes');
+  res.end(JSON.stringify({address: req.socket.localAddress, instance: process.env.SLIPWAY_INSTANCE}));
+}).listen(process.env.PORT);
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_healthy_switches_with_enough_instances_and_the_rest_join_later() {
+    let Some(sandboxed) =
+        start("min_healthy_switches_with_enough_instances_and_the_rest_join_later")
+    else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    let files = [("server.js", PICKY_WEB, 0o644)];
+    daemon
+        .deploy("picky", &files, json!({"startCommand": "node server.js"}))
+        .await;
+    // web=3 needing all three: web.3 does not start, so the scale is refused and undone.
+    let refused = daemon
+        .api(
+            "PATCH",
+            "/api/projects/picky/formation",
+            Some(json!({"web": {"instances": 3}})),
+        )
+        .await;
+    refused.assert_error(409, "CONFLICT");
+    assert!(refused.text().contains("web.3"), "{}", refused.text());
+    assert_eq!(pids(&formation(daemon, "picky").await, "web").len(), 1);
+
+    // Needing 2 of 3, the scale goes through: web.3 keeps trying.
+    let scaled = scale(
+        daemon,
+        "picky",
+        json!({"web": {"instances": 3, "minHealthy": 2}}),
+    )
+    .await;
+    assert_eq!(scaled["types"]["web"]["minHealthy"], 2);
+    // A deploy needing 2 of 3 goes live with web.1 and web.2.
+    let status = daemon
+        .deploy("picky", &files, json!({"startCommand": "node server.js"}))
+        .await;
+    let logs = daemon
+        .logs_text(status["deploymentId"].as_str().unwrap())
+        .await;
+    assert!(
+        logs.contains("2 of 3 `web` instances are up, 2 needed"),
+        "{logs}"
+    );
+    let running = |formation: &Value| {
+        formation["types"]["web"]["running"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["state"] == "running")
+            .count()
+    };
+    assert_eq!(running(&formation(daemon, "picky").await), 2);
+
+    // Once web.3 can start, it joins the route by itself.
+    assert_eq!(daemon.app_get("picky", "/fix", &[]).await.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while running(&formation(daemon, "picky").await) < 3 {
+        assert!(std::time::Instant::now() < deadline, "web.3 never came up");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let mut seen = BTreeSet::new();
+    for _ in 0..60 {
+        let body: Value =
+            serde_json::from_str(&daemon.app_get("picky", "/", &[]).await.text()).unwrap();
+        seen.insert(body["instance"].as_str().unwrap().to_owned());
+    }
+    assert!(seen.contains("web.3"), "web.3 is not routed: {seen:?}");
+}
