@@ -144,3 +144,46 @@ pub fn stop_apps_offline(config: &Config) -> anyhow::Result<usize> {
     }
     Ok(stopped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record from before process types (keyed by the bare deployment id) is adopted as
+    /// its `web.1` and kept under that key; a dead one is dropped.
+    #[test]
+    fn old_adoption_records_become_web_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let me = std::process::id() as i32;
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let start_time: u64 = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .nth(19)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let handle = |pid: i32, start_time: u64| {
+            serde_json::to_vec(&serde_json::json!({
+                "helper_pid": pid, "start_time": start_time, "cgroup": "c",
+                "link_index": 1, "exit_file": "/nonexistent"
+            }))
+            .unwrap()
+        };
+        store
+            .put_app_process("dpl_old", &handle(me, start_time))
+            .unwrap();
+        store
+            .put_app_process("dpl_dead:worker.1", &handle(me, start_time + 1))
+            .unwrap();
+        let alive = surviving_apps(&store).unwrap();
+        assert_eq!(alive.keys().collect::<Vec<_>>(), ["dpl_old:web.1"]);
+        let kept: Vec<String> = store
+            .app_processes()
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(kept, ["dpl_old:web.1"]);
+    }
+}
