@@ -249,7 +249,7 @@ pub async fn trigger_hook(ctx: &Arc<Context>, secret: &str) -> Result<Reply, Api
             .deploy(&project, &hook.branch, None, Trigger::Hook)
             .await
     } else {
-        let name = crate::autodeploy::providers::preview_name(&hook.branch, &project.slug)
+        let name = crate::autodeploy::preview::preview_name(&hook.branch, &project.slug)
             .unwrap_or_else(|| hook.branch.clone());
         ctx.autodeploy
             .preview(

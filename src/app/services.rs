@@ -51,13 +51,7 @@ impl Services {
             &config.control_host,
             &config.apps_domain,
         );
-        let routes = Arc::new(
-            Routes::new(config.control_host.clone(), config.apps_domain.clone())
-                .with_request_metrics(config.metrics.requests)
-                // Affinity cookies stay valid across restarts: their key comes from the
-                // daemon's secret key.
-                .with_affinity_key(base.secrets.tag("slipway instance affinity cookie")),
-        );
+        let routes = route_table(base);
         let daemon_metrics = Arc::new(DaemonMetrics::new(
             crate::ids::now_ms() / 1000,
             config.limits.router_threads,
@@ -186,6 +180,18 @@ fn api_context(
         idempotency: Default::default(),
         unauthenticated_failures: Default::default(),
     })
+}
+
+/// The route table, empty until `bring_back` fills it.
+fn route_table(base: &Base) -> Arc<Routes> {
+    let config = &base.config;
+    Arc::new(
+        Routes::new(config.control_host.clone(), config.apps_domain.clone())
+            .with_request_metrics(config.metrics.requests)
+            // Affinity cookies stay valid across restarts: their key comes from the daemon's
+            // secret key.
+            .with_affinity_key(base.secrets.tag("slipway instance affinity cookie")),
+    )
 }
 
 fn log_hub(config: &Config, store: &Store) -> Arc<LogHub> {

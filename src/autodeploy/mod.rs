@@ -3,9 +3,12 @@
 //! becomes a production run, a preview run, a preview's teardown, or nothing; a deploy hook
 //! deploys its branch; previews are runs of their own with their own host, never touching
 //! production's route. Runs use the project's saved settings. [`providers`] reads what each
-//! provider sends; the pipeline runs and tears down; the store keeps previews and hooks.
+//! provider sends, `events.rs` decides what each event does; the pipeline runs and tears
+//! down; the store keeps previews and hooks.
 
+mod events;
 pub mod heads;
+pub mod preview;
 pub mod providers;
 
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use crate::store::records::{
     DeployTarget, Environment, PreviewRecord, ProjectRecord, ProvisionRequest, RunRecord, Trigger,
 };
 use crate::store::{Store, StoreError};
-use providers::{GitEvent, PullAction, SignatureError};
+use providers::SignatureError;
 
 /// At most this many previews per project; an 11th tears down the least recently updated.
 pub const MAX_PREVIEWS: usize = 10;
@@ -168,171 +171,6 @@ impl AutoDeploy {
         self.act(project, event).await
     }
 
-    async fn act(
-        &self,
-        project: &ProjectRecord,
-        event: GitEvent,
-    ) -> Result<WebhookOutcome, AutoDeployError> {
-        let settings = &project.settings;
-        match event {
-            GitEvent::Ping => Ok(WebhookOutcome::ignored("ping: the webhook works")),
-            GitEvent::Other(name) => Ok(WebhookOutcome::ignored(format!(
-                "{name} events are not acted on"
-            ))),
-            GitEvent::Push { branch, facts } => {
-                if branch != settings.production_branch && !settings.previews {
-                    return Ok(WebhookOutcome::ignored(format!(
-                        "push to {branch}: previews are off (set \"previews\": true in the project's settings)"
-                    )));
-                }
-                self.forward_push(project, branch, facts).await
-            }
-            GitEvent::BranchDeleted { branch } => {
-                let name = self.preview_name(project, &branch)?;
-                Ok(match self.teardown(project, &name).await? {
-                    true => WebhookOutcome {
-                        action: "teardown",
-                        reason: format!("branch {branch} was deleted"),
-                        run: None,
-                    },
-                    false => WebhookOutcome::ignored(format!(
-                        "branch {branch} was deleted; it had no preview"
-                    )),
-                })
-            }
-            GitEvent::PullRequest {
-                number,
-                action: PullAction::Close,
-                ..
-            } => Ok(
-                match self.teardown(project, &format!("pr-{number}")).await? {
-                    true => WebhookOutcome {
-                        action: "teardown",
-                        reason: format!("pull request #{number} was closed"),
-                        run: None,
-                    },
-                    false => WebhookOutcome::ignored(format!(
-                        "pull request #{number} was closed; it had no preview"
-                    )),
-                },
-            ),
-            GitEvent::PullRequest {
-                number,
-                action: PullAction::Update,
-                branch,
-                commit,
-                fork,
-            } => {
-                if !settings.previews {
-                    return Ok(WebhookOutcome::ignored(format!(
-                        "pull request #{number}: previews are off (set \"previews\": true in the project's settings)"
-                    )));
-                }
-                if fork && !settings.preview_forks {
-                    return Ok(WebhookOutcome::ignored(format!(
-                        "pull request #{number} comes from a fork: set \"previewForks\": true to build forks' code"
-                    )));
-                }
-                let run = self
-                    .preview(
-                        project,
-                        &format!("pr-{number}"),
-                        Some(&branch),
-                        Some(PullRequestRef { number, fork }),
-                        &commit,
-                        Trigger::Webhook,
-                    )
-                    .await?;
-                Ok(started(
-                    "preview",
-                    format!("pull request #{number} ({branch})"),
-                    &run,
-                ))
-            }
-            GitEvent::PullRequest { number, .. } => Ok(WebhookOutcome::ignored(format!(
-                "pull request #{number}: this action changes no code"
-            ))),
-        }
-    }
-
-    /// A push that moves its branch forward (`heads::judge`) deploys it (production) or
-    /// updates its preview; a stale one (a replay) starts nothing. The new head is recorded
-    /// before the run starts and put back if the run cannot start.
-    async fn forward_push(
-        &self,
-        project: &ProjectRecord,
-        branch: String,
-        facts: heads::PushFacts,
-    ) -> Result<WebhookOutcome, AutoDeployError> {
-        let (id, key, judged) = (project.id.clone(), branch.clone(), facts.clone());
-        let advanced = self
-            .store
-            .call(move |s| {
-                s.advance_branch(&id, &key, |known| {
-                    match heads::judge(known, &key, &judged, crate::ids::now_ms()) {
-                        heads::Verdict::Forward(head) => Ok(head),
-                        heads::Verdict::Stale(reason) => Err(reason),
-                    }
-                })
-            })
-            .await?;
-        let previous = match advanced {
-            Ok(previous) => previous,
-            Err(reason) => {
-                tracing::info!(project = %project.slug, %branch, %reason, "webhook push ignored");
-                return Ok(WebhookOutcome::ignored(reason));
-            }
-        };
-        let started = self.start_push(project, &branch, &facts.after).await;
-        if started.is_err() {
-            let (id, after) = (project.id.clone(), facts.after);
-            let undo = self
-                .store
-                .call(move |s| s.restore_branch(&id, &branch, &after, previous.as_ref()))
-                .await;
-            if let Err(error) = undo {
-                tracing::error!(%error, "could not put a branch's head back");
-            }
-        }
-        started
-    }
-
-    async fn start_push(
-        &self,
-        project: &ProjectRecord,
-        branch: &str,
-        commit: &str,
-    ) -> Result<WebhookOutcome, AutoDeployError> {
-        if branch == project.settings.production_branch {
-            let run = self
-                .deploy(project, branch, Some(commit.to_owned()), Trigger::Webhook)
-                .await?;
-            return Ok(started(
-                "deploy",
-                format!("push to {branch}, the production branch"),
-                &run,
-            ));
-        }
-        let name = self.preview_name(project, branch)?;
-        let run = self
-            .preview(project, &name, Some(branch), None, commit, Trigger::Webhook)
-            .await?;
-        Ok(started("preview", format!("push to {branch}"), &run))
-    }
-
-    fn preview_name(
-        &self,
-        project: &ProjectRecord,
-        branch: &str,
-    ) -> Result<String, AutoDeployError> {
-        providers::preview_name(branch, &project.slug).ok_or_else(|| {
-            AutoDeployError::Settings(format!(
-                "the slug {} is too long for preview hosts (<branch>--<slug> must fit in 63 characters)",
-                project.slug
-            ))
-        })
-    }
-
     fn request(
         &self,
         project: &ProjectRecord,
@@ -466,14 +304,6 @@ impl AutoDeploy {
 /// A full commit id (what providers send), not a branch name.
 fn is_commit(git_ref: &str) -> bool {
     git_ref.len() == 40 && git_ref.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-fn started(action: &'static str, reason: String, run: &RunRecord) -> WebhookOutcome {
-    WebhookOutcome {
-        action,
-        reason,
-        run: Some((run.id.clone(), run.deployment_id.clone())),
-    }
 }
 
 /// The pull request a preview is built for: its number, and whether its code comes from a

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::failure::Failure;
@@ -11,7 +12,7 @@ use super::Pipeline;
 use crate::disk::Volume;
 use crate::error_code::ErrorCode;
 use crate::logs::{pump_lines, LogStream};
-use crate::sandbox::{LimitedDir, StepKind, StepSpec};
+use crate::sandbox::{Exit, LimitedDir, Running, StepKind, StepSpec};
 use crate::store::records::{DeploymentRecord, ProjectRecord};
 
 /// The PATH every step and app gets.
@@ -220,34 +221,35 @@ impl Pipeline {
         dpl: &str,
         command: BuildCommand<'_>,
     ) -> Result<(), Failure> {
-        let BuildCommand {
-            step,
-            failure_code: code,
-            stream,
-            command,
-            workspace,
-            cache,
-            env,
-            deadline,
-        } = command;
+        let mut running = self.start_command(project, dpl, &command).await?;
+        let pumps = self.pump_output(&mut running, dpl, command.stream);
+        let exit = self.wait_before_deadline(&mut running, &command).await?;
+        for pump in pumps {
+            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+        }
+        self.judge_exit(&command, exit)
+    }
+
+    /// Starts `command` in the sandbox, on the run's disk-limited workspace and cache.
+    async fn start_command(
+        &self,
+        project: &ProjectRecord,
+        dpl: &str,
+        command: &BuildCommand<'_>,
+    ) -> Result<Running, Failure> {
+        let step = command.step;
         let limited_dirs = self
-            .limited_dirs(dpl, workspace, cache)
+            .limited_dirs(dpl, command.workspace, command.cache)
             .await
-            .map_err(|e| {
-                Failure::new(
-                    step,
-                    code,
-                    format!("the {step} command was not started: {e}"),
-                )
-            })?;
+            .map_err(|e| command.fail(format!("the {step} command was not started: {e}")))?;
         let spec = StepSpec {
             name: format!("slipway-{dpl}-{step}"),
             kind: StepKind::Build {
-                workspace: workspace.to_owned(),
-                cache: cache.map(|volume| volume.dir.clone()),
+                workspace: command.workspace.to_owned(),
+                cache: command.cache.map(|volume| volume.dir.clone()),
             },
-            command: command.to_owned(),
-            env: env.to_vec(),
+            command: command.command.to_owned(),
+            env: command.env.to_vec(),
             project_uid: project.uid,
             memory_mb: self.config.limits.build_memory_mb,
             pids: self.config.limits.pids,
@@ -256,73 +258,87 @@ impl Pipeline {
             limited_dirs,
         };
         let runner = self.runner.clone();
-        let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))
+        tokio::task::spawn_blocking(move || runner.spawn(spec))
             .await
             .expect("blocking task")
-            .map_err(|e| {
-                Failure::new(
-                    step,
-                    code,
-                    format!("could not start the {step} command: {e}"),
-                )
-            })?;
-        let mut pumps = Vec::new();
-        if let Some(stdout) = running.stdout.take() {
-            pumps.push(tokio::spawn(pump_lines(
-                stdout,
-                self.hub.clone(),
-                dpl.to_owned(),
-                stream,
-                None,
-            )));
-        }
-        if let Some(stderr) = running.stderr.take() {
-            pumps.push(tokio::spawn(pump_lines(
-                stderr,
-                self.hub.clone(),
-                dpl.to_owned(),
-                stream,
-                None,
-            )));
-        }
-        let exit = tokio::select! {
-            exit = running.wait() => exit,
-            _ = tokio::time::sleep_until(deadline) => {
+            .map_err(|e| command.fail(format!("could not start the {step} command: {e}")))
+    }
+
+    /// Sends the step's stdout and stderr to the logs, line by line, as `stream`.
+    fn pump_output(
+        &self,
+        running: &mut Running,
+        dpl: &str,
+        stream: LogStream,
+    ) -> Vec<JoinHandle<()>> {
+        let pipes = [running.stdout.take(), running.stderr.take()];
+        pipes
+            .into_iter()
+            .flatten()
+            .map(|pipe| {
+                tokio::spawn(pump_lines(
+                    pipe,
+                    self.hub.clone(),
+                    dpl.to_owned(),
+                    stream,
+                    None,
+                ))
+            })
+            .collect()
+    }
+
+    /// Waits for the step to exit; past the run's build deadline, stops it and fails with
+    /// `TIMEOUT`.
+    async fn wait_before_deadline(
+        &self,
+        running: &mut Running,
+        command: &BuildCommand<'_>,
+    ) -> Result<std::io::Result<Exit>, Failure> {
+        tokio::select! {
+            exit = running.wait() => Ok(exit),
+            _ = tokio::time::sleep_until(command.deadline) => {
                 running.kill();
                 let _ = running.stop(Duration::from_millis(100)).await;
-                return Err(Failure::new(step, ErrorCode::Timeout, format!(
-                    "the build did not finish within {} s (limits.build_timeout_s); the {step} command was stopped",
-                    self.config.limits.build_timeout_s
-                )));
+                Err(Failure::new(command.step, ErrorCode::Timeout, format!(
+                    "the build did not finish within {} s (limits.build_timeout_s); the {} command was stopped",
+                    self.config.limits.build_timeout_s, command.step
+                )))
             }
-        };
-        for pump in pumps {
-            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
         }
+    }
+
+    /// The step's outcome from how its command ended: a failure names the exit, and the disk
+    /// limit when the workspace is full.
+    fn judge_exit(
+        &self,
+        command: &BuildCommand<'_>,
+        exit: std::io::Result<Exit>,
+    ) -> Result<(), Failure> {
+        let step = command.step;
         match exit {
             Ok(exit) if exit.success() => Ok(()),
-            Ok(exit) if self.workspaces.volumes().limited() && crate::disk::is_full(workspace) => {
-                Err(Failure::new(
-                    step,
-                    code,
-                    format!(
-                        "the {step} command {} after it hit the disk limit: the workspace is \
-                         full (limits.build_disk_mb = {} MB)",
-                        exit.describe(),
-                        self.config.limits.build_disk_mb
-                    ),
-                ))
+            Ok(exit)
+                if self.workspaces.volumes().limited()
+                    && crate::disk::is_full(command.workspace) =>
+            {
+                Err(command.fail(format!(
+                    "the {step} command {} after it hit the disk limit: the workspace is \
+                     full (limits.build_disk_mb = {} MB)",
+                    exit.describe(),
+                    self.config.limits.build_disk_mb
+                )))
             }
-            Ok(exit) => Err(Failure::new(
-                step,
-                code,
-                format!("the {step} command {}", exit.describe()),
-            )),
-            Err(error) => Err(Failure::new(
-                step,
-                code,
-                format!("the {step} command could not be waited for: {error}"),
-            )),
+            Ok(exit) => Err(command.fail(format!("the {step} command {}", exit.describe()))),
+            Err(error) => Err(command.fail(format!(
+                "the {step} command could not be waited for: {error}"
+            ))),
         }
+    }
+}
+
+impl BuildCommand<'_> {
+    /// The failure of this command's step, with its failure code.
+    fn fail(&self, message: String) -> Failure {
+        Failure::new(self.step, self.failure_code, message)
     }
 }

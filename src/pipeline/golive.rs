@@ -203,18 +203,52 @@ impl Pipeline {
     ) -> Result<(), Failure> {
         let lock = self.deploy_locks.of(&project.id);
         let _guard = lock.lock().await;
-        let d = deployment.clone();
         let preview = match deployment.target.environment {
             Environment::Production => None,
             Environment::Preview => deployment.target.preview.clone(),
         };
-        let recorded = match (&how, &preview) {
+        let previous = self
+            .record_switch(project, deployment, &prepared, &how, preview.as_deref())
+            .await?;
+        let target = Some(prepared.target(&deployment.id));
+        match &preview {
+            None => self.routes.set_live(&project.slug, target),
+            Some(_) => self.routes.set_preview(
+                &super::host_label(&project.slug, &deployment.target),
+                target,
+            ),
+        }
+        if let Prepared::Server { types, launch, .. } = &prepared {
+            self.start_replacing(launch, types, previous.as_deref())
+                .await;
+        }
+        if let Some(previous) = previous {
+            self.retire(previous, &deployment.id, preview.is_some());
+        }
+        if let (Switch::Run(_), None) = (&how, &preview) {
+            self.retain_recent(project).await;
+        }
+        Ok(())
+    }
+
+    /// Records the switch in the store (a run: the deployment live in one transaction with
+    /// its run; a restore: checked to be still the live one); the deployment it replaced.
+    async fn record_switch(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+        prepared: &Prepared,
+        how: &Switch<'_>,
+        preview: Option<&str>,
+    ) -> Result<Option<String>, Failure> {
+        let d = deployment.clone();
+        let recorded = match (how, preview) {
             (Switch::Run(run), None) => {
                 let r = (*run).clone();
                 self.store.call(move |s| s.activate(&r, &d)).await
             }
             (Switch::Run(run), Some(name)) => {
-                let (r, name) = ((*run).clone(), name.clone());
+                let (r, name) = ((*run).clone(), name.to_owned());
                 match self
                     .store
                     .call(move |s| s.activate_preview(&r, &d, &name))
@@ -249,32 +283,13 @@ impl Pipeline {
                     .map(|()| None)
             }
         };
-        let previous = recorded.map_err(|e| {
+        recorded.map_err(|e| {
             Failure::new(
                 "deploy",
                 ErrorCode::InternalError,
                 format!("could not record the deployment: {e}"),
             )
-        })?;
-        let target = Some(prepared.target(&deployment.id));
-        match &preview {
-            None => self.routes.set_live(&project.slug, target),
-            Some(_) => self.routes.set_preview(
-                &super::host_label(&project.slug, &deployment.target),
-                target,
-            ),
-        }
-        if let Prepared::Server { types, launch, .. } = &prepared {
-            self.start_replacing(launch, types, previous.as_deref())
-                .await;
-        }
-        if let Some(previous) = previous {
-            self.retire(previous, &deployment.id, preview.is_some());
-        }
-        if let (Switch::Run(_), None) = (&how, &preview) {
-            self.retain_recent(project).await;
-        }
-        Ok(())
+        })
     }
 
     /// The deployment `replacement` replaced: its log stream ends, and after the drain period

@@ -190,6 +190,12 @@ fn run_init(context: &ChildContext) -> isize {
         }
     };
     let _ = nix::unistd::setpgid(command, command);
+    supervise(context, command, &waited)
+}
+
+/// Forwards the stop signals to the command's process group and reaps every child until the
+/// command ended (and, after a stop, everything it started); then [`finish`]es.
+fn supervise(context: &ChildContext, command: Pid, waited: &SigSet) -> ! {
     // Once a stop was asked for (a forwarded signal), the command's exit does not end the
     // sandbox at once: what it started (`sh -c` leaves the app as its child) gets to finish
     // its own shutdown, until nothing is left or the helper's grace period kills it all.
