@@ -1,12 +1,15 @@
-//! The client side (`slipway deploy`, `logs`, `env`, `projects`, `rollback`, `login`): the real
-//! binary against a real daemon on port 0, reached as `http://slipway.localhost:<port>` (the
-//! client resolves `*.localhost` to loopback itself) or over HTTPS with the exported root.
+//! The client side (`slipway deploy`, `logs`, `env`, `projects`, `rollback`, `login`; `scale`
+//! and `ps` in `client/formation.rs`): the real binary against a real daemon on port 0,
+//! reached as `http://slipway.localhost:<port>` (the client resolves `*.localhost` to loopback
+//! itself) or over HTTPS with the exported root.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use crate::support::{DaemonOptions, TestDaemon, TlsSetup, BIN};
+
+mod formation;
 
 /// A daemon whose rate limits do not get in the way of several commands per test.
 fn daemon() -> TestDaemon {
@@ -289,7 +292,12 @@ async fn server_apps_end_the_deploy_when_live_and_get_their_env_vars() {
     // The stream of a live server app never ends: the final status must end the command.
     let run = client.run(&dir, &["deploy"]).await;
     run.assert_code(0);
-    assert!(run.stdout.contains("stdout | listening"), "{}", run.stdout);
+    // An app's lines name the instance that wrote them.
+    assert!(
+        run.stdout.contains("stdout | [web.1] listening"),
+        "{}",
+        run.stdout
+    );
     let page = daemon.app_get("node-app", "/", &[]).await;
     assert_eq!(page.text(), "greeting=hello=world");
 }
