@@ -1,6 +1,7 @@
 //! The command line: server side (`serve`, `check-config`, `token`, `ca`, `backup`,
 //! `restore`, `doctor`), client side
-//! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`; run by `client::main`) and the
+//! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`, `scale`, `ps`, …; run by
+//! `client::main`) and the
 //! hidden `sandbox-exec` helper entry. Parsing only; `main.rs` acts on it.
 
 use std::path::PathBuf;
@@ -156,6 +157,56 @@ pub enum ClientCommand {
         #[arg(long, global = true, value_name = "SLUG")]
         project: Option<String>,
     },
+    /// Set how many instances of the live deployment's process types run (`web=2 worker=1`)
+    /// and, with `--memory`, each instance's memory limit; then print the formation. Only the
+    /// named types change, without a rebuild.
+    Scale {
+        /// A process type and how many instances it runs (0 stops it), e.g. `web=2`.
+        #[arg(value_name = "TYPE=N", value_parser = parse_type_setting,
+              required_unless_present = "memory")]
+        instances: Vec<TypeSetting>,
+        /// A process type and each instance's memory limit in MiB, e.g. `worker=256`
+        /// (repeat for several types).
+        #[arg(long = "memory", value_name = "TYPE=MB", value_parser = parse_type_setting)]
+        memory: Vec<TypeSetting>,
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, value_name = "SLUG")]
+        project: Option<String>,
+    },
+    /// The live deployment's process instances: type, state, pid, address, memory used and
+    /// limit, restarts, start time.
+    Ps {
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, value_name = "SLUG")]
+        project: Option<String>,
+        /// Print the API's JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `TYPE=N` on the command line (`slipway scale web=2 --memory worker=256`): a process type
+/// and a whole number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeSetting {
+    pub process: String,
+    pub value: u32,
+}
+
+/// Parses `TYPE=N` for clap, so a malformed one is a usage error (exit 2) that says why.
+/// The number's range is the API's to check (instances 0–32, memory 32–262144 MiB).
+pub fn parse_type_setting(text: &str) -> Result<TypeSetting, String> {
+    let Some((process, value)) = text.split_once('=') else {
+        return Err("expected TYPE=N, e.g. web=2".into());
+    };
+    crate::formation::check_name(process)?;
+    let value = value.parse::<u32>().map_err(|_| {
+        format!("{value:?} is not a whole number (expected TYPE=N, e.g. {process}=2)")
+    })?;
+    Ok(TypeSetting {
+        process: process.to_owned(),
+        value,
+    })
 }
 
 #[derive(Debug, Subcommand)]

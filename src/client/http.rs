@@ -91,6 +91,22 @@ impl ApiClient {
         .await
     }
 
+    pub async fn patch_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ClientError> {
+        let bytes = Bytes::from(serde_json::to_vec(body).expect("request shapes serialize"));
+        self.json(
+            Method::PATCH,
+            path,
+            Some("application/json"),
+            bytes,
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
     /// Uploads a gzip'd tar (`POST …/source`).
     pub async fn post_archive<T: DeserializeOwned>(
         &self,

@@ -1,12 +1,12 @@
 //! The client side of the `slipway` binary, for any machine with a token: `login`, `deploy`,
-//! `logs`, `env`, `projects`, `rollback` (`main.rs` calls [`main`] with the parsed
+//! `logs`, `env`, `projects`, `rollback`, `scale`, `ps`, … (`main.rs` calls [`main`] with the parsed
 //! [`ClientCommand`]). It speaks only the public REST API, never the daemon's store or
 //! admin socket.
 //!
 //! Reading order: [`credentials`] (URL + token) → [`http`] over [`connect`] (HTTP/1.1,
 //! rustls, `*.localhost` as loopback) → [`deploy`] ([`project_file`], [`pack`] with
 //! [`gitignore`]) → [`follow`] (SSE via [`sse`], status polling) → [`display`] →
-//! [`commands`] (the smaller commands).
+//! [`commands`] (the smaller commands), [`formation`] (`scale`, `ps`).
 
 pub mod commands;
 pub mod connect;
@@ -15,6 +15,7 @@ pub mod deploy;
 pub mod display;
 pub mod domains;
 pub mod follow;
+pub mod formation;
 pub mod gitignore;
 pub mod history;
 pub mod http;
@@ -34,6 +35,10 @@ pub enum ClientError {
     /// Missing or invalid credentials, `slipway.toml`, or arguments.
     #[error("{0}")]
     Config(String),
+    /// Arguments that parse one by one but not together (a type named twice): a usage error,
+    /// exit 2 like clap's.
+    #[error("{0}")]
+    Usage(String),
     #[error("cannot reach {target}: {detail}")]
     Connect { target: String, detail: String },
     /// The API answered with its error envelope (a code this build does not know is kept as
@@ -61,7 +66,7 @@ pub enum ClientError {
 }
 
 /// Runs one client command on a small runtime; the exit code says how it went (0 success,
-/// 1 a failed run or any error, printed on stderr).
+/// 1 a failed run or any error, 2 a usage error; printed on stderr).
 pub fn main(command: ClientCommand) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,6 +80,10 @@ pub fn main(command: ClientCommand) -> ExitCode {
     };
     match runtime.block_on(run(command)) {
         Ok(code) => code,
+        Err(error @ ClientError::Usage(_)) => {
+            eprintln!("slipway: {error}");
+            ExitCode::from(2)
+        }
         Err(error) => {
             eprintln!("slipway: {error}");
             ExitCode::FAILURE
@@ -104,6 +113,18 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
         ClientCommand::Previews { project } => history::previews(&api()?, &project).await,
         ClientCommand::Domains { action, project } => {
             domains::domains(&api()?, action, project.as_deref()).await
+        }
+        ClientCommand::Scale {
+            instances,
+            memory,
+            project,
+        } => {
+            // The arguments are checked before anything is read or sent.
+            let change = formation::scale_body(&instances, &memory)?;
+            formation::scale(&api()?, change, project.as_deref()).await
+        }
+        ClientCommand::Ps { project, json } => {
+            formation::ps(&api()?, project.as_deref(), json).await
         }
     }
 }

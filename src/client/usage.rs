@@ -95,7 +95,8 @@ fn quantile_bound(usage: &ProjectUsage, quantile: f64) -> String {
         })
 }
 
-fn human_bytes(bytes: u64) -> String {
+/// `512 B`, `23.4 MiB`, … (1024-based).
+pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

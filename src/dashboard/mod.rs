@@ -42,6 +42,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("project.js"),
     ),
     (
+        "/assets/processes.js",
+        "text/javascript; charset=utf-8",
+        include_str!("processes.js"),
+    ),
+    (
         "/assets/notifications.js",
         "text/javascript; charset=utf-8",
         include_str!("notifications.js"),

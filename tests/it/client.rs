@@ -1,12 +1,15 @@
-//! The client side (`slipway deploy`, `logs`, `env`, `projects`, `rollback`, `login`): the real
-//! binary against a real daemon on port 0, reached as `http://slipway.localhost:<port>` (the
-//! client resolves `*.localhost` to loopback itself) or over HTTPS with the exported root.
+//! The client side (`slipway deploy`, `logs`, `env`, `projects`, `rollback`, `login`; `scale`
+//! and `ps` in `client/formation.rs`): the real binary against a real daemon on port 0,
+//! reached as `http://slipway.localhost:<port>` (the client resolves `*.localhost` to loopback
+//! itself) or over HTTPS with the exported root.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use crate::support::{DaemonOptions, TestDaemon, TlsSetup, BIN};
+
+mod formation;
 
 /// A daemon whose rate limits do not get in the way of several commands per test.
 fn daemon() -> TestDaemon {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::support::browser::{self, Browser};
 use crate::support::targz;
 
-async fn shoot(browser: &mut Browser, name: &str) {
+/// Screenshots at 1280 px and 390 px, saved under `SLIPWAY_SCREENSHOTS` when it is set.
+pub(crate) async fn shoot(browser: &mut Browser, name: &str) {
     let dir = std::env::var_os("SLIPWAY_SCREENSHOTS");
     for (width, height) in [(1280, 860), (390, 844)] {
         browser.resize(width, height).await;

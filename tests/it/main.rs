@@ -8,6 +8,7 @@ mod client;
 mod connections;
 mod dashboard;
 mod dashboard_env;
+mod dashboard_formation;
 mod dashboard_forms;
 mod dev_mode;
 mod domain_proofs;
