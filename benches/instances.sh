@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Several web instances (issue 32): a single-threaded, CPU-bound Node app (each request
-# computes fib(FIB), a few ms of one core) served through the daemon's router at web=1 and
+# computes fib(FIB), about 1.5 ms of one core at the default 27) served through the daemon's router at web=1 and
 # then web=2 (PATCH …/formation, the same deployment), on this machine's cores, in one run.
 # Prints req/s, p50 and p99 for each and the ratio web=2 / web=1 (the goal on 2 cores: ≥ 1.8).
 # Namespaces mode (each instance its own sandbox and address) when run as root, else mode
 # none. Loopback only; wrk targets 127.0.0.1 with Host `bench-cpu.localhost`.
 #
 #   bash benches/instances.sh                       # release build, 10 s per measurement
-#   DURATION=5s CONNECTIONS=16 FIB=25 bash benches/instances.sh
+#   DURATION=5s CONNECTIONS=16 FIB=24 bash benches/instances.sh   # lighter requests: the router's share grows
 #   BIN=target/debug/slipway bash benches/instances.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-16}
-FIB=${FIB:-24}
+FIB=${FIB:-27}
 for tool in wrk node python3 curl; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed" >&2; exit 0; }
 done

@@ -39,7 +39,7 @@ pub async fn patch(
         .map(|(name, fields)| {
             let stored = StoredType {
                 instances: fields.instances,
-                memory_mb: fields.memory_mb,
+                memory_mb: fields.memory_mb.map(u64::from),
                 cpus: fields.cpus,
                 deploy: fields.deploy,
                 affinity: fields.affinity,

@@ -77,7 +77,7 @@ pub fn scale_body(
     }
     for setting in memory {
         let entry = change.entry(setting.process.clone()).or_default();
-        if entry.memory_mb.replace(u64::from(setting.value)).is_some() {
+        if entry.memory_mb.replace(setting.value).is_some() {
             return Err(ClientError::Usage(format!(
                 "`--memory {}=…` is given twice; give each type's memory once",
                 setting.process
@@ -292,7 +292,7 @@ mod tests {
             "deploymentId": "dpl_1",
             "types": {
                 "web": {"command": "node server.js", "instances": 2, "memoryMb": 512, "cpus": 1.0,
-                    "deploy": "overlap", "running": [
+                    "deploy": "overlap", "affinity": "none", "minHealthy": 2, "running": [
                     {"instance": "web.2", "state": "starting", "pid": null, "node": null,
                      "address": "127.0.0.1:40002", "restarts": 0,
                      "startedAt": "2025-01-02T03:04:06Z", "memoryBytes": null},
@@ -300,9 +300,11 @@ mod tests {
                      "address": "127.0.0.1:40001", "restarts": 3,
                      "startedAt": "2025-01-02T03:04:05Z", "memoryBytes": 24_117_248u64}]},
                 "worker": {"command": "node worker.js", "instances": 0, "memoryMb": 256,
-                    "cpus": 0.5, "deploy": "replace", "running": []},
+                    "cpus": 0.5, "deploy": "replace", "affinity": "none", "minHealthy": 0,
+                    "running": []},
                 "clock": {"command": "node clock.js", "instances": 1, "memoryMb": 128,
-                    "cpus": 0.25, "deploy": "replace", "running": []},
+                    "cpus": 0.25, "deploy": "replace", "affinity": "none", "minHealthy": 1,
+                    "running": []},
             }
         }))
         .unwrap()

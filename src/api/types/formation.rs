@@ -26,13 +26,21 @@ fn formation_patch_names(schema: &mut schemars::Schema) {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessTypePatch {
     /// How many instances run (0 stops the type).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
     #[schemars(range(min = 0, max = 32))]
     pub instances: Option<u32>,
     /// Each instance's memory limit, MiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
     #[schemars(range(min = 32, max = 262144))]
-    pub memory_mb: Option<u64>,
+    pub memory_mb: Option<u32>,
     /// Each instance's CPU quota, in cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.05, max = 256.0))]
@@ -45,7 +53,11 @@ pub struct ProcessTypePatch {
     pub affinity: Option<Affinity>,
     /// How many instances a deploy needs healthy to switch (the others keep trying and join
     /// once healthy); at most `instances`. Unset: all of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
     #[schemars(range(min = 1, max = 32))]
     pub min_healthy: Option<u32>,
 }
