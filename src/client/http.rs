@@ -80,15 +80,7 @@ impl ApiClient {
         path: &str,
         body: &impl Serialize,
     ) -> Result<T, ClientError> {
-        let bytes = Bytes::from(serde_json::to_vec(body).expect("request shapes serialize"));
-        self.json(
-            Method::POST,
-            path,
-            Some("application/json"),
-            bytes,
-            REQUEST_TIMEOUT,
-        )
-        .await
+        self.send_json(Method::POST, path, body).await
     }
 
     pub async fn patch_json<T: DeserializeOwned>(
@@ -96,9 +88,18 @@ impl ApiClient {
         path: &str,
         body: &impl Serialize,
     ) -> Result<T, ClientError> {
+        self.send_json(Method::PATCH, path, body).await
+    }
+
+    async fn send_json<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ClientError> {
         let bytes = Bytes::from(serde_json::to_vec(body).expect("request shapes serialize"));
         self.json(
-            Method::PATCH,
+            method,
             path,
             Some("application/json"),
             bytes,

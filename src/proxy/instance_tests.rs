@@ -58,6 +58,25 @@ async fn named(name: &'static str) -> Named {
     Named { address, hanging }
 }
 
+/// An instance that dies with every request: it reads a little of it, then closes without
+/// answering. Also how many connections it got.
+async fn dying_instance() -> (SocketAddr, Arc<Mutex<usize>>) {
+    let hits = Arc::new(Mutex::new(0usize));
+    let counter = hits.clone();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            *counter.lock().unwrap() += 1;
+            let mut buffer = [0u8; 16];
+            let _ = stream.readable().await;
+            let _ = stream.try_read(&mut buffer);
+            drop(stream);
+        }
+    });
+    (address, hits)
+}
+
 /// An address nothing listens on: connecting is refused.
 async fn refusing() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -280,20 +299,7 @@ async fn an_affinity_cookie_sends_the_visitor_back_to_its_instance() {
 /// another, when it fails; the visitor gets the 502 page. Bodies still stream.
 #[tokio::test]
 async fn a_request_that_was_sent_is_not_sent_again_elsewhere() {
-    let hits = Arc::new(Mutex::new(0usize));
-    let counter = hits.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dropping = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            *counter.lock().unwrap() += 1;
-            // Reads a little of the request, then closes without answering.
-            let mut buffer = [0u8; 16];
-            let _ = stream.readable().await;
-            let _ = stream.try_read(&mut buffer);
-            drop(stream);
-        }
-    });
+    let (dropping, hits) = dying_instance().await;
     let up = named("up").await;
     let upstreams = Upstreams::new(
         [("web.1", Some(dropping)), ("web.2", Some(up.address))],
@@ -326,19 +332,7 @@ async fn a_request_that_was_sent_is_not_sent_again_elsewhere() {
 /// without an answer): the GET goes to the other instance and no visitor sees a 502.
 #[tokio::test]
 async fn a_get_whose_instance_dies_with_it_goes_to_the_next_one() {
-    let hits = Arc::new(Mutex::new(0usize));
-    let counter = hits.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dropping = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            *counter.lock().unwrap() += 1;
-            let mut buffer = [0u8; 16];
-            let _ = stream.readable().await;
-            let _ = stream.try_read(&mut buffer);
-            drop(stream);
-        }
-    });
+    let (dropping, hits) = dying_instance().await;
     let up = named("up").await;
     let upstreams = Upstreams::new(
         [("web.1", Some(dropping)), ("web.2", Some(up.address))],
