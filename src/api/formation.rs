@@ -29,7 +29,7 @@ pub async fn patch(
         serde_json::from_value(serde_json::Value::Object(body)).map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\", \"affinity\", \"minHealthy\"}}}}"),
+                format!("{error}; expected {{\"<type>\": {{\"instances\", \"memoryMb\", \"cpus\", \"deploy\", \"affinity\", \"minHealthy\", \"healthCommand\"}}}}"),
             )
         })?;
     let project = find(ctx, id_or_slug).await?;
@@ -44,6 +44,7 @@ pub async fn patch(
                 deploy: fields.deploy,
                 affinity: fields.affinity,
                 min_healthy: fields.min_healthy,
+                health_command: fields.health_command,
             };
             (name, stored)
         })
@@ -119,6 +120,7 @@ fn view_of(ptype: ProcessType, running: Vec<types::RunningInstance>) -> types::P
         deploy: ptype.deploy,
         affinity: ptype.affinity,
         min_healthy,
+        health_command: ptype.health_command,
         running,
     }
 }

@@ -23,6 +23,8 @@ pub const RELEASE: &str = "release";
 pub const MAX_INSTANCES: u32 = 32;
 /// The most process types of one project.
 pub const MAX_TYPES: usize = 16;
+/// The longest health command.
+pub const MAX_COMMAND_BYTES: usize = 4096;
 /// Memory limits an instance may ask for, in MiB.
 pub const MEMORY_MB: std::ops::RangeInclusive<u64> = 32..=262_144;
 /// CPU quotas an instance may ask for, in cores.
@@ -70,6 +72,9 @@ pub struct StoredType {
     pub affinity: Option<Affinity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_healthy: Option<u32>,
+    /// `""` in a change clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_command: Option<String>,
 }
 
 /// A project's stored formation: type name → its settings. Types with nothing set are absent.
@@ -92,6 +97,8 @@ pub struct ProcessType {
     pub affinity: Affinity,
     /// How many instances a deploy needs healthy to switch (`None`: all).
     pub min_healthy: Option<u32>,
+    /// Types without a port: the command that says an instance is healthy.
+    pub health_command: Option<String>,
 }
 
 impl ProcessType {
@@ -213,6 +220,7 @@ impl StoredFormation {
                     }),
                     affinity: stored.affinity.unwrap_or_default(),
                     min_healthy: stored.min_healthy,
+                    health_command: stored.health_command,
                 }
             })
             .collect()
@@ -229,6 +237,11 @@ impl StoredFormation {
             entry.deploy = fields.deploy.or(entry.deploy);
             entry.affinity = fields.affinity.or(entry.affinity);
             entry.min_healthy = fields.min_healthy.or(entry.min_healthy);
+            match fields.health_command.as_deref() {
+                Some("") => entry.health_command = None,
+                Some(command) => entry.health_command = Some(command.to_owned()),
+                None => {}
+            }
         }
         next
     }
@@ -284,6 +297,18 @@ pub fn check_change(
             return Err(ChangeError::Invalid(format!(
                 "`{name}.affinity`: only `web` is routed, so only it has an affinity"
             )));
+        }
+        if let Some(command) = &fields.health_command {
+            if name == WEB && !command.is_empty() {
+                return Err(ChangeError::Invalid(
+                    "`web.healthCommand`: web is checked over HTTP (healthCheckPath)".into(),
+                ));
+            }
+            if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+                return Err(ChangeError::Invalid(format!(
+                    "`{name}.healthCommand` must be at most {MAX_COMMAND_BYTES} bytes, without NUL"
+                )));
+            }
         }
         if name == WEB && fields.deploy == Some(DeployStrategy::Replace) {
             return Err(ChangeError::Invalid(

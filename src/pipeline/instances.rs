@@ -241,6 +241,7 @@ impl Pipeline {
             env,
             port,
             health_check_path: deployment.health_check_path.clone(),
+            health_command: ptype.health_command.clone(),
             memory_mb: ptype.memory_mb,
             pids: self.config.limits.pids,
             cpus: ptype.cpus,

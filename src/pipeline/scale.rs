@@ -1,7 +1,7 @@
 //! Changing a live deployment's formation (`PATCH …/formation`, `slipway scale`): only the
 //! named types change, with no rebuild and no restart of the others. More instances start
 //! (a `web` one joins the route once healthy), surplus ones leave the route and stop, new
-//! limits restart the type's instances one at a time. All or nothing: when an instance does
+//! limits or a new health command restart the type's instances one at a time. All or nothing: when an instance does
 //! not come up, the type goes back to how it ran and the stored formation is not changed.
 //! Under the project's deploy lock, so a scale and a switch never interleave.
 
@@ -194,7 +194,9 @@ impl Pipeline {
             self.routes
                 .set_affinity(&label, dpl, super::route_affinity(new.affinity));
         }
-        let restart = old.memory_mb != new.memory_mb || old.cpus != new.cpus;
+        let restart = old.memory_mb != new.memory_mb
+            || old.cpus != new.cpus
+            || old.health_command != new.health_command;
         if restart {
             for index in 1..=old.instances.min(new.instances) {
                 self.leave_route(launch, &InstanceId::new(&new.name, index));

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::check;
 use super::health::{not_healthy, unresponsive, wait_healthy, FirstStart, UNRESPONSIVE_PROBES};
 use super::{
     app_step_name, AppSpec, InstanceState, InstanceStatus, Supervisor, BACKOFF_MAX, BACKOFF_START,
@@ -125,10 +126,13 @@ impl AppLoop {
                     Some(address) => wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable).await,
                     // Adopted: it has run for longer than the grace already.
                     None if adopted => true,
-                    None => {
-                        tokio::time::sleep(WORKER_GRACE).await;
-                        true
-                    }
+                    None => match &spec.health_command {
+                        Some(command) => check::passes_within(&self.supervisor, spec, command, self.health_timeout).await,
+                        None => {
+                            tokio::time::sleep(WORKER_GRACE).await;
+                            true
+                        }
+                    },
                 }
             } => Ok(healthy),
         };
@@ -138,8 +142,15 @@ impl AppLoop {
                 Arrival::Watch
             }
             Ok(false) => {
-                let port = spec.port.unwrap_or_default();
-                let message = not_healthy(port, spec, self.health_timeout);
+                let message = match (spec.port, &spec.health_command) {
+                    (Some(port), _) => not_healthy(port, spec, self.health_timeout),
+                    (None, command) => format!(
+                        "the `{}` health command `{}` did not exit 0 within {} s",
+                        spec.instance.process,
+                        command.as_deref().unwrap_or_default(),
+                        self.health_timeout.as_secs()
+                    ),
+                };
                 self.log(&message);
                 let _ = running.stop(self.supervisor.stop_grace).await;
                 if self.first.fail(ErrorCode::HealthcheckFailed, message) {
@@ -209,9 +220,22 @@ impl AppLoop {
     /// it ended, or `None` when the loop was told to end.
     async fn watch(&self, running: &mut Running, address: Option<SocketAddr>) -> Option<String> {
         let Some(address) = address else {
+            let failing = async {
+                match &self.spec.health_command {
+                    Some(command) => check::failing(&self.supervisor, &self.spec, command).await,
+                    None => std::future::pending().await,
+                }
+            };
             let exit = tokio::select! {
                 _ = self.control.cancel.cancelled() => return None,
                 exit = running.wait() => describe(&exit),
+                () = failing => {
+                    self.log(&format!(
+                        "the health command failed {UNRESPONSIVE_PROBES} times in a row; restarting the app"
+                    ));
+                    let _ = running.stop(self.supervisor.stop_grace).await;
+                    "failed its health command".to_owned()
+                }
             };
             self.log(&format!("the app {exit}"));
             return Some(exit);

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod app_loop;
+mod check;
 mod health;
 
 use app_loop::{AppLoop, LoopControl};
@@ -71,6 +72,9 @@ pub struct AppSpec {
     /// `web`'s port; other types have none (not routed, healthy while running).
     pub port: Option<u16>,
     pub health_check_path: Option<String>,
+    /// A type without a port: the command that says it is healthy (exit 0); `None`: healthy
+    /// while it runs.
+    pub health_command: Option<String>,
     pub memory_mb: u64,
     pub pids: u64,
     /// CPU quota in cores.

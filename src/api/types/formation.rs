@@ -60,6 +60,12 @@ pub struct ProcessTypePatch {
     )]
     #[schemars(range(min = 1, max = 32))]
     pub min_healthy: Option<u32>,
+    /// Types other than `web`: a command run beside each instance (same build, env and
+    /// `/data`) that exits 0 while it is healthy; three failures in a row restart it. `""`
+    /// clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096), regex(pattern = r"^[^\u0000]*$"))]
+    pub health_command: Option<String>,
 }
 
 /// `GET /api/projects/{projectId}/formation`.
@@ -84,6 +90,8 @@ pub struct ProcessTypeView {
     pub affinity: Affinity,
     /// How many instances a deploy needs healthy to switch.
     pub min_healthy: u32,
+    /// The command that says an instance of a type without a port is healthy.
+    pub health_command: Option<String>,
     /// Its instances the supervisor runs now.
     pub running: Vec<RunningInstance>,
 }

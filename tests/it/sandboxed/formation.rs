@@ -460,3 +460,95 @@ async fn min_healthy_switches_with_enough_instances_and_the_rest_join_later() {
     }
     assert!(seen.contains("web.3"), "web.3 is not routed: {seen:?}");
 }
+
+/// A worker that beats: `/data/beat` exists while it runs; `/sick` on the web makes the
+/// health command fail.
+const SICKLY_WEB: &str = r#"
+const fs = require('fs');
+require('http').createServer((req, res) => {
+  if (req.url === '/sick') fs.writeFileSync('/data/sick', 'yes');
+  res.end('ok');
+}).listen(process.env.PORT);
+"#;
+const BEATING_WORKER: &str = r#"
+require('fs').writeFileSync('/data/beat', String(process.pid));
+setInterval(() => {}, 1000);
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_failing_its_health_command_is_restarted() {
+    if missing_tool("node", "the apps are node servers") {
+        return;
+    }
+    let Some(sandboxed) = Sandboxed::start(
+        "a_worker_failing_its_health_command_is_restarted",
+        "[limits]\nhealth_interval_s = 1\nhealth_timeout_s = 5\n",
+    ) else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    let files = [
+        ("server.js", SICKLY_WEB, 0o644),
+        ("worker.js", BEATING_WORKER, 0o644),
+        ("Procfile", PROCFILE, 0o644),
+    ];
+    let status = daemon
+        .deploy("beats", &files, json!({"startCommand": "node server.js"}))
+        .await;
+    let refused = daemon
+        .api(
+            "PATCH",
+            "/api/projects/beats/formation",
+            Some(json!({"web": {"healthCommand": "true"}})),
+        )
+        .await;
+    refused.assert_error(400, "INVALID_BODY");
+    // Failing at once: the change is refused and undone.
+    let refused = daemon
+        .api(
+            "PATCH",
+            "/api/projects/beats/formation",
+            Some(json!({"worker": {"healthCommand": "test -f /data/never"}})),
+        )
+        .await;
+    refused.assert_error(409, "CONFLICT");
+    assert!(
+        refused.text().contains("did not exit 0"),
+        "{}",
+        refused.text()
+    );
+    let healthy = "test -f /data/beat && ! test -f /data/sick";
+    let scaled = scale(
+        daemon,
+        "beats",
+        json!({"worker": {"healthCommand": healthy}}),
+    )
+    .await;
+    assert_eq!(scaled["types"]["worker"]["healthCommand"], healthy);
+    let before = pids(&scaled, "worker");
+    assert_eq!(before.len(), 1, "{scaled}");
+
+    assert_eq!(daemon.app_get("beats", "/sick", &[]).await.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = formation(daemon, "beats").await;
+        let restarts = now["types"]["worker"]["running"][0]["restarts"]
+            .as_u64()
+            .unwrap_or(0);
+        if restarts >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never restarted: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let logs = daemon
+        .logs_text(status["deploymentId"].as_str().unwrap())
+        .await;
+    assert!(
+        logs.contains("the health command failed 3 times in a row"),
+        "{logs}"
+    );
+}
