@@ -23,6 +23,10 @@ pub struct BuildSettings {
     /// Absent: a static site.
     #[serde(default, alias = "start_command")]
     pub start_command: Option<String>,
+    /// Run once per deployment after the build, before the switch, in the app's runtime
+    /// environment (its env vars and `/data`): migrations. Absent: the Procfile's `release:`.
+    #[serde(default)]
+    pub release_command: Option<String>,
     /// A relative path inside the project, e.g. `dist`.
     #[serde(default, alias = "output_directory")]
     pub output_directory: Option<String>,
@@ -92,11 +96,12 @@ impl BuildSettings {
         Ok(self)
     }
 
-    fn fields_mut(&mut self) -> [(&'static str, &mut Option<String>); 6] {
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<String>); 7] {
         [
             ("installCommand", &mut self.install_command),
             ("buildCommand", &mut self.build_command),
             ("startCommand", &mut self.start_command),
+            ("releaseCommand", &mut self.release_command),
             ("outputDirectory", &mut self.output_directory),
             ("healthCheckPath", &mut self.health_check_path),
             ("framework", &mut self.framework),

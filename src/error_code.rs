@@ -43,6 +43,8 @@ pub enum ErrorCode {
     SourceFailed,
     InstallFailed,
     BuildFailed,
+    // The release command exited non-zero; the live deployment stays.
+    ReleaseFailed,
     StartFailed,
     // A server project (detection says so) with no start command: never served as files.
     StartCommandMissing,
@@ -55,7 +57,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -84,6 +86,7 @@ impl ErrorCode {
         ErrorCode::SourceFailed,
         ErrorCode::InstallFailed,
         ErrorCode::BuildFailed,
+        ErrorCode::ReleaseFailed,
         ErrorCode::StartFailed,
         ErrorCode::StartCommandMissing,
         ErrorCode::HealthcheckFailed,
@@ -124,6 +127,7 @@ impl ErrorCode {
             ErrorCode::SourceFailed => "SOURCE_FAILED",
             ErrorCode::InstallFailed => "INSTALL_FAILED",
             ErrorCode::BuildFailed => "BUILD_FAILED",
+            ErrorCode::ReleaseFailed => "RELEASE_FAILED",
             ErrorCode::StartFailed => "START_FAILED",
             ErrorCode::StartCommandMissing => "START_COMMAND_MISSING",
             ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
@@ -166,6 +170,7 @@ impl ErrorCode {
             | ErrorCode::SourceFailed
             | ErrorCode::InstallFailed
             | ErrorCode::BuildFailed
+            | ErrorCode::ReleaseFailed
             | ErrorCode::StartFailed
             | ErrorCode::StartCommandMissing
             | ErrorCode::HealthcheckFailed
@@ -231,6 +236,7 @@ mod tests {
             (ErrorCode::SourceFailed, "SOURCE_FAILED", 500),
             (ErrorCode::InstallFailed, "INSTALL_FAILED", 500),
             (ErrorCode::BuildFailed, "BUILD_FAILED", 500),
+            (ErrorCode::ReleaseFailed, "RELEASE_FAILED", 500),
             (ErrorCode::StartFailed, "START_FAILED", 500),
             (ErrorCode::StartCommandMissing, "START_COMMAND_MISSING", 500),
             (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),

@@ -14,6 +14,7 @@ pub fn format_log_line(line: &LogLine) -> String {
         LogStream::System => "system",
         LogStream::Install => "install",
         LogStream::Build => "build",
+        LogStream::Release => "release",
         LogStream::Stdout => "stdout",
         LogStream::Stderr => "stderr",
     };

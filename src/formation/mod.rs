@@ -259,63 +259,7 @@ pub fn check_change(
         ));
     }
     for (name, fields) in change {
-        check_name(name).map_err(ChangeError::Invalid)?;
-        if let Some(instances) = fields.instances {
-            if instances > MAX_INSTANCES {
-                return Err(ChangeError::Invalid(format!(
-                    "`{name}.instances` must be 0 to {MAX_INSTANCES}, not {instances}"
-                )));
-            }
-        }
-        if fields
-            .min_healthy
-            .is_some_and(|m| m == 0 || m > MAX_INSTANCES)
-        {
-            return Err(ChangeError::Invalid(format!(
-                "`{name}.minHealthy` must be 1 to {MAX_INSTANCES}"
-            )));
-        }
-        if let Some(memory) = fields.memory_mb {
-            if !MEMORY_MB.contains(&memory) {
-                return Err(ChangeError::Invalid(format!(
-                    "`{name}.memoryMb` must be {} to {}, not {memory}",
-                    MEMORY_MB.start(),
-                    MEMORY_MB.end()
-                )));
-            }
-        }
-        if let Some(cpus) = fields.cpus {
-            if !CPUS.contains(&cpus) || !cpus.is_finite() {
-                return Err(ChangeError::Invalid(format!(
-                    "`{name}.cpus` must be {} to {}, not {cpus}",
-                    CPUS.start(),
-                    CPUS.end()
-                )));
-            }
-        }
-        if name != WEB && fields.affinity.is_some() {
-            return Err(ChangeError::Invalid(format!(
-                "`{name}.affinity`: only `web` is routed, so only it has an affinity"
-            )));
-        }
-        if let Some(command) = &fields.health_command {
-            if name == WEB && !command.is_empty() {
-                return Err(ChangeError::Invalid(
-                    "`web.healthCommand`: web is checked over HTTP (healthCheckPath)".into(),
-                ));
-            }
-            if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
-                return Err(ChangeError::Invalid(format!(
-                    "`{name}.healthCommand` must be at most {MAX_COMMAND_BYTES} bytes, without NUL"
-                )));
-            }
-        }
-        if name == WEB && fields.deploy == Some(DeployStrategy::Replace) {
-            return Err(ChangeError::Invalid(
-                "`web.deploy` is always \"overlap\": visitors are served throughout a deploy"
-                    .into(),
-            ));
-        }
+        check_fields(name, fields)?;
         if !known.contains_key(name) {
             let names: Vec<&str> = known.keys().map(String::as_str).collect();
             return Err(ChangeError::UnknownType(format!(
@@ -328,6 +272,68 @@ pub fn check_change(
                 }
             )));
         }
+    }
+    Ok(())
+}
+
+/// One type's fields, whatever the live deployment has: the name, the ranges, what only
+/// `web` (or only the other types) may set.
+fn check_fields(name: &str, fields: &StoredType) -> Result<(), ChangeError> {
+    check_name(name).map_err(ChangeError::Invalid)?;
+    if let Some(instances) = fields.instances {
+        if instances > MAX_INSTANCES {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.instances` must be 0 to {MAX_INSTANCES}, not {instances}"
+            )));
+        }
+    }
+    if fields
+        .min_healthy
+        .is_some_and(|m| m == 0 || m > MAX_INSTANCES)
+    {
+        return Err(ChangeError::Invalid(format!(
+            "`{name}.minHealthy` must be 1 to {MAX_INSTANCES}"
+        )));
+    }
+    if let Some(memory) = fields.memory_mb {
+        if !MEMORY_MB.contains(&memory) {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.memoryMb` must be {} to {}, not {memory}",
+                MEMORY_MB.start(),
+                MEMORY_MB.end()
+            )));
+        }
+    }
+    if let Some(cpus) = fields.cpus {
+        if !CPUS.contains(&cpus) || !cpus.is_finite() {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.cpus` must be {} to {}, not {cpus}",
+                CPUS.start(),
+                CPUS.end()
+            )));
+        }
+    }
+    if name != WEB && fields.affinity.is_some() {
+        return Err(ChangeError::Invalid(format!(
+            "`{name}.affinity`: only `web` is routed, so only it has an affinity"
+        )));
+    }
+    if let Some(command) = &fields.health_command {
+        if name == WEB && !command.is_empty() {
+            return Err(ChangeError::Invalid(
+                "`web.healthCommand`: web is checked over HTTP (healthCheckPath)".into(),
+            ));
+        }
+        if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+            return Err(ChangeError::Invalid(format!(
+                "`{name}.healthCommand` must be at most {MAX_COMMAND_BYTES} bytes, without NUL"
+            )));
+        }
+    }
+    if name == WEB && fields.deploy == Some(DeployStrategy::Replace) {
+        return Err(ChangeError::Invalid(
+            "`web.deploy` is always \"overlap\": visitors are served throughout a deploy".into(),
+        ));
     }
     Ok(())
 }

@@ -31,6 +31,8 @@ pub enum LogStream {
     System,
     Install,
     Build,
+    // The release command's output (issue 33).
+    Release,
     Stdout,
     Stderr,
 }
@@ -41,6 +43,7 @@ impl LogStream {
             "system" => LogStream::System,
             "install" => LogStream::Install,
             "build" => LogStream::Build,
+            "release" => LogStream::Release,
             "stdout" => LogStream::Stdout,
             "stderr" => LogStream::Stderr,
             _ => return None,

@@ -214,6 +214,7 @@ impl CommandSteps<'_> {
             cache: self.cache,
             env: self.env,
             deadline: self.run.deadline,
+            data_dir: None,
         }
     }
 }

@@ -33,6 +33,9 @@ pub(super) struct BuildCommand<'a> {
     pub env: &'a [(String, String)],
     /// The run's build deadline (`limits.build_timeout_s` from its start).
     pub deadline: Instant,
+    /// `Some`: the command runs as the app would (the release step): the built tree
+    /// read-only at `/app`, this data dir at `/data`, the app's memory and CPU limits.
+    pub data_dir: Option<&'a Path>,
 }
 
 impl Pipeline {
@@ -164,6 +167,7 @@ impl Pipeline {
             cache: None,
             env: &clone_env,
             deadline,
+            data_dir: None,
         };
         self.run_command(project, &dpl, clone).await
     }
@@ -238,22 +242,41 @@ impl Pipeline {
         command: &BuildCommand<'_>,
     ) -> Result<Running, Failure> {
         let step = command.step;
-        let limited_dirs = self
-            .limited_dirs(dpl, command.workspace, command.cache)
-            .await
-            .map_err(|e| command.fail(format!("the {step} command was not started: {e}")))?;
+        let limits = &self.config.limits;
+        let (kind, memory_mb, cpus, limited_dirs) = match command.data_dir {
+            // As the app runs (`/data` may predate disk limits: not checked, as for apps).
+            Some(data_dir) => (
+                StepKind::App {
+                    output: command.workspace.to_owned(),
+                    data_dir: data_dir.to_owned(),
+                },
+                limits.app_memory_mb,
+                limits.app_cpus,
+                Vec::new(),
+            ),
+            None => (
+                StepKind::Build {
+                    workspace: command.workspace.to_owned(),
+                    cache: command.cache.map(|volume| volume.dir.clone()),
+                },
+                limits.build_memory_mb,
+                limits.build_cpus,
+                self.limited_dirs(dpl, command.workspace, command.cache)
+                    .await
+                    .map_err(|e| {
+                        command.fail(format!("the {step} command was not started: {e}"))
+                    })?,
+            ),
+        };
         let spec = StepSpec {
             name: format!("slipway-{dpl}-{step}"),
-            kind: StepKind::Build {
-                workspace: command.workspace.to_owned(),
-                cache: command.cache.map(|volume| volume.dir.clone()),
-            },
+            kind,
             command: command.command.to_owned(),
             env: command.env.to_vec(),
             project_uid: project.uid,
-            memory_mb: self.config.limits.build_memory_mb,
-            pids: self.config.limits.pids,
-            cpus: self.config.limits.build_cpus,
+            memory_mb,
+            pids: limits.pids,
+            cpus,
             stop_grace: Duration::from_secs(5),
             limited_dirs,
         };

@@ -19,3 +19,19 @@ impl Failure {
         }
     }
 }
+
+/// Runs `work` on the blocking pool; its error fails the deploy step (`START_FAILED`) with
+/// "`what`: error".
+pub(super) async fn deploy_blocking<T, E>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, Failure>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .expect("blocking task")
+        .map_err(|e| Failure::new("deploy", ErrorCode::StartFailed, format!("{what}: {e}")))
+}

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::failure::Failure;
+use super::failure::{deploy_blocking, Failure};
 use super::instances::{Launch, WebInstance};
 use super::ports::{free_host_port, free_port, port_is_free};
 use super::Pipeline;
@@ -171,15 +171,7 @@ impl Pipeline {
                 );
             }
         }
-        let data = crate::disk::Volume::app_data(
-            &self.instance_data_dir(project, deployment),
-            self.config.limits.app_disk_mb,
-        );
-        let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
-        deploy_blocking("cannot prepare the app's data volume", move || {
-            volumes.ensure_app_data(&data, uid)
-        })
-        .await?;
+        self.prepare_app_data(project, deployment).await?;
         let launch = Launch {
             project: project.clone(),
             deployment: deployment.clone(),
@@ -399,20 +391,4 @@ pub(crate) fn choose_output_dir(
         }
     }
     Ok(String::new())
-}
-
-/// Runs `work` on the blocking pool; its error fails the deploy step (`START_FAILED`) with
-/// "`what`: error".
-async fn deploy_blocking<T, E>(
-    what: &'static str,
-    work: impl FnOnce() -> Result<T, E> + Send + 'static,
-) -> Result<T, Failure>
-where
-    T: Send + 'static,
-    E: std::fmt::Display + Send + 'static,
-{
-    tokio::task::spawn_blocking(work)
-        .await
-        .expect("blocking task")
-        .map_err(|e| Failure::new("deploy", ErrorCode::StartFailed, format!("{what}: {e}")))
 }

@@ -250,6 +250,23 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// The deployment's `/data` volume, made (and mounted) if it is not yet.
+    pub(super) async fn prepare_app_data(
+        &self,
+        project: &ProjectRecord,
+        deployment: &DeploymentRecord,
+    ) -> Result<(), Failure> {
+        let data = crate::disk::Volume::app_data(
+            &self.instance_data_dir(project, deployment),
+            self.config.limits.app_disk_mb,
+        );
+        let (volumes, uid) = (self.workspaces.volumes().clone(), project.uid);
+        super::failure::deploy_blocking("cannot prepare the app's data volume", move || {
+            volumes.ensure_app_data(&data, uid)
+        })
+        .await
+    }
+
     /// The `/data` every instance of the deployment shares: the project's, or for a preview
     /// one of its own (it never writes production's).
     pub(crate) fn instance_data_dir(

@@ -15,6 +15,7 @@ mod modules_key;
 mod node_modules;
 mod ports;
 mod progress;
+mod release;
 mod restore;
 mod run;
 mod scale;
@@ -386,6 +387,7 @@ fn new_records(
                 output_dir: None,
                 start_command: None,
                 processes: Default::default(),
+                release_command: None,
                 health_check_path: request.build.health_check_path.clone(),
                 source_sha256: None,
                 git_url: request.git_url.clone(),

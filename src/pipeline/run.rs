@@ -243,8 +243,10 @@ impl Pipeline {
         let workspace = self.workspaces.workspace(&dpl);
         let request = self.build(active, project, deployment, plan, &env).await?;
 
-        // The deploy step starts an app, not a build: the next queued build may go.
+        // The release and deploy steps run the app, not a build: the next queued build may go.
         drop(build_slot);
+        let release = self.release(project, deployment, request.as_ref(), &env);
+        self.step(active, "release", release).await?;
         let prepared = self
             .step(active, "deploy", async {
                 if let Some(request) = &request {

@@ -238,6 +238,9 @@ pub struct DeploymentRecord {
     /// `name: command` lines, `release` left out.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub processes: std::collections::BTreeMap<String, String>,
+    /// What the release step ran (`releaseCommand`, else the Procfile's `release:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_command: Option<String>,
     pub health_check_path: Option<String>,
     pub source_sha256: Option<String>,
     pub git_url: Option<String>,

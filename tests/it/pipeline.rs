@@ -73,7 +73,12 @@ async fn static_site_deploys_and_answers_with_etags() {
     assert_eq!(states[4], ("install".into(), "skipped".into()));
     assert_eq!(states[5], ("build".into(), "succeeded".into()));
     assert_eq!(
-        states[7],
+        states[6],
+        ("release".into(), "skipped".into()),
+        "no release command"
+    );
+    assert_eq!(
+        states[8],
         ("ssl_verification".into(), "skipped".into()),
         "tls is off in this test"
     );

@@ -12,6 +12,7 @@ mod disk;
 mod formation;
 mod network;
 mod outlive;
+mod release;
 mod starts;
 
 use std::path::Path;

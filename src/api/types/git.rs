@@ -42,6 +42,9 @@ pub struct ProjectSettingsPatch {
     pub build_command: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_command: Option<Option<String>>,
+    /// Run once per deployment before the switch (migrations); non-zero fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_command: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_directory: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -247,6 +247,12 @@ pub struct ProvisionBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub start_command: Option<String>,
+    /// Run once per deployment after the build, before the switch, with the app's env vars
+    /// and `/data` (migrations); non-zero fails the run (`RELEASE_FAILED`) and the live
+    /// deployment keeps serving. Absent: the Procfile's `release:` line, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
+    pub release_command: Option<String>,
     /// A relative path inside the project, e.g. `dist`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(
@@ -299,6 +305,7 @@ impl ProvisionBody {
             install_command: self.install_command.clone(),
             build_command: self.build_command.clone(),
             start_command: self.start_command.clone(),
+            release_command: self.release_command.clone(),
             output_directory: self.output_directory.clone(),
             health_check_path: self.health_check_path.clone(),
             framework: self.framework.clone(),
@@ -312,6 +319,7 @@ impl RequestFields for ProvisionBody {
         "installCommand",
         "buildCommand",
         "startCommand",
+        "releaseCommand",
         "outputDirectory",
         "sourceId",
         "gitUrl",

@@ -62,6 +62,15 @@ async fn the_first_health_probe_reaches_a_listening_app_without_a_lost_second() 
             status["status"], "provisioning_complete",
             "{status}\n{logs}"
         );
+        // The app prints once the probe came; its line may reach the log a moment after the
+        // run completed.
+        let deployment = status["deploymentId"].as_str().unwrap();
+        let mut logs = logs;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !logs.contains("first probe after ") && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            logs = sandboxed.daemon.logs_text(deployment).await;
+        }
         let lag = logs
             .lines()
             .find_map(|line| line.split("first probe after ").nth(1))

@@ -1,0 +1,73 @@
+//! The release step (issue 33): a deployment's release command — `releaseCommand`, else the
+//! Procfile's `release:` line — runs once, after the build and before the deploy step, as the
+//! app would run: the new build read-only at `/app`, the app's environment and its `/data`,
+//! the app's limits, the run's build deadline. Its output is the `release` log stream. A
+//! non-zero exit fails the run with `RELEASE_FAILED`; nothing of the new deployment started,
+//! so the live one keeps serving. A rollback runs none (the build it goes back to released
+//! already).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::commands::BuildCommand;
+use super::failure::Failure;
+use super::Pipeline;
+use crate::error_code::ErrorCode;
+use crate::logs::LogStream;
+use crate::store::records::{DeploymentRecord, ProjectRecord, ProvisionRequest};
+
+impl Pipeline {
+    /// Runs the release command, if the build has one; `false` (skipped) when it has none.
+    pub(super) async fn release(
+        &self,
+        project: &ProjectRecord,
+        deployment: &mut DeploymentRecord,
+        request: Option<&ProvisionRequest>,
+        env: &[(String, String)],
+    ) -> Result<bool, Failure> {
+        let deadline = Instant::now() + Duration::from_secs(self.config.limits.build_timeout_s);
+        let Some(request) = request else {
+            return Ok(false);
+        };
+        let workspace = self.workspaces.workspace(&deployment.id);
+        let set = request
+            .build
+            .release_command
+            .clone()
+            .filter(|c| !c.trim().is_empty());
+        let Some(command) = set.or_else(|| procfile_release(&workspace)) else {
+            return Ok(false);
+        };
+        deployment.release_command = Some(command.clone());
+        self.hub
+            .system(&deployment.id, &format!("release: $ {command}"));
+        self.prepare_app_data(project, deployment)
+            .await
+            .map_err(|f| Failure::new("release", ErrorCode::ReleaseFailed, f.message))?;
+        let data_dir = self.instance_data_dir(project, deployment);
+        let release = BuildCommand {
+            step: "release",
+            failure_code: ErrorCode::ReleaseFailed,
+            stream: LogStream::Release,
+            command: &command,
+            workspace: &workspace,
+            cache: None,
+            env,
+            deadline,
+            data_dir: Some(&data_dir),
+        };
+        self.run_command(project, &deployment.id, release).await?;
+        self.hub
+            .system(&deployment.id, "release: the command exited 0; deploying");
+        Ok(true)
+    }
+}
+
+/// The Procfile's `release:` command (a Procfile that does not parse is the deploy step's to
+/// report).
+fn procfile_release(workspace: &std::path::Path) -> Option<String> {
+    let text = crate::detect::read_tree_file(workspace, "Procfile")?;
+    let mut types = crate::formation::parse_procfile(&text).ok()?;
+    types.remove(crate::formation::RELEASE)
+}
