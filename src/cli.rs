@@ -247,6 +247,10 @@ pub struct DeployArgs {
     /// statically.
     #[arg(long, value_name = "CMD")]
     pub start: Option<String>,
+    /// Release command: run once per deployment before it goes live, with the app's env
+    /// vars and /data (migrations); a failure keeps the live deployment.
+    #[arg(long, value_name = "CMD")]
+    pub release: Option<String>,
     /// The build's output directory to serve (static mode).
     #[arg(long, value_name = "DIR")]
     pub output: Option<String>,

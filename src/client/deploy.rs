@@ -26,6 +26,7 @@ pub struct DeployPlan {
     pub install: Option<String>,
     pub build: Option<String>,
     pub start: Option<String>,
+    pub release: Option<String>,
     pub output: Option<String>,
     pub health: Option<String>,
     /// No command was given anywhere: the daemon detects them (`"framework": "auto"`).
@@ -61,6 +62,7 @@ impl DeployPlan {
             install,
             build,
             start,
+            release: args.release.or(file.release),
             output: args.output.or(file.output),
             health: args.health.or(file.health),
             dry_run: args.dry_run,
@@ -75,6 +77,7 @@ impl DeployPlan {
             install_command: self.install.clone(),
             build_command: self.build.clone(),
             start_command: self.start.clone(),
+            release_command: self.release.clone(),
             output_directory: self.output.clone(),
             health_check_path: self.health.clone(),
             framework: self.auto.then(|| "auto".to_owned()),

@@ -9,7 +9,9 @@ use super::ClientError;
 pub const FILE_NAME: &str = "slipway.toml";
 
 /// The keys a project file may set, each a string.
-const KEYS: &[&str] = &["project", "install", "build", "start", "output", "health"];
+const KEYS: &[&str] = &[
+    "project", "install", "build", "start", "release", "output", "health",
+];
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ProjectFile {
@@ -17,6 +19,7 @@ pub struct ProjectFile {
     pub install: Option<String>,
     pub build: Option<String>,
     pub start: Option<String>,
+    pub release: Option<String>,
     pub output: Option<String>,
     pub health: Option<String>,
 }
@@ -61,6 +64,7 @@ impl ProjectFile {
                 "install" => &mut file.install,
                 "build" => &mut file.build,
                 "start" => &mut file.start,
+                "release" => &mut file.release,
                 "output" => &mut file.output,
                 _ => &mut file.health,
             };
@@ -106,7 +110,8 @@ mod tests {
     #[test]
     fn every_key_is_read() {
         let text = "project = \"web\"\ninstall = \"npm ci\"\nbuild = \"npm run build\"\n\
-                    start = \"node server.js\"\noutput = \"dist\"\nhealth = \"/healthz\"\n";
+                    start = \"node server.js\"\nrelease = \"npm run migrate\"\n\
+                    output = \"dist\"\nhealth = \"/healthz\"\n";
         let file = ProjectFile::parse("slipway.toml", text).unwrap();
         assert_eq!(
             file,
@@ -115,6 +120,7 @@ mod tests {
                 install: Some("npm ci".into()),
                 build: Some("npm run build".into()),
                 start: Some("node server.js".into()),
+                release: Some("npm run migrate".into()),
                 output: Some("dist".into()),
                 health: Some("/healthz".into()),
             }

@@ -113,7 +113,11 @@ mod tests {
             10 <= early && early < later && later <= stuck,
             "{early} {later} {stuck}"
         );
-        assert_eq!(stuck, 10 + 29, "a stuck step stops at 90 % of its weight (install: 33)");
+        assert_eq!(
+            stuck,
+            10 + 29,
+            "a stuck step stops at 90 % of its weight (install: 33)"
+        );
         for s in steps.iter_mut() {
             s.state = StepState::Succeeded;
         }
