@@ -12,7 +12,6 @@ use super::{types, ApiError, ApiRequest, Context, ErrorCode};
 use crate::formation::{ProcessType, StoredType};
 use crate::pipeline::ScaleError;
 use crate::store::records::ProjectRecord;
-use crate::supervisor::InstanceState;
 
 pub async fn get(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiError> {
     let project = find(ctx, id_or_slug).await?;
@@ -87,11 +86,7 @@ async fn formation_of(
                 .filter(|(view, _)| view.instance.process == ptype.name)
                 .map(|(view, memory)| types::RunningInstance {
                     instance: view.instance.to_string(),
-                    state: match view.status.state {
-                        InstanceState::Starting => types::InstanceStateName::Starting,
-                        InstanceState::Running => types::InstanceStateName::Running,
-                        InstanceState::Restarting => types::InstanceStateName::Restarting,
-                    },
+                    state: view.status.state,
                     pid: view.status.pid,
                     node: None,
                     address: view.status.address.map(|a| a.to_string()),

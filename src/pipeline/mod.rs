@@ -72,15 +72,7 @@ pub(crate) fn server_target(
     let instances = web
         .iter()
         .map(|(name, address)| (name.clone(), Some(*address)));
-    Target::proxy(deployment_id, instances, route_affinity(affinity))
-}
-
-/// The router's form of a `web` type's affinity.
-pub(crate) fn route_affinity(affinity: crate::formation::Affinity) -> crate::upstreams::Affinity {
-    match affinity {
-        crate::formation::Affinity::None => crate::upstreams::Affinity::None,
-        crate::formation::Affinity::Cookie => crate::upstreams::Affinity::Cookie,
-    }
+    Target::proxy(deployment_id, instances, affinity)
 }
 
 /// Runs of one project and environment supersede each other: production's key is the

@@ -191,8 +191,7 @@ impl Pipeline {
         let dpl = &launch.deployment.id;
         if new.is_web() && old.affinity != new.affinity {
             let label = super::host_label(&launch.project.slug, &launch.deployment.target);
-            self.routes
-                .set_affinity(&label, dpl, super::route_affinity(new.affinity));
+            self.routes.set_affinity(&label, dpl, new.affinity);
         }
         let restart = old.memory_mb != new.memory_mb
             || old.cpus != new.cpus

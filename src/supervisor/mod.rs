@@ -106,23 +106,17 @@ pub struct StartFailure {
     pub message: String,
 }
 
-/// What an instance is doing, as the formation shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an instance is doing, as the formation shows it (and the API answers it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum InstanceState {
     Starting,
     Running,
-    /// It ended and starts again after its backoff.
+    // It ended and starts again after its backoff. (Plain comment: doc comments on
+    // variants make the OpenAPI enum a `oneOf`.)
     Restarting,
-}
-
-impl InstanceState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceState::Starting => "starting",
-            InstanceState::Running => "running",
-            InstanceState::Restarting => "restarting",
-        }
-    }
 }
 
 /// One instance as the supervisor sees it now.

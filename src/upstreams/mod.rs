@@ -36,15 +36,10 @@ use affinity::Cookie;
 /// The name of a deployment's web instance while deployments have one (before formations).
 pub const FIRST_WEB_INSTANCE: &str = "web.1";
 
-/// Whether visitors stick to the instance that answered them first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Affinity {
-    /// Every request is chosen afresh.
-    None,
-    /// Responses set the `slipway_instance` cookie; a request carrying a valid one goes to
-    /// that instance while it has an address.
-    Cookie,
-}
+/// Whether visitors stick to the instance that answered them first: the `web` type's
+/// setting, as the formation stores it. With `Cookie`, responses set the `slipway_instance`
+/// cookie and a request carrying a valid one goes to that instance while it has an address.
+pub use crate::formation::Affinity;
 
 /// One instance of a deployment's web process.
 #[derive(Clone)]

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::formation::{Affinity, DeployStrategy};
+pub use crate::supervisor::InstanceState;
 
 /// `PATCH /api/projects/{projectId}/formation`: process type → the fields to change. Only the
 /// named types change; no rebuild, and the other types' instances keep running.
@@ -96,22 +97,13 @@ pub struct ProcessTypeView {
     pub running: Vec<RunningInstance>,
 }
 
-/// What an instance is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum InstanceStateName {
-    Starting,
-    Running,
-    Restarting,
-}
-
 /// One running instance.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunningInstance {
     /// `web.1`, `worker.2`.
     pub instance: String,
-    pub state: InstanceStateName,
+    pub state: InstanceState,
     /// The sandbox's process (namespaces mode).
     pub pid: Option<i32>,
     /// The cluster node it runs on (`null`: this machine).
