@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use crate::api::types::{
-    DeployStrategy, Formation, FormationPatch, InstanceStateName, ProcessTypePatch,
-    ProcessTypeView, RunningInstance,
+    DeployStrategy, Formation, FormationPatch, InstanceState, ProcessTypePatch, ProcessTypeView,
+    RunningInstance,
 };
 use crate::cli::TypeSetting;
 use crate::formation::InstanceId;
@@ -41,12 +41,7 @@ pub async fn ps(
     let project = project_or_here(project)?;
     let path = format!("/api/projects/{}/formation", path_segment(&project));
     if json {
-        let value: serde_json::Value = api.get(&path).await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
-        return Ok(ExitCode::SUCCESS);
+        return api.print_json(&path).await;
     }
     let formation: Formation = api.get(&path).await?;
     match formation.deployment_id {
@@ -162,9 +157,9 @@ pub fn instances_table(formation: &Formation) -> String {
 
 fn instance_row(name: &str, process: &ProcessTypeView, instance: &RunningInstance) -> Vec<String> {
     let state = match instance.state {
-        InstanceStateName::Starting => "starting",
-        InstanceStateName::Running => "running",
-        InstanceStateName::Restarting => "restarting",
+        InstanceState::Starting => "starting",
+        InstanceState::Running => "running",
+        InstanceState::Restarting => "restarting",
     };
     let used = instance
         .memory_bytes

@@ -70,6 +70,16 @@ impl ApiClient {
             .await
     }
 
+    /// `--json`: prints the API's answer to a GET as it is (pretty-printed).
+    pub async fn print_json(&self, path: &str) -> Result<std::process::ExitCode, ClientError> {
+        let value: serde_json::Value = self.get(path).await?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+        Ok(std::process::ExitCode::SUCCESS)
+    }
+
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.json(Method::DELETE, path, None, Bytes::new(), REQUEST_TIMEOUT)
             .await

@@ -11,12 +11,7 @@ use super::{path_segment, ClientError};
 pub async fn usage(api: &ApiClient, project: &str, json: bool) -> Result<ExitCode, ClientError> {
     let path = format!("/api/projects/{}/usage", path_segment(project));
     if json {
-        let value: serde_json::Value = api.get(&path).await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
-        return Ok(ExitCode::SUCCESS);
+        return api.print_json(&path).await;
     }
     let usage: ProjectUsage = api.get(&path).await?;
     print!("{}", summary(&usage));
