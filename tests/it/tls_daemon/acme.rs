@@ -6,14 +6,10 @@
 use std::time::Duration;
 
 use crate::support::tls::{assert_curl_page, curl_https_path, served_leaf};
-use crate::support::{
-    eventually, missing_tool, reserve_port, step_state, DaemonOptions, TestDaemon,
-};
+use crate::support::{eventually, missing_tool, step_state, TestDaemon};
 use crate::tls::pebble::Pebble;
 
-use super::relay::ChallengeRelay;
-
-const APPS_DOMAIN: &str = "apps.test";
+use super::relay::AcmeSetup;
 
 /// Certificates Pebble issued and orders it was given, from its log.
 fn pebble_counts(pebble: &Pebble) -> (usize, usize) {
@@ -33,21 +29,16 @@ async fn pebble_issues_through_the_daemon_over_http01_and_tls_alpn01_and_a_resta
     // Pebble validates HTTP-01 on the relay (which forwards to the daemon's plain listener,
     // bound on port 0) and TLS-ALPN-01 on the daemon's HTTPS port, which has to be fixed
     // before Pebble starts. The reservation is held until the daemon binds it.
-    let https_reservation = reserve_port();
-    let https_port = https_reservation.local_addr().unwrap().port();
-    let relay = ChallengeRelay::start(&["alpn.apps.test"]).await;
-    let pebble = match Pebble::start(relay.port, https_port).await {
-        Ok(pebble) => pebble,
-        Err(reason) => {
-            eprintln!("SKIP: {reason}");
-            return;
-        }
+    let Some(mut acme) = AcmeSetup::start(&["alpn.apps.test"]).await else {
+        return;
     };
-    let options = DaemonOptions::default()
-        .apps_domain(APPS_DOMAIN)
-        .https_port(https_port)
-        .tls(pebble.tls_setup("ops@apps.test"));
-    drop(https_reservation);
+    let options = acme.daemon_options();
+    let AcmeSetup {
+        relay,
+        pebble,
+        https_port,
+        ..
+    } = acme;
     let mut daemon = TestDaemon::start_with(options);
     relay.forward_to(daemon.http);
     let https = daemon.https_addr();

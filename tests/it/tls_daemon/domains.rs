@@ -12,13 +12,10 @@ use serde_json::json;
 
 use crate::notifications::receiver::Receiver;
 use crate::support::tls::{assert_curl_page, curl_https, curl_https_path, served_leaf};
-use crate::support::{
-    eventually, missing_tool, reserve_port, DaemonOptions, TestDaemon, TlsSetup, BIN,
-};
+use crate::support::{eventually, missing_tool, DaemonOptions, TestDaemon, TlsSetup, BIN};
 use crate::tls::files::{replace, TestCa};
-use crate::tls::pebble::Pebble;
 
-use super::relay::ChallengeRelay;
+use super::relay::AcmeSetup;
 
 async fn add_domain(
     daemon: &TestDaemon,
@@ -92,22 +89,18 @@ async fn acme_issues_for_a_custom_domain_redirects_and_a_restart_issues_nothing(
     if missing_tool("curl", "curl is the client trusting only Pebble's root") {
         return;
     }
-    let https_reservation = reserve_port();
-    let https_port = https_reservation.local_addr().unwrap().port();
-    let relay = ChallengeRelay::start(&[]).await;
-    let pebble = match Pebble::start(relay.port, https_port).await {
-        Ok(pebble) => pebble,
-        Err(reason) => {
-            eprintln!("SKIP: {reason}");
-            return;
-        }
+    let Some(mut acme) = AcmeSetup::start(&[]).await else {
+        return;
     };
-    let options = DaemonOptions::default()
-        .apps_domain("apps.test")
-        .https_port(https_port)
-        .tls(pebble.tls_setup("ops@apps.test"))
+    let options = acme
+        .daemon_options()
         .extra_toml(&crate::notifications::allow_loopback());
-    drop(https_reservation);
+    let AcmeSetup {
+        relay,
+        pebble,
+        https_port,
+        ..
+    } = acme;
     let mut daemon = TestDaemon::start_with(options);
     relay.forward_to(daemon.http);
     daemon

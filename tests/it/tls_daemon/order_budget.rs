@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{eventually, missing_tool, reserve_port, DaemonOptions, TestDaemon};
-use crate::tls::pebble::Pebble;
+use crate::support::{eventually, missing_tool, TestDaemon};
 
-use super::relay::ChallengeRelay;
+use super::relay::AcmeSetup;
 
 async fn domain(daemon: &TestDaemon, name: &str) -> Value {
     let response = daemon
@@ -61,22 +60,14 @@ async fn the_order_budget_survives_a_delete_and_a_restart() {
     if missing_tool("curl", "the Pebble set-up needs it") {
         return;
     }
-    let https_reservation = reserve_port();
-    let https_port = https_reservation.local_addr().unwrap().port();
-    let relay = ChallengeRelay::start(&[]).await;
-    let pebble = match Pebble::start(relay.port, https_port).await {
-        Ok(pebble) => pebble,
-        Err(reason) => {
-            eprintln!("SKIP: {reason}");
-            return;
-        }
+    let Some(mut acme) = AcmeSetup::start(&[]).await else {
+        return;
     };
-    let options = DaemonOptions::default()
-        .apps_domain("apps.test")
-        .https_port(https_port)
-        .tls(pebble.tls_setup("ops@apps.test"))
+    let options = acme
+        .daemon_options()
         .tls_keys("acme_orders_per_project_per_hour = 1\n");
-    drop(https_reservation);
+    // Pebble stays up while `acme` is in scope.
+    let AcmeSetup { relay, .. } = acme;
     let mut daemon = TestDaemon::start_with(options);
     relay.forward_to(daemon.http);
     daemon.deploy_verified("web", "<h1>web</h1>").await;

@@ -114,3 +114,45 @@ async fn relay_one(
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
 }
+
+/// Pebble with its challenge relay, and the HTTPS port the daemon will bind reserved before
+/// Pebble starts (TLS-ALPN-01 is validated there): what every ACME test through the daemon
+/// sets up. `*.apps.test` apps, `ops@apps.test` as the account.
+pub struct AcmeSetup {
+    pub relay: ChallengeRelay,
+    pub pebble: crate::tls::pebble::Pebble,
+    pub https_port: u16,
+    reservation: Option<std::net::TcpListener>,
+}
+
+impl AcmeSetup {
+    /// `None`, with a printed SKIP, where Pebble cannot run. `refused`: names the relay
+    /// refuses HTTP-01 for.
+    pub async fn start(refused: &[&str]) -> Option<AcmeSetup> {
+        let reservation = crate::support::reserve_port();
+        let https_port = reservation.local_addr().unwrap().port();
+        let relay = ChallengeRelay::start(refused).await;
+        match crate::tls::pebble::Pebble::start(relay.port, https_port).await {
+            Ok(pebble) => Some(AcmeSetup {
+                relay,
+                pebble,
+                https_port,
+                reservation: Some(reservation),
+            }),
+            Err(reason) => {
+                eprintln!("SKIP: {reason}");
+                None
+            }
+        }
+    }
+
+    /// The daemon's options for ACME against this Pebble on the reserved port; the
+    /// reservation is let go, for the daemon started next to bind it.
+    pub fn daemon_options(&mut self) -> crate::support::DaemonOptions {
+        self.reservation.take();
+        crate::support::DaemonOptions::default()
+            .apps_domain("apps.test")
+            .https_port(self.https_port)
+            .tls(self.pebble.tls_setup("ops@apps.test"))
+    }
+}
