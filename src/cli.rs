@@ -183,6 +183,45 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run a one-off command in a fresh sandbox from the live deployment's build (its env
+    /// vars and /data), e.g. `slipway run -- npm run migrate`; prints its output as it comes
+    /// and exits with the command's exit code.
+    Run {
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, value_name = "SLUG")]
+        project: Option<String>,
+        /// A variable for this run only (repeatable), e.g. `-e DEBUG=1`.
+        #[arg(short = 'e', long = "env", value_name = "KEY=VALUE", value_parser = parse_env_setting)]
+        env: Vec<(String, String)>,
+        /// Seconds before the run is stopped (default 3600).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u32>,
+        /// Keep standard input open and attach a terminal (`-it`, for shells and consoles).
+        #[arg(short = 'i', long)]
+        interactive: bool,
+        /// Allocate a terminal (the same as `-i`; `-it` reads as in docker).
+        #[arg(short = 't', long)]
+        tty: bool,
+        /// Start it and print its id without waiting for it.
+        #[arg(short = 'd', long)]
+        detach: bool,
+        /// The command and its arguments, joined with spaces and run by `sh -c`.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<String>,
+    },
+}
+
+/// `KEY=VALUE` of `slipway run -e`; the name's rules are the API's to check.
+pub fn parse_env_setting(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err("expected KEY=VALUE, e.g. DEBUG=1".into()),
+    }
 }
 
 /// `TYPE=N` on the command line (`slipway scale web=2 --memory worker=256`): a process type

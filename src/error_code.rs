@@ -45,6 +45,10 @@ pub enum ErrorCode {
     BuildFailed,
     // The release command exited non-zero; the live deployment stays.
     ReleaseFailed,
+    // A one-off or cron run exited non-zero (or could not start).
+    RunFailed,
+    // A one-off or cron run passed its timeoutS and was stopped.
+    RunTimedOut,
     StartFailed,
     // A server project (detection says so) with no start command: never served as files.
     StartCommandMissing,
@@ -57,7 +61,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 38] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -87,6 +91,8 @@ impl ErrorCode {
         ErrorCode::InstallFailed,
         ErrorCode::BuildFailed,
         ErrorCode::ReleaseFailed,
+        ErrorCode::RunFailed,
+        ErrorCode::RunTimedOut,
         ErrorCode::StartFailed,
         ErrorCode::StartCommandMissing,
         ErrorCode::HealthcheckFailed,
@@ -128,6 +134,8 @@ impl ErrorCode {
             ErrorCode::InstallFailed => "INSTALL_FAILED",
             ErrorCode::BuildFailed => "BUILD_FAILED",
             ErrorCode::ReleaseFailed => "RELEASE_FAILED",
+            ErrorCode::RunFailed => "RUN_FAILED",
+            ErrorCode::RunTimedOut => "RUN_TIMED_OUT",
             ErrorCode::StartFailed => "START_FAILED",
             ErrorCode::StartCommandMissing => "START_COMMAND_MISSING",
             ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
@@ -171,6 +179,8 @@ impl ErrorCode {
             | ErrorCode::InstallFailed
             | ErrorCode::BuildFailed
             | ErrorCode::ReleaseFailed
+            | ErrorCode::RunFailed
+            | ErrorCode::RunTimedOut
             | ErrorCode::StartFailed
             | ErrorCode::StartCommandMissing
             | ErrorCode::HealthcheckFailed
@@ -237,6 +247,8 @@ mod tests {
             (ErrorCode::InstallFailed, "INSTALL_FAILED", 500),
             (ErrorCode::BuildFailed, "BUILD_FAILED", 500),
             (ErrorCode::ReleaseFailed, "RELEASE_FAILED", 500),
+            (ErrorCode::RunFailed, "RUN_FAILED", 500),
+            (ErrorCode::RunTimedOut, "RUN_TIMED_OUT", 500),
             (ErrorCode::StartFailed, "START_FAILED", 500),
             (ErrorCode::StartCommandMissing, "START_COMMAND_MISSING", 500),
             (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),

@@ -79,6 +79,7 @@ async fn project_of(ctx: &Context, target: Target, key: Option<&str>) -> Option<
                 Target::Project => Some(key),
                 Target::Run => store.run(&key)?.map(|run| run.project_id),
                 Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
+                Target::JobRun => store.job_run(&key)?.map(|run| run.project_id),
             };
             Ok(match project {
                 Some(key) => store.find_project(&key)?.map(|p| p.id),

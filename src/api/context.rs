@@ -19,6 +19,8 @@ pub struct Context {
     pub secrets: Arc<SecretBox>,
     pub routes: Arc<crate::router::Routes>,
     pub pipeline: Arc<crate::pipeline::Pipeline>,
+    /// One-off runs and cron jobs.
+    pub jobs: Arc<crate::jobs::Jobs>,
     pub hub: Arc<crate::logs::LogHub>,
     pub sources: Arc<crate::source::SourceStore>,
     /// Figures for `GET /api/metrics` and `…/usage`.

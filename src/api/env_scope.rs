@@ -86,7 +86,7 @@ pub(super) fn shown(scope: Option<&EnvScope>) -> types::EnvVarScope {
 
 /// The env-vars body as [`types::EnvVarsBody`]: 1 to `MAX_ENV_VARS` valid names with string
 /// values (each checked in name order, the first fault refused).
-fn env_vars_body(
+pub(super) fn env_vars_body(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<types::EnvVarsBody, ApiError> {
     let mut vars = types::EnvVarsBody::new();

@@ -23,7 +23,7 @@ use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState};
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The query as [`LogQuery`]; a bad or unknown parameter is refused with `INVALID_QUERY`.
-fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
+pub(super) fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
     let mut parsed = LogQuery::default();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -56,7 +56,7 @@ fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
                     ApiError::new(
                         ErrorCode::InvalidQuery,
                         format!(
-                        "stream={value:?} must be one of system, install, build, stdout, stderr"
+                        "stream={value:?} must be one of system, install, build, release, stdout, stderr"
                     ),
                     )
                 })?)
@@ -108,6 +108,28 @@ fn finished(deployment: &DeploymentRecord) -> bool {
 }
 
 pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let (query, since) = stream_query(request)?;
+    let deployment = deployment(ctx, id).await?;
+    let status = ctx
+        .pipeline
+        .status(&deployment.provisioning_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|status| crate::pipeline::status_event(&status));
+    let ended = finished(&deployment);
+    Ok(event_stream(
+        ctx.hub.clone(),
+        deployment.id,
+        since,
+        query.stream,
+        ended,
+        status,
+    ))
+}
+
+/// The query of a log stream and where it starts: `Last-Event-ID` if sent, else `since`.
+pub(super) fn stream_query(request: &ApiRequest) -> Result<(LogQuery, u64), ApiError> {
     let query = parse_query(request.uri().query())?;
     let last_event_id = request
         .headers()
@@ -123,26 +145,21 @@ pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Resul
         })?,
         _ => query.since,
     };
-    let deployment = deployment(ctx, id).await?;
-    let status = ctx
-        .pipeline
-        .status(&deployment.provisioning_id)
-        .await
-        .ok()
-        .flatten()
-        .map(|status| crate::pipeline::status_event(&status));
+    Ok((query, since))
+}
+
+/// The server-sent events of the log channel `key` (a deployment's or a run's): replay after
+/// `since`, `status` once if given, then live lines until the channel ends.
+pub(super) fn event_stream(
+    hub: Arc<LogHub>,
+    key: String,
+    since: u64,
+    stream: Option<LogStream>,
+    ended: bool,
+    status: Option<Arc<str>>,
+) -> Reply {
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
-    let hub = ctx.hub.clone();
-    let ended = finished(&deployment);
-    tokio::spawn(follow(
-        hub,
-        deployment.id.clone(),
-        since,
-        query.stream,
-        ended,
-        status,
-        sender,
-    ));
+    tokio::spawn(follow(hub, key, since, stream, ended, status, sender));
     let mut response = Response::new(ChannelBody(receiver).boxed());
     let headers = response.headers_mut();
     headers.insert(
@@ -154,7 +171,7 @@ pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Resul
         HeaderValue::from_static("no-cache"),
     );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(Reply::Whole(response))
+    Reply::Whole(response)
 }
 
 fn line_event(line: &LogLine) -> Bytes {

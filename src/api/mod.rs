@@ -27,6 +27,7 @@ mod reply;
 mod request;
 #[macro_use]
 mod routes;
+mod runs;
 mod source;
 mod tokens;
 pub mod types;
@@ -308,6 +309,54 @@ route_table! {
         response: ResponseBody::Json(shape::<Formation>),
         query: None,
         handle: formation::patch(ctx, params.get(0), request),
+    }
+    CreateRun: POST "/api/projects/{projectId}/runs" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Run a one-off command in a fresh sandbox from the live deployment's build (migrations, seeds, consoles)",
+        request: Some(RequestBody::Json(shape::<CreateRun>)),
+        response: ResponseBody::Json(shape::<RunAccepted>),
+        query: None,
+        handle: runs::create(ctx, params.get(0), request),
+    }
+    ListRuns: GET "/api/projects/{projectId}/runs" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the project's one-off, cron and release runs, newest first",
+        request: None,
+        response: ResponseBody::Json(shape::<RunList>),
+        query: Some(fields::<PageQuery>),
+        handle: runs::list(ctx, params.get(0), &request),
+    }
+    GetRun: GET "/api/runs/{runId}" {
+        needs: Read, target: JobRun, success: OK,
+        summary: "Get one run (state, exit code, times)",
+        request: None,
+        response: ResponseBody::Json(shape::<Run>),
+        query: None,
+        handle: runs::get(ctx, params.get(0)),
+    }
+    CancelJobRun: POST "/api/runs/{runId}/cancel" {
+        needs: Deploy, target: JobRun, success: OK,
+        summary: "Stop a queued or running run (SIGTERM, then SIGKILL after 5 s); answers once it has ended",
+        request: None,
+        response: ResponseBody::Json(shape::<Run>),
+        query: None,
+        handle: runs::cancel(ctx, params.get(0)),
+    }
+    RunLogs: GET "/api/runs/{runId}/logs" {
+        needs: Read, target: JobRun, success: OK,
+        summary: "Get a run's output (since, limit, stream)",
+        request: None,
+        response: ResponseBody::Json(shape::<RunLogPage>),
+        query: Some(fields::<LogQuery>),
+        handle: runs::logs(ctx, params.get(0), &request),
+    }
+    RunLogStream: GET "/api/runs/{runId}/logs/stream" {
+        needs: Read, target: JobRun, success: OK,
+        summary: "Stream a run's output as Server-Sent Events (events log, end)",
+        request: None,
+        response: ResponseBody::EventStream,
+        query: Some(fields::<LogQuery>),
+        handle: runs::stream(ctx, params.get(0), &request),
     }
     ListDomains: GET "/api/projects/{projectId}/domains" {
         needs: Read, target: Project, success: OK,

@@ -74,6 +74,8 @@ pub enum Target {
     Project,
     Run,
     Deployment,
+    /// A one-off or cron run (`run_…`).
+    JobRun,
 }
 
 /// Makes `enum Route`, `ROUTES` and the two handler matches (`handle_route` for token routes,

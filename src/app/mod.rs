@@ -74,6 +74,7 @@ async fn stop_in_order(
     crate::notify::stopping();
     stop.runs.cancel();
     services.pipeline.interrupt_all().await;
+    services.jobs.shutdown().await;
     stop.wait_for_tasks().await;
     // WebSocket tunnels are not connections the listeners wait for: end them before the apps.
     serving.proxy.close_tunnels();

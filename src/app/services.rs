@@ -32,6 +32,7 @@ pub(super) struct Services {
     pub supervisor: Arc<Supervisor>,
     pub tls: Option<Arc<TlsManager>>,
     pub pipeline: Arc<Pipeline>,
+    pub jobs: Arc<crate::jobs::Jobs>,
     pub observatory: Arc<crate::usage::Observatory>,
     pub ctx: Arc<Context>,
 }
@@ -92,6 +93,13 @@ impl Services {
             data_dir: config.data_dir.clone(),
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
+        let jobs = crate::jobs::Jobs::new(
+            pipeline.clone(),
+            store.clone(),
+            hub.clone(),
+            notifier.clone(),
+            config.jobs.clone(),
+        );
         let ctx = api_context(
             base,
             &pipeline,
@@ -99,6 +107,7 @@ impl Services {
             &hub,
             ForApi {
                 routes: routes.clone(),
+                jobs: jobs.clone(),
                 notifier,
                 domains,
                 sources,
@@ -112,6 +121,7 @@ impl Services {
             supervisor,
             tls,
             pipeline,
+            jobs,
             observatory,
             ctx,
         })
@@ -133,6 +143,13 @@ impl Services {
         }
         let flusher = tokio::spawn(self.hub.clone().run_flusher(logs));
         self.pipeline.restore(survivors).await?;
+        let ended = self.jobs.recover().await?;
+        if ended > 0 {
+            tracing::info!(
+                runs = ended,
+                "runs left unfinished by the last daemon marked failed"
+            );
+        }
         Ok(flusher)
     }
 }
@@ -140,6 +157,7 @@ impl Services {
 /// What the API's context takes that the daemon's other parts do not keep.
 struct ForApi {
     routes: Arc<Routes>,
+    jobs: Arc<crate::jobs::Jobs>,
     notifier: Notifier,
     domains: Arc<crate::domains::Domains>,
     sources: Arc<crate::source::SourceStore>,
@@ -165,6 +183,7 @@ fn api_context(
         secrets: base.secrets.clone(),
         routes: api.routes,
         pipeline: pipeline.clone(),
+        jobs: api.jobs,
         observatory: observatory.clone(),
         notifier: api.notifier,
         domains: api.domains,

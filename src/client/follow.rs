@@ -97,10 +97,33 @@ pub async fn follow_logs(
     display: &mut Display,
 ) -> Result<(), ClientError> {
     let path = format!("/api/deployments/{deployment_id}/logs/stream");
-    let mut last_seq = None;
+    follow_stream(api, &path, |event| match event {
+        LogStreamEvent::Log(line) => display
+            .log_line(&line)
+            .map_err(|error| ClientError::Io(format!("writing the log: {error}"))),
+        LogStreamEvent::Status(status) => {
+            display.status(&status);
+            Ok(())
+        }
+        LogStreamEvent::End(_) => {
+            display.finish();
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// Follows the log stream at `path` until its `end`, reconnecting after drops (resumed with
+/// `Last-Event-ID`, so no line is handed over twice); `on_event` gets each event.
+pub async fn follow_stream(
+    api: &ApiClient,
+    path: &str,
+    mut on_event: impl FnMut(LogStreamEvent) -> Result<(), ClientError>,
+) -> Result<(), ClientError> {
+    let mut last_seq: Option<u64> = None;
     let mut reconnects = 0;
     loop {
-        let mut events = match EventStream::open(api, &path, last_seq).await {
+        let mut events = match EventStream::open(api, path, last_seq).await {
             Ok(events) => events,
             Err(OpenError::Api(error)) => return Err(error),
             Err(OpenError::Broken(why)) => {
@@ -118,12 +141,15 @@ pub async fn follow_logs(
         while let Ok(Some(event)) = events.next().await {
             reconnects = 0;
             match LogStreamEvent::parse(&event.name, &event.data) {
-                Some(LogStreamEvent::Log(line)) => print_line(&line, &mut last_seq, display)?,
-                Some(LogStreamEvent::Status(status)) => display.status(&status),
-                Some(LogStreamEvent::End(_)) => {
-                    display.finish();
-                    return Ok(());
+                Some(LogStreamEvent::Log(line)) => {
+                    if last_seq.is_some_and(|last| line.seq <= last) {
+                        continue;
+                    }
+                    last_seq = Some(line.seq);
+                    on_event(LogStreamEvent::Log(line))?;
                 }
+                Some(end @ LogStreamEvent::End(_)) => return on_event(end),
+                Some(other) => on_event(other)?,
                 None => {}
             }
         }

@@ -21,6 +21,7 @@ pub mod history;
 pub mod http;
 pub mod pack;
 pub mod project_file;
+pub mod runs;
 pub mod sse;
 pub mod usage;
 
@@ -125,6 +126,25 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
         }
         ClientCommand::Ps { project, json } => {
             formation::ps(&api()?, project.as_deref(), json).await
+        }
+        ClientCommand::Run {
+            project,
+            env,
+            timeout,
+            interactive,
+            tty,
+            detach,
+            command,
+        } => {
+            let args = runs::RunArgs {
+                project,
+                env,
+                timeout_s: timeout,
+                interactive: interactive || tty,
+                detach,
+                command,
+            };
+            runs::run(&api()?, args).await
         }
     }
 }

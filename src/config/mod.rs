@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 mod cidr;
 mod domains;
+mod jobs;
 mod raw;
 pub use cidr::Cidr;
 pub use domains::{under_suffix, DomainsConfig};
+pub use jobs::JobsConfig;
 use raw::RawConfig;
 
 /// Exit code for a configuration error (EX_CONFIG from sysexits.h).
@@ -48,6 +50,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub notifications: NotificationsConfig,
     pub domains: DomainsConfig,
+    pub jobs: JobsConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
 }

@@ -37,6 +37,8 @@ pub(super) struct RawConfig {
     sandbox: RawSandbox,
     #[serde(default)]
     domains: super::domains::RawDomains,
+    #[serde(default)]
+    jobs: super::jobs::RawJobs,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -105,6 +107,7 @@ impl Config {
         raw.limits.check()?;
         let domains = raw.domains.validate(dev)?;
         let sandbox = raw.sandbox.validate(dev)?;
+        let jobs = raw.jobs.validate()?;
         Ok(Config {
             data_dir,
             apps_domain,
@@ -122,6 +125,7 @@ impl Config {
             },
             notifications,
             domains,
+            jobs,
             dev,
         })
     }

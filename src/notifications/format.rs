@@ -1,10 +1,10 @@
 //! The bodies a subscription receives: `json` (`{event, at, project, deployment, url,
-//! error}`, signed with HMAC-SHA256) or `slack` (`{"text": …}`, which Slack, Mattermost and
+//! error, run, job}`, signed with HMAC-SHA256) or `slack` (`{"text": …}`, which Slack, Mattermost and
 //! Discord's Slack-compatible hooks take).
 
 use super::{Event, EventKind};
 
-/// `{event, at, project, deployment, url, error}`; absent fields are `null`.
+/// `{event, at, project, deployment, url, error, run, job}`; absent fields are `null`.
 pub fn json_body(event: &Event) -> String {
     serde_json::json!({
         "event": event.kind.as_str(),
@@ -13,6 +13,8 @@ pub fn json_body(event: &Event) -> String {
         "deployment": event.deployment,
         "url": event.url,
         "error": event.error,
+        "run": event.run,
+        "job": event.job,
     })
     .to_string()
 }
@@ -45,6 +47,13 @@ pub fn slack_body(event: &Event) -> String {
             format!("Slipway: the certificate for {url} could not be issued: {error}")
         }
         EventKind::DomainActive => format!("Slipway: {url} now serves {project}"),
+        EventKind::ReleaseFailed => {
+            format!("Slipway: the release command of {project} failed{deployment}: {error}")
+        }
+        EventKind::RunFailed | EventKind::CronFailed | EventKind::CronTimedOut => {
+            let run = event.run.as_deref().unwrap_or("?");
+            format!("Slipway: run {run} of {project} failed: {error}")
+        }
     };
     let escaped = text
         .replace('&', "&amp;")
@@ -73,6 +82,8 @@ mod tests {
             deployment: Some("dpl_1".into()),
             url: None,
             error: Some("build <failed> & stopped".into()),
+            run: None,
+            job: None,
         };
         let json: serde_json::Value = serde_json::from_str(&json_body(&event)).unwrap();
         assert_eq!(json["event"], "deployment.failed");

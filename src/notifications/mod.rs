@@ -1,5 +1,6 @@
 //! Outbound webhooks: subscriptions (`POST /api/notifications`), the events the daemon emits
-//! (deployments, app crashes, certificate failures, active domains) and their delivery.
+//! (deployments, release commands, runs and cron jobs, app crashes, certificate failures,
+//! active domains) and their delivery.
 //!
 //! [`Notifier::emit`] turns an event into one queued delivery per subscription that wants it,
 //! with the body fixed at that moment (`format.rs`), in the store; each subscription's queue
@@ -41,10 +42,14 @@ pub enum EventKind {
     AppCrashed,
     CertificateFailed,
     DomainActive,
+    ReleaseFailed,
+    RunFailed,
+    CronFailed,
+    CronTimedOut,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::DeploymentStarted,
         EventKind::DeploymentSucceeded,
         EventKind::DeploymentFailed,
@@ -52,6 +57,10 @@ impl EventKind {
         EventKind::AppCrashed,
         EventKind::CertificateFailed,
         EventKind::DomainActive,
+        EventKind::ReleaseFailed,
+        EventKind::RunFailed,
+        EventKind::CronFailed,
+        EventKind::CronTimedOut,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +72,10 @@ impl EventKind {
             EventKind::AppCrashed => "app.crashed",
             EventKind::CertificateFailed => "certificate.failed",
             EventKind::DomainActive => "domain.active",
+            EventKind::ReleaseFailed => "release.failed",
+            EventKind::RunFailed => "run.failed",
+            EventKind::CronFailed => "cron.failed",
+            EventKind::CronTimedOut => "cron.timed_out",
         }
     }
 
@@ -84,6 +97,9 @@ pub struct Event {
     /// The app's URL, or the domain's for certificate and domain events.
     pub url: Option<String>,
     pub error: Option<String>,
+    /// The one-off or cron run (`run_…`) and its cron job (`crn_…`), for run events.
+    pub run: Option<String>,
+    pub job: Option<String>,
 }
 
 impl Event {
@@ -95,6 +111,8 @@ impl Event {
             deployment: None,
             url: None,
             error: None,
+            run: None,
+            job: None,
         }
     }
 
@@ -110,6 +128,13 @@ impl Event {
 
     pub fn url(mut self, url: &str) -> Event {
         self.url = Some(url.to_owned());
+        self
+    }
+
+    /// The run (and its cron job, if any) a run event is about.
+    pub fn run(mut self, id: &str, job: Option<&str>) -> Event {
+        self.run = Some(id.to_owned());
+        self.job = job.map(str::to_owned);
         self
     }
 

@@ -13,6 +13,9 @@ impl Pipeline {
             self.hub.remove(deployment_id);
             self.workspaces.remove_deployment_files(deployment_id).await;
         }
+        for run_id in &deleted.run_ids {
+            self.hub.remove(run_id);
+        }
         if let Some(tls) = &self.tls {
             let name = format!("{}.{}", deleted.project.slug, self.config.apps_domain);
             if let Err(error) = tls.forget(&name).await {

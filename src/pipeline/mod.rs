@@ -13,6 +13,7 @@ mod inflight;
 mod instances;
 mod modules_key;
 mod node_modules;
+mod oneoff;
 mod ports;
 mod progress;
 mod release;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+pub use oneoff::OneOff;
 pub use progress::{estimate_from_history, STEPS};
 pub use scale::ScaleError;
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};

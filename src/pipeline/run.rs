@@ -198,6 +198,11 @@ impl Pipeline {
             .url(&self.target_url(&project.slug, &record.request.target));
         if let Some(error) = &record.error {
             event = event.error(&format!("{} ({})", error.message, error.code));
+            if error.code == ErrorCode::ReleaseFailed {
+                let mut release = event.clone();
+                release.kind = EventKind::ReleaseFailed;
+                self.notifier.emit(release);
+            }
         }
         self.notifier.emit(event);
     }

@@ -9,6 +9,7 @@ mod deployments;
 pub mod domains;
 mod formations;
 pub mod git;
+pub mod jobs;
 mod logs;
 pub mod notifications;
 mod projects;
@@ -156,6 +157,8 @@ impl Store {
             txn.open_table(tables::TLS)?;
             txn.open_table(tables::APP_PROCESSES)?;
             txn.open_table(tables::FORMATIONS)?;
+            txn.open_table(tables::JOB_RUNS)?;
+            txn.open_table(tables::CRON_JOBS)?;
             txn.open_table(tables::AUDIT)?;
             txn.open_table(tables::IDEMPOTENCY)?;
             txn.open_table(tables::NOTIFICATIONS)?;

@@ -141,9 +141,11 @@ impl Store {
             }
             super::git::remove_project_git(&txn, project_id)?;
             txn.open_table(tables::FORMATIONS)?.remove(project_id)?;
+            let run_ids = super::jobs::remove_project_jobs(&txn, project_id)?;
             DeletedProject {
                 project: record,
                 deployment_ids,
+                run_ids,
                 source_sha256s: sources,
             }
         };
@@ -229,6 +231,8 @@ impl Store {
 pub struct DeletedProject {
     pub project: ProjectRecord,
     pub deployment_ids: Vec<String>,
+    /// Its one-off and cron runs (`run_…`), whose log channels go too.
+    pub run_ids: Vec<String>,
     pub source_sha256s: Vec<String>,
 }
 

@@ -52,6 +52,8 @@ impl Store {
         copy_table(&read, &write, tables::WEBHOOK_DELIVERIES, &mut copied)?;
         copy_table(&read, &write, tables::BRANCH_HEADS, &mut copied)?;
         copy_table(&read, &write, tables::FORMATIONS, &mut copied)?;
+        copy_table(&read, &write, tables::JOB_RUNS, &mut copied)?;
+        copy_table(&read, &write, tables::CRON_JOBS, &mut copied)?;
         // Not copied: which processes of this machine run the live apps. A restored data dir
         // starts its apps afresh (the table is created empty when the copy is opened).
         copied.push(tables::APP_PROCESSES.name().to_owned());

@@ -37,6 +37,10 @@ pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sources"
 pub const APP_PROCESSES: TableDefinition<&str, &[u8]> = TableDefinition::new("app_processes");
 /// `prj_…` → `StoredFormation`: the process types' settings the API set.
 pub const FORMATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("formations");
+/// `run_…` → `JobRunRecord`: one-off and cron runs (issue 33; `RUNS` holds provisioning runs).
+pub const JOB_RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("job_runs");
+/// `crn_…` → `CronJobRecord`.
+pub const CRON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("cron_jobs");
 /// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
 /// something, written in the same transaction as the change.
 pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");

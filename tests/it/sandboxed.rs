@@ -13,6 +13,7 @@ mod formation;
 mod network;
 mod outlive;
 mod release;
+mod runs;
 mod starts;
 
 use std::path::Path;

@@ -46,6 +46,12 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/domains", "deploy"),
         ("GET /api/projects/{projectId}/domains", "read"),
         ("GET /api/projects/{projectId}/formation", "read"),
+        ("POST /api/projects/{projectId}/runs", "deploy"),
+        ("GET /api/projects/{projectId}/runs", "read"),
+        ("GET /api/runs/{runId}", "read"),
+        ("POST /api/runs/{runId}/cancel", "deploy"),
+        ("GET /api/runs/{runId}/logs", "read"),
+        ("GET /api/runs/{runId}/logs/stream", "read"),
         ("PATCH /api/projects/{projectId}/formation", "deploy"),
         ("GET /api/projects/{projectId}/domains/{domain}", "read"),
         (
@@ -75,6 +81,32 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
     ])
 }
 
+/// A finished one-off run of a server project (`srv`), for the `/api/runs/{runId}` routes.
+async fn one_off_run(daemon: &TestDaemon) -> String {
+    let upload = daemon
+        .upload("srv", targz(&[("index.html", "x", 0o644)]))
+        .await;
+    assert_eq!(upload.status, 201, "{}", upload.text());
+    let started = daemon
+        .provision(
+            "srv",
+            json!({"startCommand": "exec python3 -m http.server $PORT"}),
+        )
+        .await;
+    daemon
+        .wait_complete(&started, Duration::from_secs(60))
+        .await;
+    let run = daemon
+        .api(
+            "POST",
+            "/api/projects/srv/runs",
+            Some(json!({"command": "true"})),
+        )
+        .await;
+    assert_eq!(run.status, 202, "{}", run.text());
+    run.json()["runId"].as_str().unwrap().to_owned()
+}
+
 fn covers(scope: &str, needs: &str) -> bool {
     matches!(
         (scope, needs),
@@ -90,10 +122,14 @@ async fn create_token(daemon: &TestDaemon, body: serde_json::Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_answers_each_scope_as_the_contract_says() {
-    let daemon = TestDaemon::start();
+    // Four tokens on every route: more than the default 60 requests a minute per token.
+    let daemon = TestDaemon::start_with(crate::support::DaemonOptions::default().extra_toml(
+        "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+    ));
     let site = daemon.deploy_page("web", "<h1>web</h1>").await;
     let run_id = site["provisioningId"].as_str().unwrap().to_owned();
     let deployment_id = site["deploymentId"].as_str().unwrap().to_owned();
+    let one_off = one_off_run(&daemon).await;
     // A grant names projects that exist (issue 31, item 13).
     let other = daemon
         .api("POST", "/api/projects", Some(json!({"slug": "other"})))
@@ -145,6 +181,7 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             )
             .replace("{provisioningId}", &run_id)
             .replace("{deploymentId}", &deployment_id)
+            .replace("{runId}", &one_off)
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")
             .replace("{notificationId}", "ntf_missing")

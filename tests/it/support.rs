@@ -471,8 +471,19 @@ pub fn dir_contains(dir: &Path, needle: &[u8]) -> Option<PathBuf> {
 
 /// `slipway ARGS` against the daemon (credentials in the environment); its stdout.
 pub fn cli(daemon: &TestDaemon, args: &[&str]) -> String {
+    let output = cli_output(daemon, args);
+    assert!(
+        output.status.success(),
+        "slipway {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `slipway ARGS` against the daemon, however it exits.
+pub fn cli_output(daemon: &TestDaemon, args: &[&str]) -> std::process::Output {
     let home = tempfile::tempdir().unwrap();
-    let output = Command::new(crate::support::BIN)
+    Command::new(crate::support::BIN)
         .args(args)
         .env(
             "SLIPWAY_URL",
@@ -482,11 +493,5 @@ pub fn cli(daemon: &TestDaemon, args: &[&str]) -> String {
         .env("HOME", home.path())
         .env_remove("XDG_CONFIG_HOME")
         .output()
-        .expect("run slipway");
-    assert!(
-        output.status.success(),
-        "slipway {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+        .expect("run slipway")
 }

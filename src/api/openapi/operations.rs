@@ -74,6 +74,9 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         // that did not start.
         Route::ScaleFormation => &[Conflict],
         Route::GetFormation => &[],
+        // No live server deployment to run in; a run that ended already.
+        Route::CreateRun | Route::CancelJobRun => &[Conflict],
+        Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
         // The body is read only once the project and its secret are known (`public_body.rs`).
         Route::Webhook => &[
@@ -148,6 +151,12 @@ pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
             ),
         ],
         Route::CreateDeployHook => &[("TriggerDeployHook", &[("secret", SECRET)])],
+        Route::CreateRun => &[
+            ("GetRun", &[("runId", RUN_ID)]),
+            ("RunLogs", &[("runId", RUN_ID)]),
+            ("RunLogStream", &[("runId", RUN_ID)]),
+            ("CancelJobRun", &[("runId", RUN_ID)]),
+        ],
         _ => &[],
     };
     links
@@ -171,6 +180,7 @@ const PROJECT_ID: &str = "$response.body#/projectId";
 const PROVISIONING_ID: &str = "$response.body#/provisioningId";
 const DEPLOYMENT_ID: &str = "$response.body#/deploymentId";
 const DOMAIN: &str = "$response.body#/domain";
+const RUN_ID: &str = "$response.body#/runId";
 const SECRET: &str = "$response.body#/secret";
 
 /// The schema of a path parameter, by its name: the ids' and slugs' shapes.
@@ -186,6 +196,8 @@ pub(super) fn path_parameter_schema(name: &str) -> serde_json::Value {
         }),
         "deploymentId" => id("dpl"),
         "provisioningId" => id("pvn"),
+        "runId" => id("run"),
+        "jobId" => id("crn"),
         "tokenId" => id("tok"),
         "notificationId" => id("ntf"),
         "hookId" => id("hook"),

@@ -1,0 +1,221 @@
+//! One-off runs (issue 33): `POST /api/projects/{projectId}/runs` (202, the run starts in
+//! the background), `GET …/runs` (newest first), `GET /api/runs/{runId}`, its output
+//! (`…/logs`, `…/logs/stream` with the deployments' SSE rules) and `POST …/cancel`. The work is
+//! the `jobs` module's; this file reads bodies and shapes answers.
+
+use std::sync::Arc;
+
+use super::json::read_json_object;
+use super::projects::find;
+use super::reply::Reply;
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
+use crate::jobs::{CancelError, RunRequest, StartError};
+use crate::store::jobs::{JobRunRecord, RunTrigger};
+
+/// A run's timeout when the request names none.
+pub(super) const DEFAULT_TIMEOUT_S: u64 = 3600;
+/// The longest command accepted.
+pub(super) const MAX_COMMAND_BYTES: usize = 16 * 1024;
+
+pub async fn create(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: ApiRequest,
+) -> Result<Reply, ApiError> {
+    let mut body = read_json_object(&request)?;
+    // The variables are checked as env vars are (names, sizes, NUL) before the rest.
+    let env = match body.remove("env") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Object(vars)) if vars.is_empty() => Vec::new(),
+        Some(serde_json::Value::Object(vars)) => {
+            super::env_scope::env_vars_body(vars)?.into_iter().collect()
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                "`env` must be an object of names to string values",
+            ))
+        }
+    };
+    let create: types::CreateRun = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|error| {
+            ApiError::new(
+                ErrorCode::InvalidBody,
+                format!(
+                    "{error}; expected {{\"command\", \"env\", \"timeoutS\", \"interactive\"}}"
+                ),
+            )
+        })?;
+    let command = valid_command(&create.command)?;
+    let timeout_s = valid_timeout(ctx, create.timeout_s)?;
+    let project = find(ctx, id_or_slug).await?;
+    let request = RunRequest {
+        trigger: RunTrigger::Oneoff,
+        command,
+        env,
+        timeout_s,
+        job_id: None,
+        scheduled_ms: None,
+    };
+    let record = ctx
+        .jobs
+        .start(&project, request)
+        .await
+        .map_err(start_error)?;
+    let status_url = format!("{}/api/runs/{}", ctx.control_url(), record.id);
+    Ok(Reply::json(&types::RunAccepted {
+        run_id: record.id.clone(),
+        state: record.state,
+        logs_url: format!("{status_url}/logs"),
+        tty_url: None,
+        status_url,
+    }))
+}
+
+/// A command as given, refused when empty, too long or holding a NUL.
+pub(super) fn valid_command(command: &str) -> Result<String, ApiError> {
+    if command.trim().is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "`command` must not be empty, e.g. \"npm run migrate\"",
+        ));
+    }
+    if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("`command` must be at most {MAX_COMMAND_BYTES} bytes without NUL"),
+        ));
+    }
+    Ok(command.to_owned())
+}
+
+/// `timeoutS`, or the default; refused past the operator's `jobs.max_timeout_s`.
+pub(super) fn valid_timeout(ctx: &Context, timeout_s: Option<u32>) -> Result<u64, ApiError> {
+    let max = ctx.config.jobs.max_timeout_s;
+    let timeout = timeout_s
+        .map(u64::from)
+        .unwrap_or(DEFAULT_TIMEOUT_S.min(max));
+    if timeout == 0 || timeout > max {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("`timeoutS` must be from 1 to {max} (jobs.max_timeout_s)"),
+        ));
+    }
+    Ok(timeout)
+}
+
+pub(super) fn start_error(error: StartError) -> ApiError {
+    match error {
+        StartError::NoLiveDeployment(message) => ApiError::new(ErrorCode::Conflict, message),
+        StartError::Store(error) => ApiError::internal(error),
+    }
+}
+
+pub async fn list(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: &ApiRequest,
+) -> Result<Reply, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let runs = ctx.store.call(move |s| s.job_runs_of(&id, None)).await?;
+    Ok(Reply::json(&run_list(runs, &page)))
+}
+
+/// A page of runs, newest first.
+pub(super) fn run_list(
+    runs: Vec<JobRunRecord>,
+    page: &super::paging::PageRequest,
+) -> types::RunList {
+    let (runs, next_cursor) = super::paging::paginate(
+        runs,
+        |run| (run.created_ms, run.id.clone()),
+        super::paging::Order::NewestFirst,
+        page,
+    );
+    types::RunList {
+        runs: runs.into_iter().map(run_of).collect(),
+        next_cursor,
+    }
+}
+
+async fn record(ctx: &Context, id: &str) -> Result<JobRunRecord, ApiError> {
+    let key = id.to_owned();
+    ctx.store
+        .call(move |s| s.job_run(&key))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no run {id:?}")))
+}
+
+pub async fn get(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    Ok(Reply::json(&run_of(record(ctx, id).await?)))
+}
+
+pub async fn cancel(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    let run = record(ctx, id).await?;
+    if run.state.is_final() {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("run {id} has ended already ({:?})", run.state).to_lowercase(),
+        ));
+    }
+    let run = ctx.jobs.cancel(id).await.map_err(|error| match error {
+        CancelError::NotFound(_) => ApiError::not_found(format!("no run {id:?}")),
+        CancelError::Store(error) => ApiError::internal(error),
+    })?;
+    Ok(Reply::json(&run_of(run)))
+}
+
+pub async fn logs(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let query = super::logs::parse_query(request.uri().query())?;
+    let run = record(ctx, id).await?;
+    let hub = ctx.hub.clone();
+    let key = run.id.clone();
+    let (lines, has_more) = ctx
+        .store
+        .call(move |_| hub.read(&key, query.since, query.limit, query.stream))
+        .await?;
+    let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
+    Ok(Reply::json(&types::RunLogPage {
+        run_id: run.id,
+        logs: lines,
+        next_since,
+        has_more,
+    }))
+}
+
+pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let (query, since) = super::logs::stream_query(request)?;
+    let run = record(ctx, id).await?;
+    let ended = run.state.is_final();
+    Ok(super::logs::event_stream(
+        ctx.hub.clone(),
+        run.id,
+        since,
+        query.stream,
+        ended,
+        None,
+    ))
+}
+
+pub(super) fn run_of(run: JobRunRecord) -> types::Run {
+    types::Run {
+        id: run.id,
+        project_id: run.project_id,
+        deployment_id: run.deployment_id,
+        trigger: run.trigger,
+        command: run.command,
+        state: run.state,
+        exit_code: run.exit_code,
+        created_at: crate::ids::rfc3339(run.created_ms),
+        started_at: run.started_ms.map(crate::ids::rfc3339),
+        finished_at: run.finished_ms.map(crate::ids::rfc3339),
+        job_id: run.job_id,
+        scheduled_at: run.scheduled_ms.map(crate::ids::rfc3339),
+        timeout_s: run.timeout_s,
+        interactive: run.interactive,
+        env_keys: run.env_keys,
+        message: run.message,
+    }
+}
