@@ -9,6 +9,8 @@
 
 mod history;
 mod runs;
+pub mod schedule;
+mod scheduler;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,7 @@ use crate::pipeline::Pipeline;
 use crate::store::Store;
 
 pub use runs::{CancelError, RunRequest, StartError};
+pub use scheduler::JobClock;
 
 /// The jobs service: shared by the API and the scheduler.
 pub struct Jobs {
@@ -32,6 +35,10 @@ pub struct Jobs {
     config: JobsConfig,
     /// Runs not yet final, by run id.
     active: Mutex<HashMap<String, Arc<ActiveRun>>>,
+    /// The scheduler's clock.
+    clock: JobClock,
+    /// Wakes the scheduler when a job is created, changed or deleted.
+    changed: tokio::sync::Notify,
 }
 
 /// A run that is queued or running.
@@ -69,9 +76,24 @@ impl Jobs {
             store,
             hub,
             notifier,
+            clock: match &config.clock_file {
+                Some(path) => JobClock::File(path.clone()),
+                None => JobClock::System,
+            },
             config,
             active: Mutex::new(HashMap::new()),
+            changed: tokio::sync::Notify::new(),
         })
+    }
+
+    /// The scheduler's "now" (the system clock, or `[jobs] clock_file`).
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Tells the scheduler that jobs changed.
+    pub fn jobs_changed(&self) {
+        self.changed.notify_one();
     }
 
     fn active_runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {

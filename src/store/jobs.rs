@@ -216,6 +216,23 @@ impl Store {
         Ok(true)
     }
 
+    /// Records the last due time the scheduler dealt with, if the job still exists (a change
+    /// made meanwhile through the API is kept).
+    pub fn update_cron_job_due(&self, job: &CronJobRecord) -> Result<()> {
+        let txn = self.write()?;
+        {
+            let mut table = txn.open_table(tables::CRON_JOBS)?;
+            let stored: Option<CronJobRecord> = get_record(&table, "cron_jobs", &job.id)?;
+            let Some(mut stored) = stored else {
+                return Ok(());
+            };
+            stored.last_due_ms = job.last_due_ms;
+            put_record(&mut table, &job.id, &stored)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     /// Deletes a job; its runs stay until retention takes them (their `jobId` dangles).
     pub fn delete_cron_job(&self, id: &str) -> Result<Option<CronJobRecord>> {
         let txn = self.write()?;
