@@ -37,6 +37,7 @@ pub mod fs_at;
 pub mod heap;
 pub mod http_util;
 pub mod ids;
+pub mod jobs;
 pub mod logs;
 pub mod metrics;
 pub mod notifications;
