@@ -6,6 +6,7 @@
 
 mod audit;
 mod context;
+mod cron_jobs;
 mod domains;
 mod env_scope;
 mod error;
@@ -357,6 +358,62 @@ route_table! {
         response: ResponseBody::EventStream,
         query: Some(fields::<LogQuery>),
         handle: runs::stream(ctx, params.get(0), &request),
+    }
+    CreateCronJob: POST "/api/projects/{projectId}/cron-jobs" {
+        needs: Deploy, target: Project, success: CREATED,
+        summary: "Create a cron job: a command run on a schedule in a time zone; shows its next 5 due times",
+        request: Some(RequestBody::Json(shape::<CreateCronJob>)),
+        response: ResponseBody::Json(shape::<CronJob>),
+        query: None,
+        handle: cron_jobs::create(ctx, params.get(0), request),
+    }
+    ListCronJobs: GET "/api/projects/{projectId}/cron-jobs" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the project's cron jobs with their next due times and newest run",
+        request: None,
+        response: ResponseBody::Json(shape::<CronJobList>),
+        query: Some(fields::<PageQuery>),
+        handle: cron_jobs::list(ctx, params.get(0), &request),
+    }
+    GetCronJob: GET "/api/projects/{projectId}/cron-jobs/{jobId}" {
+        needs: Read, target: Project, success: OK,
+        summary: "Get one cron job",
+        request: None,
+        response: ResponseBody::Json(shape::<CronJob>),
+        query: None,
+        handle: cron_jobs::get(ctx, params.get(0), params.get(1)),
+    }
+    UpdateCronJob: PATCH "/api/projects/{projectId}/cron-jobs/{jobId}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Change a cron job (only the fields given); a new schedule counts from now",
+        request: Some(RequestBody::Json(shape::<CronJobPatch>)),
+        response: ResponseBody::Json(shape::<CronJob>),
+        query: None,
+        handle: cron_jobs::patch(ctx, params.get(0), params.get(1), request),
+    }
+    DeleteCronJob: DELETE "/api/projects/{projectId}/cron-jobs/{jobId}" {
+        needs: Deploy, target: Project, success: OK,
+        summary: "Delete a cron job (its runs stay for the retention)",
+        request: None,
+        response: ResponseBody::Json(shape::<CronJobDeleted>),
+        query: None,
+        handle: cron_jobs::delete(ctx, params.get(0), params.get(1)),
+    }
+    RunCronJob: POST "/api/projects/{projectId}/cron-jobs/{jobId}/runs" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Run a cron job now, outside its schedule",
+        request: None,
+        response: ResponseBody::Json(shape::<RunAccepted>),
+        query: None,
+        handle: cron_jobs::run_now(ctx, params.get(0), params.get(1)),
+    }
+    CronJobRuns: GET "/api/projects/{projectId}/cron-jobs/{jobId}/runs" {
+        needs: Read, target: Project, success: OK,
+        summary: "A cron job's runs (history), newest first",
+        request: None,
+        response: ResponseBody::Json(shape::<RunList>),
+        query: Some(fields::<PageQuery>),
+        handle: cron_jobs::history(ctx, params.get(0), params.get(1), &request),
     }
     ListDomains: GET "/api/projects/{projectId}/domains" {
         needs: Read, target: Project, success: OK,

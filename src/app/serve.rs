@@ -179,6 +179,12 @@ fn start_control_tasks(
         admin_state(base, services),
         shutdown.root.clone(),
     ));
+    shutdown.spawn(
+        services
+            .jobs
+            .clone()
+            .run_scheduler(shutdown.root.child_token()),
+    );
     shutdown.spawn(maintain(
         base.store.clone(),
         base.tokens.clone(),

@@ -24,7 +24,7 @@ use crate::pipeline::Pipeline;
 use crate::store::Store;
 
 pub use runs::{CancelError, RunRequest, StartError};
-pub use scheduler::JobClock;
+pub use scheduler::{next_runs, JobClock};
 
 /// The jobs service: shared by the API and the scheduler.
 pub struct Jobs {

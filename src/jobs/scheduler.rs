@@ -28,6 +28,8 @@ use crate::store::records::ProjectRecord;
 const ON_TIME: Duration = Duration::from_secs(60);
 /// The longest sleep between two looks at the jobs (the system clock may be set meanwhile).
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How often runs past the retention are removed (and at start).
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// How often a clock file is read.
 const FILE_CLOCK_TICK: Duration = Duration::from_millis(200);
 /// Due times counted at most when finding how many were missed.
@@ -65,6 +67,25 @@ pub(crate) fn timing(job: &CronJobRecord) -> Option<(Schedule, jiff::tz::TimeZon
     Some((schedule, zone))
 }
 
+/// The next `n` due times of `job` after `now_ms`: each in its zone with the offset
+/// (`2026-03-08T03:00:00-04:00`) and in UTC.
+pub fn next_runs(job: &CronJobRecord, now_ms: u64, n: usize) -> Option<Vec<(String, String)>> {
+    let (schedule, zone) = timing(job)?;
+    let times = schedule.upcoming(&zone, timestamp(now_ms), n);
+    Some(
+        times
+            .into_iter()
+            .map(|at| {
+                let local = at
+                    .to_zoned(zone.clone())
+                    .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                    .to_string();
+                (local, crate::ids::rfc3339(millis(at)))
+            })
+            .collect(),
+    )
+}
+
 pub(crate) fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from_millisecond(ms as i64).unwrap_or(Timestamp::UNIX_EPOCH)
 }
@@ -78,13 +99,23 @@ pub(crate) fn millis(at: Timestamp) -> u64 {
 pub(crate) enum Due {
     Nothing,
     /// One due time, on time.
-    Fire { at_ms: u64 },
+    Fire {
+        at_ms: u64,
+    },
     /// `count` due times went by, the latest at `latest_ms`.
-    Missed { latest_ms: u64, count: usize },
+    Missed {
+        latest_ms: u64,
+        count: usize,
+    },
 }
 
 /// Pure: what `job` (last dealt with at `last_ms`) calls for at `now_ms`.
-pub(crate) fn due(schedule: &Schedule, zone: &jiff::tz::TimeZone, last_ms: u64, now_ms: u64) -> Due {
+pub(crate) fn due(
+    schedule: &Schedule,
+    zone: &jiff::tz::TimeZone,
+    last_ms: u64,
+    now_ms: u64,
+) -> Due {
     let now = timestamp(now_ms);
     let Some(first) = schedule.next_after(zone, timestamp(last_ms)) else {
         return Due::Nothing;
@@ -104,7 +135,9 @@ pub(crate) fn due(schedule: &Schedule, zone: &jiff::tz::TimeZone, last_ms: u64, 
     }
     let late = now_ms.saturating_sub(millis(first));
     if count == 1 && late <= ON_TIME.as_millis() as u64 {
-        Due::Fire { at_ms: millis(first) }
+        Due::Fire {
+            at_ms: millis(first),
+        }
     } else {
         Due::Missed {
             latest_ms: millis(latest),
@@ -116,7 +149,16 @@ pub(crate) fn due(schedule: &Schedule, zone: &jiff::tz::TimeZone, last_ms: u64, 
 impl Jobs {
     /// Runs until `shutdown`: deals with due jobs, then sleeps until the next due time.
     pub async fn run_scheduler(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut purged = tokio::time::Instant::now();
         loop {
+            if purged.elapsed() > PURGE_EVERY {
+                purged = tokio::time::Instant::now();
+                match self.purge_history(crate::ids::now_ms()).await {
+                    Ok(0) => {}
+                    Ok(count) => tracing::info!(runs = count, "runs past the retention removed"),
+                    Err(error) => tracing::warn!(%error, "could not remove old runs"),
+                }
+            }
             let now_ms = self.clock.now_ms();
             let next = match self.tick(now_ms).await {
                 Ok(next) => next,
@@ -128,7 +170,8 @@ impl Jobs {
             let sleep = match (&self.clock, next) {
                 (JobClock::File(_), _) => FILE_CLOCK_TICK,
                 (JobClock::System, Some(next_ms)) => {
-                    Duration::from_millis(next_ms.saturating_sub(self.clock.now_ms())).min(MAX_SLEEP)
+                    Duration::from_millis(next_ms.saturating_sub(self.clock.now_ms()))
+                        .min(MAX_SLEEP)
                 }
                 (JobClock::System, None) => MAX_SLEEP,
             };
@@ -163,7 +206,9 @@ impl Jobs {
             if let Some(at_ms) = dealt_with {
                 job.last_due_ms = Some(at_ms);
                 let stored = job.clone();
-                self.store.call(move |s| s.update_cron_job_due(&stored)).await?;
+                self.store
+                    .call(move |s| s.update_cron_job_due(&stored))
+                    .await?;
             }
             let last = job.last_due_ms.unwrap_or(job.created_ms);
             if let Some(next) = schedule.next_after(&zone, timestamp(last)) {
@@ -198,7 +243,12 @@ impl Jobs {
 
     /// Starts a run of `job` for due time `at_ms` under its concurrency rule (`note`: said
     /// in the run's log first, for catch-up runs).
-    pub(crate) async fn fire(self: &Arc<Self>, job: &CronJobRecord, at_ms: u64, note: Option<String>) {
+    pub(crate) async fn fire(
+        self: &Arc<Self>,
+        job: &CronJobRecord,
+        at_ms: u64,
+        note: Option<String>,
+    ) {
         let project_id = job.project_id.clone();
         let project = match self.store.call(move |s| s.find_project(&project_id)).await {
             Ok(Some(project)) => project,
@@ -298,23 +348,34 @@ mod tests {
         assert_eq!(due(&every_minute, &utc, last, last + 30_000), Due::Nothing);
         assert_eq!(
             due(&every_minute, &utc, last, last + MINUTE + 500),
-            Due::Fire { at_ms: last + MINUTE }
+            Due::Fire {
+                at_ms: last + MINUTE
+            }
         );
         // Two went by: the daemon was not there for the first.
         assert_eq!(
             due(&every_minute, &utc, last, last + 2 * MINUTE),
-            Due::Missed { latest_ms: last + 2 * MINUTE, count: 2 }
+            Due::Missed {
+                latest_ms: last + 2 * MINUTE,
+                count: 2
+            }
         );
         // One, but found two minutes late.
         let hourly = Schedule::parse("@hourly").unwrap();
         assert_eq!(
             due(&hourly, &utc, last, last + 62 * MINUTE),
-            Due::Missed { latest_ms: last + 60 * MINUTE, count: 1 }
+            Due::Missed {
+                latest_ms: last + 60 * MINUTE,
+                count: 1
+            }
         );
         // Ten hours of downtime for an every-minute job: counted, one decision.
         assert_eq!(
             due(&every_minute, &utc, last, last + 600 * MINUTE),
-            Due::Missed { latest_ms: last + 600 * MINUTE, count: 600 }
+            Due::Missed {
+                latest_ms: last + 600 * MINUTE,
+                count: 600
+            }
         );
     }
 }

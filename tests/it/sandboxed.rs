@@ -8,6 +8,7 @@ mod attacks;
 mod backup;
 mod chaos;
 mod comeback;
+mod cron;
 mod disk;
 mod formation;
 mod network;

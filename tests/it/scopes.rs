@@ -49,6 +49,25 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/runs", "deploy"),
         ("GET /api/projects/{projectId}/runs", "read"),
         ("GET /api/runs/{runId}", "read"),
+        ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
+        ("GET /api/projects/{projectId}/cron-jobs", "read"),
+        ("GET /api/projects/{projectId}/cron-jobs/{jobId}", "read"),
+        (
+            "PATCH /api/projects/{projectId}/cron-jobs/{jobId}",
+            "deploy",
+        ),
+        (
+            "DELETE /api/projects/{projectId}/cron-jobs/{jobId}",
+            "deploy",
+        ),
+        (
+            "POST /api/projects/{projectId}/cron-jobs/{jobId}/runs",
+            "deploy",
+        ),
+        (
+            "GET /api/projects/{projectId}/cron-jobs/{jobId}/runs",
+            "read",
+        ),
         ("POST /api/runs/{runId}/cancel", "deploy"),
         ("GET /api/runs/{runId}/logs", "read"),
         ("GET /api/runs/{runId}/logs/stream", "read"),
@@ -182,6 +201,7 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{provisioningId}", &run_id)
             .replace("{deploymentId}", &deployment_id)
             .replace("{runId}", &one_off)
+            .replace("{jobId}", "crn_missing")
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")
             .replace("{notificationId}", "ntf_missing")

@@ -76,6 +76,9 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         Route::GetFormation => &[],
         // No live server deployment to run in; a run that ended already.
         Route::CreateRun | Route::CancelJobRun => &[Conflict],
+        // A name taken, too many jobs; run now: nothing live, a `forbid` job running.
+        Route::CreateCronJob | Route::UpdateCronJob | Route::RunCronJob => &[Conflict],
+        Route::ListCronJobs | Route::GetCronJob | Route::DeleteCronJob | Route::CronJobRuns => &[],
         Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
         // The body is read only once the project and its secret are known (`public_body.rs`).
@@ -151,7 +154,14 @@ pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
             ),
         ],
         Route::CreateDeployHook => &[("TriggerDeployHook", &[("secret", SECRET)])],
-        Route::CreateRun => &[
+        Route::CreateCronJob => &[
+            ("GetCronJob", &[("projectId", PROJECT_ID), ("jobId", ID)]),
+            ("UpdateCronJob", &[("projectId", PROJECT_ID), ("jobId", ID)]),
+            ("DeleteCronJob", &[("projectId", PROJECT_ID), ("jobId", ID)]),
+            ("RunCronJob", &[("projectId", PROJECT_ID), ("jobId", ID)]),
+            ("CronJobRuns", &[("projectId", PROJECT_ID), ("jobId", ID)]),
+        ],
+        Route::CreateRun | Route::RunCronJob => &[
             ("GetRun", &[("runId", RUN_ID)]),
             ("RunLogs", &[("runId", RUN_ID)]),
             ("RunLogStream", &[("runId", RUN_ID)]),

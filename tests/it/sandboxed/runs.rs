@@ -236,7 +236,7 @@ async fn a_run_past_its_timeout_or_canceled_is_stopped_with_its_sandbox() {
 }
 
 /// Whether no process of the machine has the run's sandbox name in its cgroup.
-fn no_process_with(run_id: &str) -> bool {
+pub(crate) fn no_process_with(run_id: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return true;
     };
