@@ -9,9 +9,8 @@ use std::sync::Arc;
 use super::json::read_json_object;
 use super::projects::find;
 use super::reply::Reply;
-use super::runs::{run_of, start_error, valid_command, valid_timeout};
+use super::runs::{run_of, start_error, valid_timeout};
 use super::{types, ApiError, ApiRequest, Context, ErrorCode};
-use crate::jobs::schedule::{parse_zone, Schedule};
 use crate::jobs::RunRequest;
 use crate::store::jobs::{CronJobRecord, JobOrigin, RunTrigger};
 use crate::store::records::ProjectRecord;
@@ -95,21 +94,9 @@ pub async fn create(
 
 /// `job` if its name, schedule, zone and command are valid; the error names the field.
 fn validated(job: CronJobRecord) -> Result<CronJobRecord, ApiError> {
-    let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
-    super::json::validate_slug(&job.name, "").map_err(|_| {
-        invalid(format!(
-            "`name` {:?} must be lowercase letters, digits and single dashes, 2 to 63 characters",
-            job.name
-        ))
-    })?;
-    let schedule = Schedule::parse(&job.schedule)
-        .map_err(|error| invalid(format!("`schedule` {:?}: {error}", job.schedule)))?;
-    parse_zone(&job.timezone).map_err(|error| invalid(format!("`timezone`: {error}")))?;
-    valid_command(&job.command)?;
-    Ok(CronJobRecord {
-        schedule: schedule.to_string(),
-        ..job
-    })
+    let schedule = crate::jobs::check_job(&job.name, &job.schedule, &job.timezone, &job.command)
+        .map_err(|message| ApiError::new(ErrorCode::InvalidBody, message))?;
+    Ok(CronJobRecord { schedule, ..job })
 }
 
 async fn record(

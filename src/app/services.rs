@@ -100,6 +100,7 @@ impl Services {
             notifier.clone(),
             config.jobs.clone(),
         );
+        pipeline.on_live(jobs.live_hook());
         let ctx = api_context(
             base,
             &pipeline,

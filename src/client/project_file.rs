@@ -8,9 +8,10 @@ use super::ClientError;
 
 pub const FILE_NAME: &str = "slipway.toml";
 
-/// The keys a project file may set, each a string.
+/// The keys a project file may set, each a string, and `cron` (the `[[cron]]` tables the
+/// daemon applies when the build goes live: `jobs::declared`).
 const KEYS: &[&str] = &[
-    "project", "install", "build", "start", "release", "output", "health",
+    "project", "install", "build", "start", "release", "output", "health", "cron",
 ];
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -50,6 +51,13 @@ impl ProjectFile {
         }
         let mut file = ProjectFile::default();
         for (key, value) in table {
+            if key == "cron" {
+                // Checked by the daemon at deploy (its messages are in the deployment's log).
+                if !value.is_array() {
+                    return Err(invalid("`cron` must be [[cron]] tables".into()));
+                }
+                continue;
+            }
             let value = match value {
                 toml::Value::String(text) => text,
                 other => {

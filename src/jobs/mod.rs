@@ -7,6 +7,7 @@
 //! `schedule.rs` is pure: the next due times of a schedule in a time zone. `scheduler.rs`
 //! turns due times into runs with each job's concurrency and missed-run policy.
 
+mod declared;
 mod history;
 mod runs;
 pub mod schedule;
@@ -23,6 +24,7 @@ use crate::notifications::Notifier;
 use crate::pipeline::Pipeline;
 use crate::store::Store;
 
+pub use declared::check_job;
 pub use runs::{CancelError, RunRequest, StartError};
 pub use scheduler::{next_runs, JobClock};
 

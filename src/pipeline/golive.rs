@@ -219,8 +219,17 @@ impl Pipeline {
         }
         if let (Switch::Run(_), None) = (&how, &preview) {
             self.retain_recent(project).await;
+            if let Some(hook) = self.live_hook.get() {
+                let workspace = self.workspaces.workspace(&deployment.id);
+                hook(project.clone(), deployment.clone(), workspace).await;
+            }
         }
         Ok(())
+    }
+
+    /// Sets what is told when a production deployment goes live (once, at start-up).
+    pub fn on_live(&self, hook: super::LiveHook) {
+        let _ = self.live_hook.set(hook);
     }
 
     /// Records the switch in the store (a run: the deployment live in one transaction with

@@ -153,7 +153,21 @@ pub struct Pipeline {
     metrics: Arc<crate::metrics::DaemonMetrics>,
     /// Memory all static sites' files share (`limits.static_cache_mb`).
     static_budget: crate::static_files::MemoryBudget,
+    /// Called once a production deployment went live (`on_live`).
+    live_hook: std::sync::OnceLock<LiveHook>,
 }
+
+/// What is told that a production deployment went live: its project, itself and its build
+/// tree (the jobs module applies the cron jobs its slipway.toml declares).
+pub type LiveHook = Arc<
+    dyn Fn(
+            ProjectRecord,
+            DeploymentRecord,
+            std::path::PathBuf,
+        ) -> futures_util::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
 
 /// What `provision` needs to know about the caller's request.
 pub struct Accepted {
@@ -203,6 +217,7 @@ impl Pipeline {
         );
         Arc::new(Pipeline {
             static_budget,
+            live_hook: std::sync::OnceLock::new(),
             survivors: Mutex::new(HashMap::new()),
             workspaces,
             config: parts.config,

@@ -235,3 +235,109 @@ async fn jobs_survive_a_restart_and_missed_due_times_run_once_or_are_skipped() {
     );
     assert_eq!(job["lastRun"]["id"], caught["id"], "{job}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slipway_toml_declares_jobs_that_follow_the_live_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("clock");
+    set_clock(&clock, "2026-06-01T12:00:00Z");
+    let test = "slipway_toml_declares_jobs_that_follow_the_live_build";
+    let Some(sandboxed) = start(test, &clock).await else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    // A job made through the API is the API's: a declared one of its name is not applied.
+    create_job(
+        daemon,
+        json!({"name": "mine", "schedule": "@hourly", "command": "echo api"}),
+    )
+    .await;
+    let file =
+        "[[cron]]\nname = \"report\"\nschedule = \"30 2 * * *\"\ntimezone = \"Europe/Berlin\"\n\
+                command = \"echo report\"\nmissed = \"runOnce\"\n\n\
+                [[cron]]\nname = \"cleanup\"\nschedule = \"@daily\"\ncommand = \"echo clean\"\n\n\
+                [[cron]]\nname = \"mine\"\nschedule = \"@daily\"\ncommand = \"echo file\"\n";
+    let first = daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644), ("slipway.toml", file, 0o644)],
+            json!({"startCommand": SERVER}),
+        )
+        .await;
+    let jobs = |list: &serde_json::Value| -> Vec<(String, String, String)> {
+        list["cronJobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|job| {
+                (
+                    job["name"].as_str().unwrap().to_owned(),
+                    job["origin"].as_str().unwrap().to_owned(),
+                    job["command"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let list = daemon
+        .api("GET", "/api/projects/shop/cron-jobs", None)
+        .await
+        .json();
+    let mut found = jobs(&list);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            ("cleanup".into(), "project_file".into(), "echo clean".into()),
+            ("mine".into(), "api".into(), "echo api".into()),
+            ("report".into(), "project_file".into(), "echo report".into()),
+        ]
+    );
+    let report = list["cronJobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["name"] == "report")
+        .unwrap();
+    // 02:30 in Berlin (CEST, +02:00) on the next day.
+    assert_eq!(
+        report["nextRuns"][0]["at"], "2026-06-02T02:30:00+02:00",
+        "{report}"
+    );
+    assert_eq!(
+        report["nextRuns"][0]["atUtc"], "2026-06-02T00:30:00.000Z",
+        "{report}"
+    );
+    let logs = daemon
+        .logs_text(first["deploymentId"].as_str().unwrap())
+        .await;
+    assert!(logs.contains("made through the API"), "{logs}");
+
+    // The next build drops `cleanup` and declares a bad schedule for `report`: cleanup goes,
+    // report stays as it was, and the log says why.
+    let file = "[[cron]]\nname = \"report\"\nschedule = \"61 2 * * *\"\ncommand = \"echo new\"\n";
+    let second = daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644), ("slipway.toml", file, 0o644)],
+            json!({"startCommand": SERVER}),
+        )
+        .await;
+    let list = daemon
+        .api("GET", "/api/projects/shop/cron-jobs", None)
+        .await
+        .json();
+    let mut found = jobs(&list);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            ("mine".into(), "api".into(), "echo api".into()),
+            ("report".into(), "project_file".into(), "echo report".into()),
+        ]
+    );
+    let logs = daemon
+        .logs_text(second["deploymentId"].as_str().unwrap())
+        .await;
+    assert!(logs.contains("\"cleanup\" is no longer declared"), "{logs}");
+    assert!(logs.contains("61 2 * * *"), "{logs}");
+}
