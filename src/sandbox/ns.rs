@@ -23,11 +23,11 @@ use super::cgroup::{
     CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, CPU_PERIOD_US,
 };
 use super::firewall;
+use super::launch::{launch, Launched};
 use super::machine::check_machine;
 pub use super::machine::{MissingTool, SandboxError};
 use super::net::{self, AddressPool};
 use super::shared::Shared;
-use super::launch::{launch, Launched};
 use super::step::{NamespaceProcess, StepResources};
 use super::{LogPipe, Reachable, Runner, Running, StepSpec};
 use crate::config::SandboxConfig;

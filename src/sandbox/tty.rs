@@ -59,7 +59,11 @@ impl Terminal {
         crate::sys::pty::set_window_size(self.master.get_ref().as_fd(), size.cols, size.rows)
     }
 
-    fn poll_read_master(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read_master(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         loop {
             let mut guard = ready!(self.master.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();

@@ -7,6 +7,7 @@ mod network;
 mod outside;
 mod reachable;
 pub(crate) mod support;
+mod tty;
 
 use std::time::Duration;
 
