@@ -48,7 +48,7 @@ impl<'a> Screen<'a> {
     }
 
     /// Reads to the end of the output (every slave holder gone), bounded by `within`.
-    async fn to_end(&mut self, within: Duration) {
+    async fn read_to_end(&mut self, within: Duration) {
         let ended = self.until("\u{0}never\u{0}", within).await;
         assert!(!ended);
     }
@@ -89,7 +89,7 @@ async fn answers_typed_input(mut running: Running, also: &[&str]) {
         screen.text
     );
     screen.type_in(b"hello\n").await;
-    screen.to_end(Duration::from_secs(10)).await;
+    screen.read_to_end(Duration::from_secs(10)).await;
     eprintln!("terminal:\n{}", screen.text);
     assert!(screen.text.contains("got:hello"), "{:?}", screen.text);
     assert!(screen.text.contains("isatty"), "{:?}", screen.text);
@@ -140,7 +140,7 @@ async fn tty_a_sandbox_that_cannot_be_built_says_why_on_its_terminal() {
     let mut running = runner.runner.spawn(spec).unwrap();
     let terminal = running.tty.take().unwrap();
     let mut screen = Screen::new(&terminal);
-    screen.to_end(Duration::from_secs(20)).await;
+    screen.read_to_end(Duration::from_secs(20)).await;
     assert!(
         screen.text.contains("slipway sandbox:") && screen.text.contains("/nonexistent"),
         "{:?}",
@@ -174,7 +174,7 @@ async fn tty_a_resize_reaches_the_running_step() {
         })
         .unwrap();
     screen.type_in(b"go\n").await;
-    screen.to_end(Duration::from_secs(10)).await;
+    screen.read_to_end(Duration::from_secs(10)).await;
     assert!(screen.text.contains("40 120"), "{:?}", screen.text);
     assert_eq!(
         wait(&mut running, Duration::from_secs(10)).await,
@@ -231,7 +231,7 @@ async fn tty_tiocsti_on_its_own_terminal_is_refused() {
         .unwrap();
     let terminal = running.tty.take().unwrap();
     let mut screen = Screen::new(&terminal);
-    screen.to_end(Duration::from_secs(20)).await;
+    screen.read_to_end(Duration::from_secs(20)).await;
     eprintln!("terminal:\n{}", screen.text);
     assert!(
         screen.text.contains(&format!("refused {}", libc::EPERM)),
