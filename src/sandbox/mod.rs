@@ -6,8 +6,11 @@
 //! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
 //! [`Sandbox::start`] picks one from `sandbox.mode`.
 //!
+//! A step can run under a pseudo-terminal ([`StepSpec::tty`], [`Running::tty`]; `tty`), in
+//! both runners.
+//!
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
-//! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
+//! classification) → `launch` (one helper's start) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
 //! filesystem; `detached` clones the host trees) ; `cgroup`, `net`, `firewall` and `seccomp`
 //! are used by both sides.
