@@ -2,7 +2,7 @@
 //! of its own, with the spec's environment and nothing else. No isolation: the daemon warns
 //! loudly at start. Grandchildren that call `setsid` escape the group kill; only the namespaced
 //! runner can promise to end a whole tree. A step with a terminal leads a session of its
-//! own on it instead (see [`super::tty`]); its group is the same.
+//! own on it instead (see `sandbox::tty`); its group is the same.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Stdio;

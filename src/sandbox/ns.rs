@@ -6,8 +6,8 @@
 //! spawn and every [`firewall::HOST_TABLE_CHECK`]); [`NamespaceRunner::shutdown`] removes it
 //! all. Each [`Runner::spawn`] takes a /30 link and a step cgroup, then execs
 //! `slipway sandbox-exec` with the spec on its stdin pipe (see [`super::exec`] and
-//! [`super::launch`]), which carries what the sandbox's own firewall needs; the step's
-//! stdout/stderr are the helper's (or the step's terminal, see [`super::tty`]). When the
+//! `launch`), which carries what the sandbox's own firewall needs; the step's
+//! stdout/stderr are the helper's (or the step's terminal, see `tty`). When the
 //! helper exits the cgroup's counters say whether memory or pids ran out, and the link and
 //! cgroup are freed.
 //! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
