@@ -279,6 +279,7 @@ impl Pipeline {
             cpus,
             stop_grace: Duration::from_secs(5),
             limited_dirs,
+            tty: None,
         };
         let runner = self.runner.clone();
         tokio::task::spawn_blocking(move || runner.spawn(spec))

@@ -1,7 +1,8 @@
 //! `sandbox.mode = "none"`: the command runs as a plain child of the daemon, in a process group
 //! of its own, with the spec's environment and nothing else. No isolation: the daemon warns
 //! loudly at start. Grandchildren that call `setsid` escape the group kill; only the namespaced
-//! runner can promise to end a whole tree.
+//! runner can promise to end a whole tree. A step with a terminal leads a session of its
+//! own on it instead (see `sandbox::tty`); its group is the same.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Stdio;
@@ -28,6 +29,7 @@ impl Runner for DirectRunner {
                 output.clone()
             }
         };
+        let terminal = super::tty::open_for(&spec)?;
         let mut command = tokio::process::Command::new("/bin/sh");
         command
             .arg("-c")
@@ -35,11 +37,26 @@ impl Runner for DirectRunner {
             .current_dir(cwd)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        let tty = match terminal {
+            Some((terminal, slave)) => {
+                command
+                    .stdin(Stdio::from(slave.try_clone()?))
+                    .stdout(Stdio::from(slave.try_clone()?))
+                    .stderr(Stdio::from(slave));
+                // A session of its own (and so a group): setsid + TIOCSCTTY before exec.
+                crate::sys::pty::controlling_terminal_at_exec(command.as_std_mut());
+                Some(terminal)
+            }
+            None => {
+                command
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0);
+                None
+            }
+        };
         if !spec.env.iter().any(|(k, _)| k == "HOME") {
             // A home of the step's own next to its workspace (npm and friends write caches there).
             let home = match &spec.kind {
@@ -53,6 +70,8 @@ impl Runner for DirectRunner {
             command.env("PATH", "/usr/local/bin:/usr/bin:/bin");
         }
         let mut child = command.spawn()?;
+        // The child has its copies of the slave: only they keep the terminal's output open.
+        drop(command);
         let pid = child.id().map(|id| Pid::from_raw(id as i32));
         let pipe =
             |fd: std::io::Result<std::os::fd::OwnedFd>| fd.and_then(super::LogPipe::from_owned_fd);
@@ -61,6 +80,7 @@ impl Runner for DirectRunner {
         Ok(Running {
             stdout: stdout.transpose()?,
             stderr: stderr.transpose()?,
+            tty,
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             reachable: super::Reachable::now(),
             inner: Box::new(DirectProcess {

@@ -9,6 +9,8 @@
 //! sandbox's address can be reached (one byte on [`spec::REACHABLE_FD`]). Then it relays
 //! signals (SIGTERM/SIGINT/SIGHUP forwarded, SIGUSR1 = kill) and mirrors the command's exit as
 //! its own.
+//! A step under a terminal gets its slave at [`spec::TTY_FD`] (the helper's stdout and
+//! stderr are that terminal too); the init gives it to the command.
 //! If the daemon dies (stdin hangs up) a build's sandbox is killed, while an app's goes on
 //! (its spec names an exit file): the helper keeps holding the app's log pipes so that the
 //! next daemon can adopt it, and records the command's exit in that file. If the helper dies,
@@ -49,6 +51,8 @@ fn run() -> io::Result<ExitReport> {
     let lifeline = io::stdin().as_fd().try_clone_to_owned()?;
     let reachable = take_reachable_fd()?;
     let spec = spec::decode(File::from(lifeline.try_clone()?))?;
+    // The slave of the step's terminal, for the command: the sandbox init keeps it.
+    let terminal = spec.tty.then(take_tty_fd).transpose()?;
     let null = File::open("/dev/null")?;
     nix::unistd::dup2_stdin(&null).map_err(io::Error::from)?;
     drop(null);
@@ -87,6 +91,7 @@ fn run() -> io::Result<ExitReport> {
         filters,
         go_read,
         status_write,
+        terminal,
     };
     let pid = clone_sandbox(&mut context, helper_only)?;
     let ChildContext {
@@ -94,9 +99,10 @@ fn run() -> io::Result<ExitReport> {
         plan,
         go_read,
         status_write,
+        terminal,
         ..
     } = context;
-    drop((plan, go_read, status_write));
+    drop((plan, go_read, status_write, terminal));
 
     if let Err(error) = release(&spec, pid, go_write.as_fd()) {
         let _ = kill(pid, Signal::SIGKILL);
@@ -161,6 +167,19 @@ fn take_reachable_fd() -> io::Result<OwnedFd> {
         io::Error::new(
             error.kind(),
             format!("the daemon passed no reachable pipe: {error}"),
+        )
+    })
+}
+
+/// The slave of the step's terminal the daemon passed at [`spec::TTY_FD`], made
+/// close-on-exec: the sandbox init hands it to the command (and only to it) as its
+/// stdin, stdout, stderr and controlling terminal.
+fn take_tty_fd() -> io::Result<OwnedFd> {
+    // The daemon dup'ed this descriptor for the helper alone; nothing else owns it.
+    crate::sys::fd::claim_inherited(spec::TTY_FD).map_err(|error| {
+        io::Error::new(
+            error.kind(),
+            format!("the daemon passed no terminal: {error}"),
         )
     })
 }

@@ -4,15 +4,17 @@
 //! It waits for the helper's go (maps, cgroups and network are in place), becomes uid/gid
 //! 1000, arms its parent-death signal, enters a fresh cgroup namespace, builds its root
 //! ([`super::mounts`]), drops every capability, sets no_new_privs and installs the seccomp
-//! filters. Then it runs `sh -c <command>` as its only child, forwards SIGTERM/SIGINT/SIGHUP
-//! to that child's process group, reaps orphans, and when the command exits reports its status
-//! to the helper and exits, which makes the kernel kill everything else in the sandbox. After a
-//! forwarded signal (a stop) it waits for every process to exit first, so an app under
-//! `sh -c` finishes its own graceful shutdown within the helper's grace period.
+//! filters. Then it runs `sh -c <command>` as its only child (under a terminal: in a session
+//! of its own whose controlling terminal is the step's, its stdin, stdout and stderr),
+//! forwards SIGTERM/SIGINT/SIGHUP to that child's process group, reaps orphans, and when the
+//! command exits reports its status to the helper and exits, which makes the kernel kill
+//! everything else in the sandbox. After a forwarded signal (a stop) it waits for every
+//! process to exit first, so an app under `sh -c` finishes its own graceful shutdown within
+//! the helper's grace period.
 
 use std::ffi::CString;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
@@ -36,6 +38,8 @@ pub(crate) struct ChildContext {
     pub filters: Filters,
     pub go_read: OwnedFd,
     pub status_write: OwnedFd,
+    /// The slave of the step's terminal ([`super::spec::TTY_FD`]), for the command.
+    pub terminal: Option<OwnedFd>,
 }
 
 /// How the command ended, as the init reports it to the helper.
@@ -180,6 +184,7 @@ fn run_init(context: &ChildContext) -> isize {
         envp: &envp,
         dir: "/app",
         exec_failed: b"slipway sandbox: cannot run /bin/sh\n",
+        terminal: context.terminal.as_ref().map(|slave| slave.as_raw_fd()),
     };
     // The init is single-threaded.
     let command = match crate::sys::process::fork_exec_in_new_group(&shell) {
@@ -189,7 +194,11 @@ fn run_init(context: &ChildContext) -> isize {
             return SETUP_FAILED as isize;
         }
     };
-    let _ = nix::unistd::setpgid(command, command);
+    // Under a terminal the command made itself a session (and group) leader; a setpgid
+    // from here could come first and make its setsid fail.
+    if context.terminal.is_none() {
+        let _ = nix::unistd::setpgid(command, command);
+    }
     supervise(context, command, &waited)
 }
 

@@ -6,8 +6,11 @@
 //! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
 //! [`Sandbox::start`] picks one from `sandbox.mode`.
 //!
+//! A step can run under a pseudo-terminal ([`StepSpec::tty`], [`Running::tty`]; `tty`), in
+//! both runners.
+//!
 //! Codemap of the namespaced runner: `ns` (daemon side: start/shutdown, spawn, exit
-//! classification) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
+//! classification) → `launch` (one helper's start) → `spec` (what crosses the pipe) → `exec` (the helper process) → `init`
 //! (PID 1 inside: credentials, capabilities, seccomp, signal forwarding) → `mounts` (the root
 //! filesystem; `detached` clones the host trees) ; `cgroup`, `net`, `firewall` and `seccomp`
 //! are used by both sides.
@@ -23,6 +26,7 @@ pub mod direct;
 mod exec;
 mod firewall;
 mod init;
+mod launch;
 mod machine;
 mod mounts;
 mod net;
@@ -32,6 +36,7 @@ mod shared;
 mod spec;
 mod step;
 mod subid;
+mod tty;
 
 pub use adopt::{stop_outliving, AppHandle};
 pub use cgroup::{CgroupError, CgroupUsage};
@@ -50,6 +55,7 @@ pub use exec::sandbox_exec_main;
 pub use firewall::MAX_CONNECTIONS as MAX_SANDBOX_CONNECTIONS;
 pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
+pub use tty::{Terminal, TtySize};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -94,6 +100,10 @@ pub struct StepSpec {
     /// The directories of the view that are disk-limited volumes: the step is refused
     /// rather than run on any other filesystem there.
     pub limited_dirs: Vec<LimitedDir>,
+    /// Run the command under a terminal of this size (interactive one-off runs): its stdin,
+    /// stdout, stderr and controlling terminal; [`Running::tty`] is the daemon's end. Never
+    /// for an app (`StepKind::App` with a terminal is refused).
+    pub tty: Option<TtySize>,
 }
 
 /// A directory a step sees that is a disk-limited volume (`disk.rs`), and the device
@@ -129,8 +139,11 @@ impl LimitedDir {
 
 /// A running step. Dropping it kills the whole tree.
 pub struct Running {
+    /// The step's output; `None` when it runs under a terminal (its output is `tty`'s).
     pub stdout: Option<LogPipe>,
     pub stderr: Option<LogPipe>,
+    /// The step's terminal when [`StepSpec::tty`] asked for one.
+    pub tty: Option<Terminal>,
     /// Where the process can be reached (apps listen on `addr:PORT`).
     pub address: IpAddr,
     /// When `address` can be reached; taken by whoever probes it.

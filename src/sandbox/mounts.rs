@@ -80,7 +80,9 @@ pub const ETC_ALLOWED: &[&str] = &[
     "java-21-openjdk",
 ];
 const ROOT_LINK_CANDIDATES: &[&str] = &["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
-/// The device nodes a sandbox gets. No `tty`: a sandbox has no controlling terminal.
+/// The device nodes a sandbox gets. No `tty`, no `ptmx` and no `pts`: a step's terminal, when
+/// it has one, reaches it only as inherited descriptors (`super::tty`), and nothing in the
+/// sandbox can open one of the host's.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// A detached host tree and where it goes in the sandbox (relative to the new root).

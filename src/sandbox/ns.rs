@@ -5,17 +5,17 @@
 //! the host table, which it puts back if the host's ruleset lost it (checked before every
 //! spawn and every [`firewall::HOST_TABLE_CHECK`]); [`NamespaceRunner::shutdown`] removes it
 //! all. Each [`Runner::spawn`] takes a /30 link and a step cgroup, then execs
-//! `slipway sandbox-exec` with the spec on its stdin pipe (see [`super::exec`]), which carries
-//! what the sandbox's own firewall needs; the step's stdout/stderr are the helper's. When the helper exits the
-//! cgroup's counters say whether memory or pids ran out, and the link and cgroup are freed.
+//! `slipway sandbox-exec` with the spec on its stdin pipe (see [`super::exec`] and
+//! `launch`), which carries what the sandbox's own firewall needs; the step's
+//! stdout/stderr are the helper's (or the step's terminal, see `tty`). When the
+//! helper exits the cgroup's counters say whether memory or pids ran out, and the link and
+//! cgroup are freed.
 //! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
 
 use std::collections::HashSet;
-use std::io::{self, Write};
+use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,14 +24,14 @@ use super::adopt::{self, AppHandle};
 use super::cgroup::{
     CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, CPU_PERIOD_US,
 };
-use super::firewall::{self, FirewallSpec};
+use super::firewall;
+use super::launch::{launch, Launched};
 use super::machine::check_machine;
 pub use super::machine::{MissingTool, SandboxError};
 use super::net::{self, AddressPool};
 use super::shared::Shared;
-use super::spec::{self, FilesystemView, HelperSpec, NetworkSpec};
 use super::step::{NamespaceProcess, StepResources};
-use super::{LogPipe, Reachable, Runner, Running, StepKind, StepSpec};
+use super::{LogPipe, Reachable, Runner, Running, StepSpec};
 use crate::config::SandboxConfig;
 
 /// Runs every step in its own namespaces, cgroup and network.
@@ -234,16 +234,24 @@ impl Runner for NamespaceRunner {
                     child,
                     reachable,
                     lifeline,
-                    stdout,
-                    stderr,
+                    logs,
+                    tty,
                     exit_file,
                 } = launched;
                 let helper_pid = child.id().map_or(-1, |id| id as i32);
                 let pidfd = crate::sys::process::pidfd_open(helper_pid)
                     .and_then(crate::sys::fd::async_fd)?;
+                let (stdout, stderr) = match logs {
+                    Some([stdout, stderr]) => (
+                        Some(LogPipe::from_owned_fd(stdout)?),
+                        Some(LogPipe::from_owned_fd(stderr)?),
+                    ),
+                    None => (None, None),
+                };
                 Ok(Running {
-                    stdout: Some(LogPipe::from_owned_fd(stdout)?),
-                    stderr: Some(LogPipe::from_owned_fd(stderr)?),
+                    stdout,
+                    stderr,
+                    tty,
                     address: IpAddr::V4(link.sandbox),
                     reachable: Reachable::from_helper(LogPipe::from_owned_fd(reachable)?),
                     inner: Box::new(NamespaceProcess {
@@ -280,6 +288,7 @@ impl Runner for NamespaceRunner {
         Ok(Running {
             stdout: Some(LogPipe::from_owned_fd(stdout)?),
             stderr: Some(LogPipe::from_owned_fd(stderr)?),
+            tty: None,
             address: IpAddr::V4(link.sandbox),
             // Its link came up long ago, under the daemon that started it.
             reachable: Reachable::now(),
@@ -296,137 +305,6 @@ impl Runner for NamespaceRunner {
         })
     }
 }
-
-/// A started helper: the daemon's ends of its pipes.
-struct Launched {
-    child: tokio::process::Child,
-    /// Readable once the sandbox's link and firewall are up (see [`super::Reachable`]).
-    reachable: OwnedFd,
-    lifeline: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    exit_file: Option<PathBuf>,
-}
-
-/// Writes the spec into a pipe and execs the helper with that pipe as its stdin. The write
-/// end is kept: closing it (drop, or the daemon's death) makes a build's helper kill the
-/// sandbox. An app's helper also gets the read ends of its log pipes to hold (see
-/// [`super::adopt`]) and an exit file.
-fn launch(shared: &Shared, spec: &StepSpec, resources: &StepResources) -> io::Result<Launched> {
-    let (helper_spec, exit_file) = helper_spec(shared, spec, resources)?;
-    let framed = spec::encode(&helper_spec)?;
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    if framed.len() > 60 * 1024 {
-        let size = nix::fcntl::FcntlArg::F_SETPIPE_SZ(framed.len() as libc::c_int);
-        nix::fcntl::fcntl(&write_end, size)?;
-    }
-    std::fs::File::from(write_end.try_clone()?).write_all(&framed)?;
-    // An app's output goes through named pipes next to its exit file, which a later daemon
-    // opens again to adopt it; a build's through plain pipes.
-    let ((stdout_read, stdout_write), (stderr_read, stderr_write)) = match &exit_file {
-        Some(exit_file) => (
-            adopt::make_fifo(&adopt::fifo_path(exit_file, "stdout"))?,
-            adopt::make_fifo(&adopt::fifo_path(exit_file, "stderr"))?,
-        ),
-        None => (
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?,
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?,
-        ),
-    };
-    let mut command = tokio::process::Command::new(&shared.daemon_exe);
-    command
-        .arg("sandbox-exec")
-        .env_clear()
-        .stdin(Stdio::from(read_end))
-        .stdout(Stdio::from(stdout_write))
-        .stderr(Stdio::from(stderr_write))
-        // Its own process group: a Ctrl-C meant for a daemon run from a terminal is not the
-        // sandbox's.
-        .process_group(0)
-        // An app's helper must survive this daemon; a build's dies with its lifeline.
-        .kill_on_drop(exit_file.is_none());
-    // Every helper tells through a pipe of its own when the sandbox's network is up.
-    let (reachable_read, reachable_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut held = vec![(reachable_write.as_raw_fd(), spec::REACHABLE_FD)];
-    if exit_file.is_some() {
-        for pipe in [&stdout_read, &stderr_read] {
-            adopt::grow_pipe(pipe, APP_LOG_PIPE_BYTES);
-        }
-        held.push((stdout_read.as_raw_fd(), spec::HELD_LOG_FDS[0]));
-        held.push((stderr_read.as_raw_fd(), spec::HELD_LOG_FDS[1]));
-    }
-    spec::pass_fds(command.as_std_mut(), held);
-    let child = command.spawn()?;
-    // Only the helper holds the write end now: its exit reads as end-of-file.
-    drop(reachable_write);
-    Ok(Launched {
-        child,
-        reachable: reachable_read,
-        lifeline: write_end,
-        stdout: stdout_read,
-        stderr: stderr_read,
-        exit_file,
-    })
-}
-
-/// What the helper is told (its spec on stdin): the step's command, filesystem view, cgroup
-/// and network; an app's exit file, where its helper records how it ended.
-fn helper_spec(
-    shared: &Shared,
-    spec: &StepSpec,
-    resources: &StepResources,
-) -> io::Result<(HelperSpec, Option<PathBuf>)> {
-    let (view, exit_file) = match &spec.kind {
-        StepKind::Build { workspace, cache } => (
-            FilesystemView::Build {
-                workspace: workspace.clone(),
-                cache: cache.clone(),
-            },
-            None,
-        ),
-        StepKind::App { output, data_dir } => {
-            std::fs::create_dir_all(data_dir)?;
-            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
-            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
-            std::fs::create_dir_all(&shared.run_dir)?;
-            let exit_file = shared
-                .run_dir
-                .join(format!("{}.exit", resources.cgroup_name));
-            let _ = std::fs::remove_file(&exit_file);
-            let view = FilesystemView::App {
-                output: output.clone(),
-                data_dir: data_dir.clone(),
-            };
-            (view, Some(exit_file))
-        }
-    };
-    let helper_spec = HelperSpec {
-        command: spec.command.clone(),
-        env: spec.env.clone(),
-        host_id: spec.project_uid,
-        view,
-        limited_dirs: spec.limited_dirs.clone(),
-        cgroup_procs: resources.cgroup.procs_files.clone(),
-        network: NetworkSpec {
-            host_interface: net::interface_name(&shared.interface_prefix, &resources.link),
-            host_address: resources.link.host,
-            sandbox_address: resources.link.sandbox,
-            firewall: FirewallSpec {
-                // Read at every spawn: the host's addresses can change while the daemon runs.
-                host_addresses: net::host_addresses(shared.subnet)?,
-                subnet: shared.subnet,
-                allow_smtp: shared.allow_smtp,
-            },
-        },
-        hostname: "sandbox".into(),
-        nameservers: shared.nameservers.clone(),
-        exit_file: exit_file.clone(),
-    };
-    Ok((helper_spec, exit_file))
-}
-
-/// The buffer of an app's log pipes: output an app writes while no daemon reads.
-const APP_LOG_PIPE_BYTES: i32 = 1 << 20;
 
 /// Removes exit files no surviving app will write or be read for.
 fn sweep_exit_files(run_dir: &Path, survivors: &[&AppHandle]) {

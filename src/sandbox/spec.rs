@@ -39,6 +39,10 @@ pub(crate) struct HelperSpec {
     /// keeps the log pipes' read ends ([`HELD_LOG_FDS`]) open so the app never writes into a
     /// pipe nobody holds, and writes how the command ended into this file before it exits.
     pub exit_file: Option<PathBuf>,
+    /// The command runs under the terminal whose slave the daemon passed at [`TTY_FD`] (its
+    /// stdin, stdout, stderr and controlling terminal, in a session of its own).
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// Where an app's helper holds the read ends of its stdout and stderr pipes (from the daemon
@@ -50,8 +54,15 @@ pub(crate) const HELD_LOG_FDS: [i32; 2] = [3, 4];
 /// once the sandbox's link is up and its firewall installed (see `sandbox::Reachable`).
 pub(crate) const REACHABLE_FD: i32 = 5;
 
+/// Where a helper whose step runs under a terminal gets that terminal's slave (the daemon
+/// keeps the master): the only way the terminal reaches the sandbox, which has no
+/// `/dev/pts`. The helper's own stdout and stderr are the slave too, so that a sandbox that
+/// cannot be built says why on the terminal.
+pub(crate) const TTY_FD: i32 = 6;
+
 /// Makes the helper `command` start with each `(fd, number)` of `held` open at `number`
-/// ([`REACHABLE_FD`], [`HELD_LOG_FDS`]); everything else the daemon holds is close-on-exec.
+/// ([`REACHABLE_FD`], [`HELD_LOG_FDS`], [`TTY_FD`]; at most three, an app never having a
+/// terminal); everything else the daemon holds is close-on-exec.
 pub(crate) fn pass_fds(command: &mut std::process::Command, held: Vec<(RawFd, i32)>) {
     crate::sys::process::dup_at_exec(command, held);
 }
@@ -145,6 +156,7 @@ mod tests {
             hostname: "sandbox".into(),
             nameservers: vec![Ipv4Addr::new(9, 9, 9, 9)],
             exit_file: Some("/data/run/app.exit".into()),
+            tty: false,
         };
         let framed = encode(&spec).unwrap();
         let decoded = decode(&framed[..]).unwrap();

@@ -365,6 +365,7 @@ impl AppLoop {
             // Not checked for apps yet: `/data` may be a directory kept from before disk
             // limits were on (`Volumes::ensure_app_data`).
             limited_dirs: Vec::new(),
+            tty: None,
         };
         let mut running = self.supervisor.runner.spawn(step)?;
         self.pump(&mut running);

@@ -35,6 +35,7 @@ pub(super) async fn passes(supervisor: &Arc<Supervisor>, spec: &AppSpec, command
         cpus: spec.cpus.min(0.5),
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
+        tty: None,
     };
     let Ok(mut running) = supervisor.runner.spawn(step) else {
         return false;

@@ -10,6 +10,7 @@
 //! - `fd.rs` — claiming inherited descriptors by number; pidfds and pipes for the runtime.
 //! - `process.rs` — `clone` into namespaces, `fork` + `exec` in a group of its own,
 //!   `_exit`, pidfds, the descriptor and namespace set-up between `fork` and `exec`.
+//! - `pty.rs` — pseudo-terminal pairs, window sizes, a controlling terminal at `exec`.
 //! - `signal.rs` — signal dispositions (`sigaction`, `signal`).
 //! - `caps.rs` — emptying the capability sets and locking the securebits.
 //! - `mount.rs` — detached mount trees (`open_tree`, `mount_setattr`, `move_mount`).
@@ -23,4 +24,5 @@ pub mod heap;
 pub mod loopdev;
 pub mod mount;
 pub mod process;
+pub mod pty;
 pub mod signal;

@@ -61,10 +61,15 @@ pub struct GroupCommand<'a> {
     pub envp: &'a [CString],
     pub dir: &'a str,
     pub exec_failed: &'a [u8],
+    /// A terminal for the command: instead of a process group of its own, the child leads a
+    /// new session with this terminal as its controlling terminal, stdin, stdout and stderr.
+    pub terminal: Option<RawFd>,
 }
 
-/// Forks a child that becomes the leader of a new process group, unblocks every signal,
-/// changes to `command.dir` and executes `command.program`. Returns its pid.
+/// Forks a child that becomes the leader of a new process group (with `command.terminal`:
+/// of a new session on that terminal, see [`super::pty`]), unblocks every signal, changes
+/// to `command.dir` and executes `command.program`. Returns its pid. With a terminal the
+/// caller must not `setpgid` the child (the child's `setsid` would then fail).
 ///
 /// Contract: the calling process is single-threaded (the sandbox init), so the child may
 /// allocate before `execve`.
@@ -73,7 +78,21 @@ pub fn fork_exec_in_new_group(command: &GroupCommand<'_>) -> nix::Result<Pid> {
     // below and ends in execve or _exit.
     match unsafe { nix::unistd::fork() }? {
         ForkResult::Child => {
-            let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+            match command.terminal {
+                None => {
+                    let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+                }
+                Some(terminal) => {
+                    if super::pty::enter_terminal_session(terminal).is_err() {
+                        let message = b"slipway sandbox: cannot take the step's terminal\n";
+                        // SAFETY: as below.
+                        unsafe {
+                            libc::write(2, message.as_ptr().cast(), message.len());
+                            libc::_exit(126)
+                        }
+                    }
+                }
+            }
             let _ = SigSet::empty().thread_set_mask();
             let _ = nix::unistd::chdir(command.dir);
             let _ = nix::unistd::execve(command.program, command.argv, command.envp);

@@ -7,6 +7,7 @@ mod network;
 mod outside;
 mod reachable;
 pub(crate) mod support;
+mod tty;
 
 use std::time::Duration;
 
@@ -414,6 +415,7 @@ async fn mode_none_still_runs_steps_without_isolation() {
         cpus: 1.0,
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
+        tty: None,
     };
     let running = sandbox.spawn(spec).unwrap();
     let finished = support::finish_step(running, Duration::from_secs(10)).await;

@@ -95,6 +95,7 @@ impl TestRunner {
             cpus: 1.0,
             stop_grace: Duration::from_secs(2),
             limited_dirs: Vec::new(),
+            tty: None,
         }
     }
 
