@@ -225,6 +225,7 @@ pub async fn run_now(
         timeout_s: job.timeout_s,
         job_id: Some(job.id.clone()),
         scheduled_ms: None,
+        interactive: false,
     };
     let run = ctx
         .jobs

@@ -343,6 +343,14 @@ route_table! {
         query: None,
         handle: runs::cancel(ctx, params.get(0)),
     }
+    AttachRun: GET "/api/runs/{runId}/tty" {
+        needs: Deploy, target: JobRun, success: SWITCHING_PROTOCOLS,
+        summary: "Attach a terminal to an interactive run: upgrades to a WebSocket (binary frames both ways, text {\"resize\": [cols, rows]})",
+        request: None,
+        response: ResponseBody::WebSocket,
+        query: Some(fields::<TtyQuery>),
+        handle: runs::tty(ctx, params.get(0), request),
+    }
     RunLogs: GET "/api/runs/{runId}/logs" {
         needs: Read, target: JobRun, success: OK,
         summary: "Get a run's output (since, limit, stream)",

@@ -51,6 +51,8 @@ pub enum ResponseBody {
     EventStream,
     /// The Prometheus text format 0.0.4 (`text/plain; version=0.0.4`).
     PrometheusText,
+    /// `101 Switching Protocols` to a WebSocket (an interactive run's terminal).
+    WebSocket,
 }
 
 /// A reference to `T`'s schema (a named component, or inline for a simple type).

@@ -56,6 +56,7 @@ pub async fn create(
         timeout_s,
         job_id: None,
         scheduled_ms: None,
+        interactive: create.interactive.unwrap_or(false),
     };
     let record = ctx
         .jobs
@@ -63,11 +64,18 @@ pub async fn create(
         .await
         .map_err(start_error)?;
     let status_url = format!("{}/api/runs/{}", ctx.control_url(), record.id);
+    let tty_url = record.interactive.then(|| {
+        let url = format!("{status_url}/tty");
+        match url.strip_prefix("https://") {
+            Some(rest) => format!("wss://{rest}"),
+            None => url.replacen("http://", "ws://", 1),
+        }
+    });
     Ok(Reply::json(&types::RunAccepted {
         run_id: record.id.clone(),
         state: record.state,
         logs_url: format!("{status_url}/logs"),
-        tty_url: None,
+        tty_url,
         status_url,
     }))
 }
@@ -217,5 +225,101 @@ pub(super) fn run_of(run: JobRunRecord) -> types::Run {
         interactive: run.interactive,
         env_keys: run.env_keys,
         message: run.message,
+    }
+}
+
+/// `GET /api/runs/{runId}/tty?cols=&rows=`: attaches to an interactive run (see `jobs::tty`)
+/// by upgrading to a WebSocket (HTTP/1.1 `Upgrade: websocket`, version 13).
+pub async fn tty(ctx: &Arc<Context>, id: &str, mut request: ApiRequest) -> Result<Reply, ApiError> {
+    let size = tty_size(request.uri().query())?;
+    let key = websocket_key(&request)?;
+    let run = record(ctx, id).await?;
+    if !run.interactive {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("run {id} is not interactive (start one with \"interactive\": true, or `slipway run -it`)"),
+        ));
+    }
+    let pending = ctx.jobs.take_pending_tty(id).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "run {id} is not waiting for a terminal: one attached already, or it ended ({:?})",
+                run.state
+            )
+            .to_lowercase(),
+        )
+    })?;
+    let upgrade = hyper::upgrade::on(&mut request);
+    let jobs = ctx.jobs.clone();
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => {
+                let io = hyper_util::rt::TokioIo::new(upgraded);
+                let role = tokio_tungstenite::tungstenite::protocol::Role::Server;
+                let socket =
+                    tokio_tungstenite::WebSocketStream::from_raw_socket(io, role, None).await;
+                jobs.serve_tty(pending, socket, size).await;
+            }
+            Err(error) => jobs.abandon_tty(pending, &error.to_string()).await,
+        }
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let response = http::Response::builder()
+        .status(http::StatusCode::SWITCHING_PROTOCOLS)
+        .header(http::header::CONNECTION, "upgrade")
+        .header(http::header::UPGRADE, "websocket")
+        .header(http::header::SEC_WEBSOCKET_ACCEPT, accept)
+        .body(crate::http_util::empty())
+        .expect("a valid response");
+    Ok(Reply::Whole(response))
+}
+
+/// `cols` and `rows` of the terminal (default 80 × 24).
+fn tty_size(query: Option<&str>) -> Result<crate::sandbox::TtySize, ApiError> {
+    let mut size = crate::sandbox::TtySize { cols: 80, rows: 24 };
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = value.parse::<u16>().ok().filter(|n| (1..=1000).contains(n));
+        match (key, number) {
+            ("cols", Some(n)) => size.cols = n,
+            ("rows", Some(n)) => size.rows = n,
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidQuery,
+                    format!("{pair:?}: the query takes cols and rows, each from 1 to 1000"),
+                ))
+            }
+        }
+    }
+    Ok(size)
+}
+
+/// The client's `Sec-WebSocket-Key` of a valid upgrade request.
+fn websocket_key(request: &ApiRequest) -> Result<String, ApiError> {
+    let header = |name: http::header::HeaderName| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    let upgrade = header(http::header::UPGRADE) == "websocket"
+        && header(http::header::CONNECTION)
+            .split(',')
+            .any(|token| token.trim() == "upgrade")
+        && header(http::header::SEC_WEBSOCKET_VERSION) == "13";
+    let key = request
+        .headers()
+        .get(http::header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok());
+    match (upgrade, key) {
+        (true, Some(key)) => Ok(key.to_owned()),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            "this endpoint is a WebSocket: send an HTTP/1.1 upgrade (Connection: Upgrade, \
+             Upgrade: websocket, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)",
+        )),
     }
 }

@@ -65,6 +65,26 @@ impl ApiClient {
         )
     }
 
+    /// `ws(s)://host[:port][/prefix]` + `path`: where a WebSocket of the API is opened.
+    pub fn websocket_url(&self, path: &str) -> String {
+        let scheme = if self.endpoint.https { "wss" } else { "ws" };
+        format!(
+            "{scheme}://{}{}{path}",
+            self.endpoint.authority(),
+            self.endpoint.prefix
+        )
+    }
+
+    /// The bearer token (for a WebSocket's own handshake).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A new connection to the API (TLS for `https`).
+    pub async fn connect(&self) -> Result<Box<dyn connect::Io>, ClientError> {
+        connect::connect(&self.endpoint, self.tls.as_ref()).await
+    }
+
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.json(Method::GET, path, None, Bytes::new(), REQUEST_TIMEOUT)
             .await

@@ -23,6 +23,7 @@ pub mod pack;
 pub mod project_file;
 pub mod runs;
 pub mod sse;
+pub mod tty;
 pub mod usage;
 
 use std::path::PathBuf;
@@ -79,7 +80,10 @@ pub fn main(command: ClientCommand) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(command)) {
+    let result = runtime.block_on(run(command));
+    // A read of stdin may still block a thread (`slipway run -it`): do not wait for it.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => code,
         Err(error @ ClientError::Usage(_)) => {
             eprintln!("slipway: {error}");

@@ -37,7 +37,11 @@ pub async fn run(api: &ApiClient, args: RunArgs) -> Result<ExitCode, ClientError
         println!("{}", accepted.run_id);
         return Ok(ExitCode::SUCCESS);
     }
-    follow_output(api, &accepted.run_id).await?;
+    if args.interactive {
+        super::tty::attach(api, &accepted.run_id).await?;
+    } else {
+        follow_output(api, &accepted.run_id).await?;
+    }
     let run: Run = api.get(&format!("/api/runs/{}", accepted.run_id)).await?;
     Ok(ExitCode::from(exit_code_of(&run)))
 }

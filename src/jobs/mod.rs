@@ -12,6 +12,7 @@ mod history;
 mod runs;
 pub mod schedule;
 mod scheduler;
+mod tty;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use crate::store::Store;
 pub use declared::check_job;
 pub use runs::{CancelError, RunRequest, StartError};
 pub use scheduler::{next_runs, JobClock};
+pub use tty::{PendingTty, ATTACH_WINDOW};
 
 /// The jobs service: shared by the API and the scheduler.
 pub struct Jobs {
@@ -37,6 +39,8 @@ pub struct Jobs {
     config: JobsConfig,
     /// Runs not yet final, by run id.
     active: Mutex<HashMap<String, Arc<ActiveRun>>>,
+    /// Interactive runs waiting for their terminal client.
+    pending: Mutex<HashMap<String, PendingTty>>,
     /// The scheduler's clock.
     clock: JobClock,
     /// Wakes the scheduler when a job is created, changed or deleted.
@@ -63,6 +67,8 @@ enum StopReason {
     Replaced,
     /// The daemon is shutting down.
     Shutdown,
+    /// An interactive run's terminal client went away.
+    Detached,
 }
 
 impl Jobs {
@@ -84,6 +90,7 @@ impl Jobs {
             },
             config,
             active: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
             changed: tokio::sync::Notify::new(),
         })
     }
@@ -96,6 +103,10 @@ impl Jobs {
     /// Tells the scheduler that jobs changed.
     pub fn jobs_changed(&self) {
         self.changed.notify_one();
+    }
+
+    fn pending_ttys(&self) -> std::sync::MutexGuard<'_, HashMap<String, PendingTty>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn active_runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {

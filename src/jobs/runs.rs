@@ -34,6 +34,8 @@ pub struct RunRequest {
     pub timeout_s: u64,
     pub job_id: Option<String>,
     pub scheduled_ms: Option<u64>,
+    /// Start under a terminal once a client attaches (`jobs::tty`).
+    pub interactive: bool,
 }
 
 /// Why a run was not started.
@@ -55,7 +57,7 @@ pub enum CancelError {
 }
 
 /// How a run's command ended.
-enum Outcome {
+pub(super) enum Outcome {
     Exited(std::io::Result<Exit>),
     TimedOut,
     Stopped(StopReason),
@@ -91,13 +93,23 @@ impl Jobs {
             job_id: request.job_id.clone(),
             scheduled_ms: request.scheduled_ms,
             timeout_s: request.timeout_s,
-            interactive: false,
+            interactive: request.interactive,
             env_keys: request.env.iter().map(|(key, _)| key.clone()).collect(),
             message: None,
         };
         let stored = record.clone();
         self.store.call(move |s| s.put_job_run(&stored)).await?;
         let active = self.register(&record);
+        if request.interactive {
+            self.wait_for_client(
+                project.clone(),
+                deployment,
+                record.clone(),
+                request.env,
+                active,
+            );
+            return Ok(record);
+        }
         let jobs = self.clone();
         let (project, env) = (project.clone(), request.env);
         let mut running = record.clone();
@@ -139,6 +151,7 @@ impl Jobs {
             run_id: &id,
             command: &record.command,
             env,
+            tty: None,
         };
         let start = self.pipeline.start_one_off(project, deployment, one_off);
         let mut running = tokio::select! {
@@ -151,18 +164,22 @@ impl Jobs {
                 return end(record, RunState::Canceled, None, stopped_message(reason));
             }
         };
-        record.state = RunState::Running;
-        record.started_ms = Some(now_ms());
-        let stored = record.clone();
-        if let Err(error) = self.store.call(move |s| s.update_job_run(&stored)).await {
-            tracing::warn!(%error, run = %id, "could not record a run as running");
-        }
+        self.mark_running(record).await;
         let pumps = self.pump_output(&mut running, &id);
         let outcome = wait(&mut running, record.timeout_s, active).await;
         for pump in pumps {
             let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
         }
         judge(record, outcome);
+    }
+
+    pub(super) async fn mark_running(&self, record: &mut JobRunRecord) {
+        record.state = RunState::Running;
+        record.started_ms = Some(now_ms());
+        let (stored, id) = (record.clone(), record.id.clone());
+        if let Err(error) = self.store.call(move |s| s.update_job_run(&stored)).await {
+            tracing::warn!(%error, run = %id, "could not record a run as running");
+        }
     }
 
     fn pump_output(&self, running: &mut Running, id: &str) -> Vec<JoinHandle<()>> {
@@ -182,7 +199,12 @@ impl Jobs {
 
     /// Records the final state, says it in the run's log, ends its log stream and notifies a
     /// failure (nothing, if the run went with its project meanwhile).
-    async fn finish(&self, project: &ProjectRecord, record: JobRunRecord, active: &ActiveRun) {
+    pub(super) async fn finish(
+        &self,
+        project: &ProjectRecord,
+        record: JobRunRecord,
+        active: &ActiveRun,
+    ) {
         let id = record.id.clone();
         let stored = record.clone();
         let kept = match self.store.call(move |s| s.update_job_run(&stored)).await {
@@ -275,7 +297,7 @@ impl Jobs {
 }
 
 /// Waits for the command, its timeout, or a stop.
-async fn wait(running: &mut Running, timeout_s: u64, active: &ActiveRun) -> Outcome {
+pub(super) async fn wait(running: &mut Running, timeout_s: u64, active: &ActiveRun) -> Outcome {
     let outcome = tokio::select! {
         exit = running.wait() => return Outcome::Exited(exit),
         _ = tokio::time::sleep(Duration::from_secs(timeout_s)) => Outcome::TimedOut,
@@ -290,7 +312,7 @@ async fn wait(running: &mut Running, timeout_s: u64, active: &ActiveRun) -> Outc
 }
 
 /// The record's final state from how the command ended.
-fn judge(record: &mut JobRunRecord, outcome: Outcome) {
+pub(super) fn judge(record: &mut JobRunRecord, outcome: Outcome) {
     match outcome {
         Outcome::Exited(Ok(exit)) if exit.success() => {
             record.exit_code = Some(0);
@@ -336,10 +358,16 @@ fn stopped_message(reason: StopReason) -> String {
             "replaced by a newer run of its cron job (concurrency: replace)".to_owned()
         }
         StopReason::Shutdown => "the daemon shut down; the command was stopped".to_owned(),
+        StopReason::Detached => "the terminal client went away; the command was stopped".to_owned(),
     }
 }
 
-fn end(record: &mut JobRunRecord, state: RunState, exit_code: Option<i32>, message: String) {
+pub(super) fn end(
+    record: &mut JobRunRecord,
+    state: RunState,
+    exit_code: Option<i32>,
+    message: String,
+) {
     record.state = state;
     record.exit_code = exit_code;
     record.finished_ms = Some(now_ms());

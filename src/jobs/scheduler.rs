@@ -284,6 +284,7 @@ impl Jobs {
             timeout_s: job.timeout_s,
             job_id: Some(job.id.clone()),
             scheduled_ms: Some(at_ms),
+            interactive: false,
         };
         match self.start(project, request).await {
             Ok(run) => {

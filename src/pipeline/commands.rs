@@ -246,7 +246,7 @@ impl Pipeline {
         let (kind, memory_mb, cpus, limited_dirs) = match command.data_dir {
             // As the app runs (`/data` may predate disk limits: not checked, as for apps).
             Some(data_dir) => (
-                StepKind::App {
+                StepKind::OneOff {
                     output: command.workspace.to_owned(),
                     data_dir: data_dir.to_owned(),
                 },

@@ -17,6 +17,8 @@ pub struct OneOff<'a> {
     pub command: &'a str,
     /// Variables the request adds (over the project's).
     pub env: &'a [(String, String)],
+    /// A terminal of this size (an interactive run), instead of stdout and stderr pipes.
+    pub tty: Option<crate::sandbox::TtySize>,
 }
 
 impl Pipeline {
@@ -45,7 +47,7 @@ impl Pipeline {
         let limits = &self.config.limits;
         let spec = StepSpec {
             name: format!("slipway-{}", run.run_id),
-            kind: StepKind::App {
+            kind: StepKind::OneOff {
                 output: self.workspaces.workspace(&deployment.id),
                 data_dir: self.instance_data_dir(project, deployment),
             },
@@ -57,6 +59,7 @@ impl Pipeline {
             cpus: limits.app_cpus,
             stop_grace: Duration::from_secs(5),
             limited_dirs: Vec::new(),
+            tty: run.tty,
         };
         let runner = self.runner.clone();
         tokio::task::spawn_blocking(move || runner.spawn(spec))

@@ -24,7 +24,7 @@ impl Runner for DirectRunner {
         }
         let cwd = match &spec.kind {
             StepKind::Build { workspace, .. } => workspace.clone(),
-            StepKind::App { output, data_dir } => {
+            StepKind::App { output, data_dir } | StepKind::OneOff { output, data_dir } => {
                 std::fs::create_dir_all(data_dir)?;
                 output.clone()
             }
@@ -61,7 +61,9 @@ impl Runner for DirectRunner {
             // A home of the step's own next to its workspace (npm and friends write caches there).
             let home = match &spec.kind {
                 StepKind::Build { workspace, .. } => workspace.with_file_name("home"),
-                StepKind::App { output, .. } => output.with_file_name("home"),
+                StepKind::App { output, .. } | StepKind::OneOff { output, .. } => {
+                    output.with_file_name("home")
+                }
             };
             std::fs::create_dir_all(&home)?;
             command.env("HOME", home);

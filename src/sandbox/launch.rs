@@ -137,6 +137,13 @@ impl Output {
 }
 
 /// What the helper is told (its spec on stdin): the step's command, filesystem view, cgroup
+/// `/data` for the project's uid (lchown: a symlink is not followed here, and is refused when
+/// the tree is cloned).
+fn prepare_data_dir(data_dir: &Path, uid: u32) -> io::Result<()> {
+    std::fs::create_dir_all(data_dir)?;
+    std::os::unix::fs::lchown(data_dir, Some(uid), Some(uid))
+}
+
 /// and network; an app's exit file, where its helper records how it ended.
 fn helper_spec(
     shared: &Shared,
@@ -151,10 +158,16 @@ fn helper_spec(
             },
             None,
         ),
+        StepKind::OneOff { output, data_dir } => {
+            prepare_data_dir(data_dir, spec.project_uid)?;
+            let view = FilesystemView::App {
+                output: output.clone(),
+                data_dir: data_dir.clone(),
+            };
+            (view, None)
+        }
         StepKind::App { output, data_dir } => {
-            std::fs::create_dir_all(data_dir)?;
-            // lchown: a symlink is not followed here, and is refused when the tree is cloned.
-            std::os::unix::fs::lchown(data_dir, Some(spec.project_uid), Some(spec.project_uid))?;
+            prepare_data_dir(data_dir, spec.project_uid)?;
             std::fs::create_dir_all(&shared.run_dir)?;
             let exit_file = shared
                 .run_dir

@@ -76,7 +76,11 @@ pub enum StepKind {
         cache: Option<PathBuf>,
     },
     /// start: the build output read-only at `/app` (cwd) plus a writable data dir at `/data`.
+    /// An app outlives the daemon that started it (namespaces mode).
     App { output: PathBuf, data_dir: PathBuf },
+    /// The app's view for a command that ends with the daemon: one-off and cron runs, the
+    /// release command, health commands. May have a terminal.
+    OneOff { output: PathBuf, data_dir: PathBuf },
 }
 
 /// Everything needed to run one command in one sandbox.

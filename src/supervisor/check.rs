@@ -23,7 +23,7 @@ pub(super) async fn passes(supervisor: &Arc<Supervisor>, spec: &AppSpec, command
     let step = StepSpec {
         // Not `…-app-…`: its cgroup must not count towards the instance's own usage.
         name: format!("slipway-{}-check-{}", spec.deployment_id, spec.instance),
-        kind: StepKind::App {
+        kind: StepKind::OneOff {
             output: spec.root.clone(),
             data_dir: spec.data_dir.clone(),
         },

@@ -30,6 +30,21 @@ pub fn open_pair(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((master, slave))
 }
 
+/// The window size of the terminal `fd` is (`None` when it is not a terminal): (cols, rows).
+pub fn window_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into `size`, which outlives the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) } < 0 {
+        return None;
+    }
+    (size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
+}
+
 /// Sets the window size of the terminal `fd` (a master or a slave); the kernel sends
 /// SIGWINCH to the terminal's foreground process group when it changes.
 pub fn set_window_size(fd: BorrowedFd<'_>, cols: u16, rows: u16) -> io::Result<()> {

@@ -49,6 +49,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/runs", "deploy"),
         ("GET /api/projects/{projectId}/runs", "read"),
         ("GET /api/runs/{runId}", "read"),
+        ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
         ("GET /api/projects/{projectId}/cron-jobs", "read"),
         ("GET /api/projects/{projectId}/cron-jobs/{jobId}", "read"),

@@ -266,6 +266,15 @@ fn success(spec: &RouteSpec, generators: &mut Generators) -> ResponseObject {
             ),
             links: BTreeMap::new(),
         },
+        ResponseBody::WebSocket => ResponseObject {
+            description: "Switching Protocols: a WebSocket. Binary frames carry the terminal's \
+                          bytes both ways; the client's text frame {\"resize\": [cols, rows]} \
+                          resizes it; the last server text frame is {\"exit\", \"state\", \
+                          \"message\"}"
+                .into(),
+            content: BTreeMap::new(),
+            links: BTreeMap::new(),
+        },
         ResponseBody::EventStream => ResponseObject {
             description: "Server-sent events: `log` (data: a LogLine, id: its seq), `status` \
                           (data: a ProvisionStatus) and `end` (data: {})"

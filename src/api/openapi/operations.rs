@@ -76,6 +76,8 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         Route::GetFormation => &[],
         // No live server deployment to run in; a run that ended already.
         Route::CreateRun | Route::CancelJobRun => &[Conflict],
+        // Not an upgrade request or a bad size; not interactive, or not waiting.
+        Route::AttachRun => &[InvalidQuery, Conflict],
         // A name taken, too many jobs; run now: nothing live, a `forbid` job running.
         Route::CreateCronJob | Route::UpdateCronJob | Route::RunCronJob => &[Conflict],
         Route::ListCronJobs | Route::GetCronJob | Route::DeleteCronJob | Route::CronJobRuns => &[],

@@ -64,6 +64,17 @@ pub struct RunAccepted {
     pub tty_url: Option<String>,
 }
 
+/// The query of `GET /api/runs/{runId}/tty`: the terminal's size.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct TtyQuery {
+    /// Columns (default 80).
+    #[schemars(range(min = 1, max = 1000))]
+    pub cols: Option<u16>,
+    /// Rows (default 24).
+    #[schemars(range(min = 1, max = 1000))]
+    pub rows: Option<u16>,
+}
+
 /// A one-off, cron or release run.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

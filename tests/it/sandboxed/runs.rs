@@ -250,3 +250,141 @@ pub(crate) fn no_process_with(run_id: &str) -> bool {
     }
     true
 }
+
+/// Reads the terminal's output until it contains `needle`; everything read so far.
+async fn read_until<S>(socket: &mut S, seen: &mut String, needle: &str)
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    use futures_util::StreamExt;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen.contains(needle) {
+        let message = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {needle:?} on the terminal; it showed {seen:?}"));
+        match message {
+            Some(Ok(Message::Binary(bytes))) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+            Some(Ok(Message::Text(text))) => seen.push_str(text.as_str()),
+            Some(Ok(_)) => {}
+            other => panic!("the terminal ended ({other:?}) before {needle:?}; it showed {seen:?}"),
+        }
+    }
+}
+
+use tokio_tungstenite::tungstenite::Message;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_run_answers_typed_input_and_a_resize_under_a_real_pty() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let test = "an_interactive_run_answers_typed_input_and_a_resize_under_a_real_pty";
+    let Some(sandboxed) = Sandboxed::start(test, "") else {
+        return;
+    };
+    if missing_tool("python3", "the app is python's http.server") {
+        return;
+    }
+    let daemon = &sandboxed.daemon;
+    let server = "exec python3 -m http.server $PORT";
+    daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644)],
+            json!({"startCommand": server}),
+        )
+        .await;
+    let command = "stty size; test -t 0 && echo is-a-tty; read line; echo got:$line; stty size";
+    let started = daemon
+        .api(
+            "POST",
+            "/api/projects/shop/runs",
+            Some(json!({"command": command, "interactive": true})),
+        )
+        .await;
+    assert_eq!(started.status, 202, "{}", started.text());
+    let accepted = started.json();
+    let id = accepted["runId"].as_str().unwrap().to_owned();
+    assert!(
+        accepted["ttyUrl"].as_str().unwrap().starts_with("ws://"),
+        "{accepted}"
+    );
+    // Without the token, or without an upgrade, nothing attaches.
+    let plain = daemon
+        .api("GET", &format!("/api/runs/{id}/tty"), None)
+        .await;
+    assert_eq!(plain.status, 400, "{}", plain.text());
+
+    let port = daemon.http.port();
+    let url = format!("ws://slipway.localhost:{port}/api/runs/{id}/tty?cols=100&rows=30");
+    let mut request = url.as_str().into_client_request().unwrap();
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let refused = tokio_tungstenite::client_async(request.clone(), stream).await;
+    assert!(refused.is_err(), "attached without a token");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", daemon.token).parse().unwrap(),
+    );
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut socket, _) = tokio_tungstenite::client_async(request.clone(), stream)
+        .await
+        .expect("attach the terminal");
+    let mut seen = String::new();
+    read_until(&mut socket, &mut seen, "30 100").await;
+    read_until(&mut socket, &mut seen, "is-a-tty").await;
+    socket
+        .send(Message::text(json!({"resize": [120, 40]}).to_string()))
+        .await
+        .unwrap();
+    socket
+        .send(Message::binary(b"hello\r".to_vec()))
+        .await
+        .unwrap();
+    read_until(&mut socket, &mut seen, "got:hello").await;
+    read_until(&mut socket, &mut seen, "40 120").await;
+    read_until(&mut socket, &mut seen, "\"state\":\"succeeded\"").await;
+    let run = wait_run_final(daemon, &id, Duration::from_secs(20)).await;
+    assert_eq!(run["state"], "succeeded", "{run}");
+    assert_eq!(run["exitCode"], 0, "{run}");
+    assert_eq!(run["interactive"], true, "{run}");
+    // The terminal is gone with the run: a second attach is refused.
+    let again = daemon
+        .api("GET", &format!("/api/runs/{id}/tty"), None)
+        .await;
+    assert_eq!(again.status, 400, "{}", again.text());
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    assert!(tokio_tungstenite::client_async(request, stream)
+        .await
+        .is_err());
+
+    // `slipway run -it` with its input from a pipe: the command reads it, the exit code
+    // is the command's.
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args([
+            "run",
+            "-it",
+            "--project",
+            "shop",
+            "--",
+            "read x; echo got-$x; exit 4",
+        ])
+        .env("SLIPWAY_URL", format!("http://slipway.localhost:{port}"))
+        .env("SLIPWAY_TOKEN", &daemon.token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(b"typed\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("got-typed"),
+        "{output:?}"
+    );
+}
