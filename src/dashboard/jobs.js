@@ -103,7 +103,7 @@ async function cronSection(project, base, runId, reload) {
   });
   const section = h("section", { class: "card", "aria-labelledby": "cron-jobs" },
     h("h2", { id: "cron-jobs" }, "Cron jobs"),
-    table(["Name", "Schedule", "Next due", "Last run", "Enabled", ""], rows, [1]));
+    table(["Name", "Schedule", "Next due", "Last run", "Enabled", ""], rows, [], true));
   if (open) {
     const { runs } = await api("GET", `${path}/${enc(open.id)}/runs?limit=20`);
     section.append(h("div", { id: "cron-history", "data-job": open.id },

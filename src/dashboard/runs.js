@@ -12,6 +12,12 @@ window.addEventListener("hashchange", () => { if (stopFollowing) { stopFollowing
 /** The run whose output was shown last: a newly chosen one is scrolled to and focused. */
 let lastShown = "";
 
+/** What started a run, in words. */
+const TRIGGER = /** @type {Record<string, string>} */ ({ oneoff: "one-off", cron: "cron job", release: "release command" });
+
+/** @param {string} trigger @returns {string} */
+export function triggerWords(trigger) { return TRIGGER[trigger] || trigger; }
+
 /** @param {string} state @returns {boolean} whether a run in this state may still change */
 export function unfinished(state) { return state === "queued" || state === "running"; }
 
@@ -35,10 +41,10 @@ export function runTable(runs, base, selected) {
   const rows = runs.map((r) => [
     h("a", { href: `${base}/jobs/${enc(r.id)}`, class: "mono run-link", "data-id": r.id, "aria-current": r.id === selected ? "true" : null,
       "aria-label": `Output of run ${r.id}` }, r.id.slice(0, 12)),
-    runState(r.state), r.trigger, h("code", {}, r.command),
+    runState(r.state), triggerWords(r.trigger), h("code", {}, r.command),
     r.exitCode === null || r.exitCode === undefined ? "—" : String(r.exitCode),
     ago(r.startedAt || r.createdAt), duration(r.startedAt, r.finishedAt)]);
-  return table(["Run", "State", "Trigger", "Command", "Exit code", "Started", "Duration"], rows, [2, 6]);
+  return table(["Run", "State", "Trigger", "Command", "Exit code", "Started", "Duration"], rows, [2, 6], true);
 }
 
 /**
@@ -105,7 +111,7 @@ export async function runOutput(runId, reload) {
       h("dt", {}, "Command"), h("dd", {}, h("code", {}, run.command)),
       h("dt", {}, "State"), h("dd", { id: "run-state" }, runState(run.state)),
       h("dt", {}, "Exit code"), h("dd", { id: "run-exit" }, exit),
-      h("dt", {}, "Trigger"), h("dd", {}, run.trigger, run.scheduledAt ? ` (due ${new Date(run.scheduledAt).toLocaleString()})` : ""),
+      h("dt", {}, "Trigger"), h("dd", {}, triggerWords(run.trigger), run.scheduledAt ? ` (due ${new Date(run.scheduledAt).toLocaleString()})` : ""),
       h("dt", {}, "Started"), h("dd", {}, run.startedAt ? `${ago(run.startedAt)} · ran ${duration(run.startedAt, run.finishedAt)}` : "not yet"),
       ...(run.message ? [h("dt", {}, "Message"), h("dd", { id: "run-message" }, run.message)] : [])),
     logs);

@@ -1,8 +1,9 @@
 //! One-off runs and cron jobs in the dashboard (issue 33), in a real browser: a project's
 //! Jobs tab runs a command through its form and shows its output live, then its final state
-//! and exit code; a cron job with a schedule that does not parse shows the API's own message,
-//! a valid one its next due time in its zone; Run now shows the run in the job's history with
-//! its output; Disable disables it (as the API says too).
+//! and exit code, and Cancel stops one that lasts; a cron job with a schedule that does not
+//! parse shows the API's own message, a valid one its next due time in its zone; Run now
+//! shows the run in the job's history with its output; Disable disables it (as the API says
+//! too).
 
 use serde_json::{json, Value};
 
@@ -110,6 +111,35 @@ async fn the_jobs_tab_runs_commands_and_manages_cron_jobs() {
         )
         .await;
     shoot(&mut browser, "jobs-run").await;
+
+    // A run that lasts: its output followed live, and Cancel stops it.
+    browser
+        .fill("#run-command", "echo still-going; sleep 60")
+        .await;
+    browser.click("#run-submit").await;
+    browser
+        .wait_for(
+            "document.querySelector('#run-state')?.textContent === 'running' \
+             && document.querySelector('#run-log-state')?.textContent === 'following live' \
+             && document.querySelector('#run-logs')?.textContent.includes('still-going') \
+             && document.querySelector('#run-cancel')",
+            "the running run's output followed live, with Cancel",
+        )
+        .await;
+    browser.click("#run-cancel").await;
+    browser
+        .wait_for(
+            "document.querySelector('#run-state')?.textContent === 'canceled' && !document.querySelector('#run-cancel')",
+            "the run shown canceled",
+        )
+        .await;
+    let runs = daemon.api("GET", "/api/projects/shop/runs", None).await;
+    assert_eq!(
+        runs.json()["runs"][0]["state"],
+        "canceled",
+        "{}",
+        runs.text()
+    );
 
     // A cron job whose schedule does not parse: the API's own message on the page.
     let bad = json!({"name": "tick", "schedule": "61 * * * *", "command": "echo tick-ran"});
@@ -228,6 +258,12 @@ async fn the_jobs_tab_runs_commands_and_manages_cron_jobs() {
         "{text}"
     );
     assert_labeled(&mut browser, "the Jobs tab with a run and a job").await;
+    browser.eval("window.scrollTo(0, 0)").await;
+    shoot(&mut browser, "jobs-runs-table").await;
+    browser
+        .eval("document.querySelector('#cron-jobs').scrollIntoView()")
+        .await;
+    shoot(&mut browser, "jobs-cron-table").await;
 
     let errors: Vec<&String> = browser
         .errors
