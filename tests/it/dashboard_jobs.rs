@@ -265,6 +265,36 @@ async fn the_jobs_tab_runs_commands_and_manages_cron_jobs() {
         .await;
     shoot(&mut browser, "jobs-cron-table").await;
 
+    // The deployment's steps list the release step between build and deploy, like the others
+    // (this app has no release command: skipped).
+    browser
+        .open(
+            &format!("{origin}/#/projects/shop/deployments"),
+            "#steps span",
+            "the deployment's steps",
+        )
+        .await;
+    let steps = browser
+        .eval("[...document.querySelectorAll('#steps > span')].map((s) => s.textContent)")
+        .await;
+    let steps: Vec<&str> = steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let at = |name: &str| {
+        steps
+            .iter()
+            .position(|s| s.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("no {name} step in {steps:?}"))
+    };
+    assert!(
+        at("build") < at("release") && at("release") < at("deploy"),
+        "{steps:?}"
+    );
+    assert!(steps[at("release")].starts_with("skipped"), "{steps:?}");
+
     let errors: Vec<&String> = browser
         .errors
         .iter()
