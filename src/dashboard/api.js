@@ -52,16 +52,30 @@ export const enc = encodeURIComponent;
  */
 export function absolute(url) { return new URL(url, location.origin).href; }
 
-// Follows a deployment's log stream (server-sent events over fetch, so the token goes in a
-// header): calls onEvent(type, data) for `log`, `status` and `end`; reconnects after a drop
-// from the last line seen. Returns a function that stops following.
+/** @typedef {(phase: "live" | "ended" | "error" | "reconnecting", error?: Error) => void} StreamState */
+
 /**
+ * Follows a deployment's log stream; see followStream.
  * @param {string} deploymentId
  * @param {(type: string, data: any) => void} onEvent
- * @param {(phase: "live" | "ended" | "error" | "reconnecting", error?: Error) => void} onState
+ * @param {StreamState} onState
  * @returns {() => void}
  */
 export function followLogs(deploymentId, onEvent, onState) {
+  return followStream(`/api/deployments/${enc(deploymentId)}/logs/stream`, onEvent, onState);
+}
+
+// Follows a log stream — a deployment's or a run's (`/api/runs/{id}/logs/stream`), both with
+// the same rules — as server-sent events over fetch, so the token goes in a header: calls
+// onEvent(type, data) for `log`, `status` and `end`; reconnects after a drop from the last
+// line seen. Returns a function that stops following.
+/**
+ * @param {string} path the stream's API path
+ * @param {(type: string, data: any) => void} onEvent
+ * @param {StreamState} onState
+ * @returns {() => void}
+ */
+export function followStream(path, onEvent, onState) {
   let stopped = false, retry = 500;
   /** @type {string | null} */
   let lastId = null;
@@ -76,7 +90,7 @@ export function followLogs(deploymentId, onEvent, onState) {
         /** @type {Record<string, string>} */
         const headers = { "Authorization": "Bearer " + session.token, "Accept": "text/event-stream" };
         if (lastId !== null) headers["Last-Event-ID"] = String(lastId);
-        const response = await fetch(`/api/deployments/${enc(deploymentId)}/logs/stream`,
+        const response = await fetch(path,
           { headers, signal: controller.signal, cache: "no-store" });
         if (!response.ok) {
           const data = await response.json().catch(() => null);

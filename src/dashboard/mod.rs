@@ -47,6 +47,16 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("processes.js"),
     ),
     (
+        "/assets/jobs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("jobs.js"),
+    ),
+    (
+        "/assets/runs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("runs.js"),
+    ),
+    (
         "/assets/notifications.js",
         "text/javascript; charset=utf-8",
         include_str!("notifications.js"),

@@ -128,16 +128,18 @@ export function duration(from, to) {
 export function badge(text) { return h("span", { class: "badge " + String(text || "").toLowerCase() }, text || "—"); }
 
 /**
- * A table in a scroll box; columns listed in `narrow` hide on small screens.
+ * A table in a scroll box; columns listed in `narrow` hide on small screens. A `stack` table
+ * shows each row as a block of labelled lines on small screens instead of scrolling sideways.
  * @param {string[]} headers
  * @param {Child[][]} rows
  * @param {number[]} [narrow]
+ * @param {boolean} [stack]
  * @returns {HTMLDivElement}
  */
-export function table(headers, rows, narrow = []) {
-  return h("div", { class: "scroll" }, h("table", {},
+export function table(headers, rows, narrow = [], stack = false) {
+  return h("div", { class: "scroll" }, h("table", { class: stack ? "stack" : null },
     h("thead", {}, h("tr", {}, headers.map((title, i) => h("th", { class: narrow.includes(i) ? "hide-narrow" : null }, title)))),
     h("tbody", {}, rows.length ? rows.map((cells) => h("tr", {}, cells.map((cell, i) =>
-      h("td", { class: narrow.includes(i) ? "hide-narrow" : null }, cell))))
+      h("td", { class: narrow.includes(i) ? "hide-narrow" : null, "data-label": stack ? headers[i] : null }, cell))))
       : h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "Nothing yet.")))));
 }

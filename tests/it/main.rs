@@ -10,6 +10,7 @@ mod dashboard;
 mod dashboard_env;
 mod dashboard_formation;
 mod dashboard_forms;
+mod dashboard_jobs;
 mod dev_mode;
 mod domain_proofs;
 mod domains;
