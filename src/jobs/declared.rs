@@ -62,13 +62,20 @@ pub fn check_job(
              characters"
         ));
     }
-    let schedule =
+    let parsed =
         Schedule::parse(schedule).map_err(|error| format!("`schedule` {schedule:?}: {error}"))?;
-    parse_zone(timezone).map_err(|error| format!("`timezone`: {error}"))?;
+    let zone = parse_zone(timezone).map_err(|error| format!("`timezone`: {error}"))?;
+    if parsed.next_after(&zone, jiff::Timestamp::now()).is_none() {
+        return Err(format!(
+            "`schedule` {schedule:?} is never due (no such date in the next {} years, e.g. \
+             February 30)",
+            super::schedule::HORIZON_YEARS
+        ));
+    }
     if command.trim().is_empty() || command.len() > 16 * 1024 || command.contains('\0') {
         return Err("`command` must be 1 to 16384 bytes without NUL".into());
     }
-    Ok(schedule.to_string())
+    Ok(parsed.to_string())
 }
 
 /// The `[[cron]]` tables of `slipway.toml`'s text (none when it has no `cron` key).
@@ -228,5 +235,7 @@ mod tests {
             check_job("nightly", " @daily ", "Europe/Berlin", "x").unwrap(),
             "@daily"
         );
+        let never = check_job("never", "0 0 30 2 *", "UTC", "x").unwrap_err();
+        assert!(never.contains("never due"), "{never}");
     }
 }
