@@ -195,9 +195,12 @@ async fn a_backup_of_links_fifos_and_a_sparse_file_copies_no_target_and_stays_sm
         for own in ["SPARSE-HEAD", "SPARSE-MIDDLE", "SPARSE-TAIL", "own data"] {
             assert_eq!(count(&tar, own), 1, "{own}");
         }
-        assert_eq!(
-            count(&tar, "own inner"),
-            count(&tar, "swapdir/inner.txt").min(1)
+        // The swapped-in directory's file is archived only as a file of its own, under
+        // `swapdir/` or, caught before its rename, under `.staged-dir/`.
+        assert!(
+            count(&tar, "own inner") <= count(&tar, "/inner.txt"),
+            "{:?}",
+            entries(&tar)
         );
     }
 
