@@ -108,6 +108,30 @@ async fn release_commands_run_once_per_deployment_and_a_failing_one_changes_noth
         .wait_complete(&rollback.json(), std::time::Duration::from_secs(60))
         .await;
     assert_eq!(step_state(&done, "release"), "skipped", "{done}");
+    // Each release is among the project's runs, newest first; the rollback ran none.
+    let runs = daemon
+        .api("GET", "/api/projects/shop/runs", None)
+        .await
+        .json();
+    let releases: Vec<(&str, &str)> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|run| run["trigger"] == "release")
+        .map(|run| {
+            (
+                run["state"].as_str().unwrap(),
+                run["deploymentId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(releases.len(), 3, "{runs}");
+    assert_eq!(releases[0].0, "failed", "{runs}");
+    assert_eq!(
+        releases[1],
+        ("succeeded", second["deploymentId"].as_str().unwrap()),
+        "{runs}"
+    );
     assert_eq!(
         daemon.app_get("shop", "/releases", &[]).await.text(),
         "procfile 1\nsetting 1\n"
