@@ -14,8 +14,10 @@ use crate::store::jobs::{JobRunRecord, RunTrigger};
 
 /// A run's timeout when the request names none.
 pub(super) const DEFAULT_TIMEOUT_S: u64 = 3600;
-/// The longest command accepted.
-pub(super) const MAX_COMMAND_BYTES: usize = 16 * 1024;
+/// The longest command accepted, in characters.
+pub(super) const MAX_COMMAND_CHARS: usize = 16 * 1024;
+/// Variables a run may add.
+const MAX_RUN_ENV: usize = 100;
 
 pub async fn create(
     ctx: &Arc<Context>,
@@ -27,6 +29,15 @@ pub async fn create(
     let env = match body.remove("env") {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(serde_json::Value::Object(vars)) if vars.is_empty() => Vec::new(),
+        Some(serde_json::Value::Object(vars)) if vars.len() > MAX_RUN_ENV => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!(
+                    "`env` names {} variables; a run takes at most {MAX_RUN_ENV}",
+                    vars.len()
+                ),
+            ))
+        }
         Some(serde_json::Value::Object(vars)) => {
             super::env_scope::env_vars_body(vars)?.into_iter().collect()
         }
@@ -82,16 +93,16 @@ pub async fn create(
 
 /// A command as given, refused when empty, too long or holding a NUL.
 pub(super) fn valid_command(command: &str) -> Result<String, ApiError> {
-    if command.trim().is_empty() {
+    if command.is_empty() {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
             "`command` must not be empty, e.g. \"npm run migrate\"",
         ));
     }
-    if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+    if command.chars().count() > MAX_COMMAND_CHARS || command.contains('\0') {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
-            format!("`command` must be at most {MAX_COMMAND_BYTES} bytes without NUL"),
+            format!("`command` must be at most {MAX_COMMAND_CHARS} characters without NUL"),
         ));
     }
     Ok(command.to_owned())

@@ -62,18 +62,14 @@ pub fn check_job(
              characters"
         ));
     }
+    if schedule.chars().count() > 256 {
+        return Err("`schedule` must be at most 256 characters".into());
+    }
     let parsed =
         Schedule::parse(schedule).map_err(|error| format!("`schedule` {schedule:?}: {error}"))?;
-    let zone = parse_zone(timezone).map_err(|error| format!("`timezone`: {error}"))?;
-    if parsed.next_after(&zone, jiff::Timestamp::now()).is_none() {
-        return Err(format!(
-            "`schedule` {schedule:?} is never due (no such date in the next {} years, e.g. \
-             February 30)",
-            super::schedule::HORIZON_YEARS
-        ));
-    }
-    if command.trim().is_empty() || command.len() > 16 * 1024 || command.contains('\0') {
-        return Err("`command` must be 1 to 16384 bytes without NUL".into());
+    parse_zone(timezone).map_err(|error| format!("`timezone`: {error}"))?;
+    if command.is_empty() || command.chars().count() > 16 * 1024 || command.contains('\0') {
+        return Err("`command` must be 1 to 16384 characters without NUL".into());
     }
     Ok(parsed.to_string())
 }
@@ -235,7 +231,7 @@ mod tests {
             check_job("nightly", " @daily ", "Europe/Berlin", "x").unwrap(),
             "@daily"
         );
-        let never = check_job("never", "0 0 30 2 *", "UTC", "x").unwrap_err();
-        assert!(never.contains("never due"), "{never}");
+        // Accepted, but never due: it shows no next runs.
+        assert!(check_job("never", "0 0 30 2 *", "UTC", "x").is_ok());
     }
 }

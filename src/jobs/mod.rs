@@ -11,6 +11,7 @@ mod declared;
 mod history;
 mod runs;
 pub mod schedule;
+pub mod schedule_schema;
 mod scheduler;
 mod tty;
 

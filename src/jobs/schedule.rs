@@ -9,7 +9,9 @@
 //! `sun`..`sat`, in any case; day-of-week runs 0-7, where 0 and 7 are both Sunday. The macros
 //! `@yearly` (or `@annually`), `@monthly`, `@weekly`, `@daily` (or `@midnight`) and `@hourly`
 //! stand for `0 0 1 1 *`, `0 0 1 * *`, `0 0 * * 0`, `0 0 * * *` and `0 * * * *`; `@reboot`
-//! is rejected, since a schedule must name times. Jobs always fire at second 0.
+//! is rejected, since a schedule must name times. Jobs always fire at second 0. A range whose
+//! start is after its end wraps round the field's end: `22-2` is 22, 23, 0, 1 and 2 o'clock,
+//! `fri-mon` Friday to Monday.
 //!
 //! As in Vixie cron, when both day-of-month and day-of-week are restricted, a day is due if
 //! EITHER matches (`0 0 13 * 5` runs on every 13th and on every Friday); when either of them
@@ -44,7 +46,7 @@ use jiff::{SignedDuration, Timestamp};
 pub const HORIZON_YEARS: i16 = 30;
 
 /// The macros and the five fields each stands for.
-const MACROS: [(&str, &str); 7] = [
+pub(super) const MACROS: [(&str, &str); 7] = [
     ("@yearly", "0 0 1 1 *"),
     ("@annually", "0 0 1 1 *"),
     ("@monthly", "0 0 1 * *"),
@@ -62,38 +64,38 @@ const FIELD_LIST: &str = "minute hour day-of-month month day-of-week";
 const ALL_HOURS: u64 = (1 << 24) - 1;
 
 /// What one of the five fields accepts.
-struct FieldSpec {
+pub(super) struct FieldSpec {
     label: &'static str,
-    min: u8,
-    max: u8,
+    pub(super) min: u8,
+    pub(super) max: u8,
     /// Names for `min`, `min + 1`, …, matched case-insensitively.
-    names: &'static [&'static str],
+    pub(super) names: &'static [&'static str],
     /// What the names are, for error messages (empty when the field has none).
     names_hint: &'static str,
 }
 
-const MINUTE: FieldSpec = FieldSpec {
+pub(super) const MINUTE: FieldSpec = FieldSpec {
     label: "field 1 (minute)",
     min: 0,
     max: 59,
     names: &[],
     names_hint: "",
 };
-const HOUR: FieldSpec = FieldSpec {
+pub(super) const HOUR: FieldSpec = FieldSpec {
     label: "field 2 (hour)",
     min: 0,
     max: 23,
     names: &[],
     names_hint: "",
 };
-const DAY_OF_MONTH: FieldSpec = FieldSpec {
+pub(super) const DAY_OF_MONTH: FieldSpec = FieldSpec {
     label: "field 3 (day-of-month)",
     min: 1,
     max: 31,
     names: &[],
     names_hint: "",
 };
-const MONTH: FieldSpec = FieldSpec {
+pub(super) const MONTH: FieldSpec = FieldSpec {
     label: "field 4 (month)",
     min: 1,
     max: 12,
@@ -102,7 +104,7 @@ const MONTH: FieldSpec = FieldSpec {
     ],
     names_hint: " or a month name (jan-dec)",
 };
-const DAY_OF_WEEK: FieldSpec = FieldSpec {
+pub(super) const DAY_OF_WEEK: FieldSpec = FieldSpec {
     label: "field 5 (day-of-week)",
     min: 0,
     max: 7,
@@ -136,8 +138,6 @@ pub enum ScheduleError {
         min: u8,
         max: u8,
     },
-    #[error("{field}: range {range} is backwards; the start must not be after the end")]
-    BackwardsRange { field: &'static str, range: String },
     #[error("{field}: step {text:?} is not a number")]
     InvalidStep { field: &'static str, text: String },
     #[error("{field}: step {step} is out of range 1-{max} (in {item:?})")]
@@ -365,20 +365,18 @@ fn parse_item(spec: &FieldSpec, item: &str) -> Result<u64, ScheduleError> {
     let (start, end) = if range == "*" {
         (spec.min, spec.max)
     } else if let Some((start, end)) = range.split_once('-') {
-        let (start, end) = (parse_value(spec, start)?, parse_value(spec, end)?);
-        if start > end {
-            return Err(ScheduleError::BackwardsRange {
-                field: spec.label,
-                range: range.to_owned(),
-            });
-        }
-        (start, end)
+        (parse_value(spec, start)?, parse_value(spec, end)?)
     } else {
         let value = parse_value(spec, range)?;
         (value, if step.is_some() { spec.max } else { value })
     };
-    let bits = (start..=end)
+    // A range whose start is after its end wraps round the field's end (`22-2`: 22, 23, 0,
+    // 1, 2); a step goes on across the wrap.
+    let span = u32::from(spec.max - spec.min) + 1;
+    let length = (u32::from(end) + span - u32::from(start)) % span + 1;
+    let bits = (0..length)
         .step_by(usize::from(step.unwrap_or(1)))
+        .map(|offset| spec.min as u32 + (u32::from(start - spec.min) + offset) % span)
         .fold(0, |bits, value| bits | 1 << value);
     Ok(bits)
 }

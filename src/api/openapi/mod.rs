@@ -11,7 +11,9 @@ use serde::Serialize;
 
 mod operations;
 
-use operations::{describe, error_codes, header_parameters, links, path_parameter_schema};
+use operations::{
+    describe, error_codes, header_parameters, links, path_parameter_schema, required_headers,
+};
 
 use super::routes::{RequestBody, ResponseBody, RouteSpec};
 use super::types::ErrorEnvelope;
@@ -222,6 +224,15 @@ fn parameters(spec: &RouteSpec, generators: &mut Generators) -> Vec<Parameter> {
     if let Some(query) = spec.query {
         parameters.extend(query_parameters(query(&mut generators.requests)));
     }
+    for (name, description, schema) in required_headers(spec.route) {
+        parameters.push(Parameter {
+            name: name.into(),
+            location: Location::Header,
+            required: true,
+            description: Some(description.into()),
+            schema: Schema::try_from(schema).unwrap_or_default(),
+        });
+    }
     for (name, description, schema) in header_parameters(spec.route) {
         parameters.push(Parameter {
             name: name.into(),
@@ -279,13 +290,25 @@ fn success(spec: &RouteSpec, generators: &mut Generators) -> ResponseObject {
             description: "Server-sent events: `log` (data: a LogLine, id: its seq), `status` \
                           (data: a ProvisionStatus) and `end` (data: {})"
                 .into(),
-            content: media(
-                "text/event-stream",
-                generators.responses.subschema_for::<String>(),
-            ),
+            content: media("text/event-stream", sse_event_schema()),
             links: BTreeMap::new(),
         },
     }
+}
+
+/// One server-sent event as schema checkers read it: its `event` name, its `data` (a JSON
+/// text whose shape the description gives), and the `id` of a `log` event.
+fn sse_event_schema() -> Schema {
+    Schema::try_from(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "event": {"type": "string", "enum": ["log", "status", "end"]},
+            "data": {"type": "string"},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "retry": {"type": "integer", "minimum": 0}
+        }
+    }))
+    .unwrap_or_default()
 }
 
 /// Status → the error codes the route can answer with it.

@@ -251,6 +251,37 @@ pub(super) fn describe(status: u16) -> &'static str {
 
 /// The request headers an operation reads besides `Authorization` and `Idempotency-Key`:
 /// (name, description, schema). All optional.
+/// The headers an operation cannot do without: a terminal's WebSocket upgrade.
+pub(super) fn required_headers(
+    route: Route,
+) -> Vec<(&'static str, &'static str, serde_json::Value)> {
+    match route {
+        Route::AttachRun => vec![
+            (
+                "Connection",
+                "Upgrade",
+                serde_json::json!({"type": "string", "enum": ["Upgrade"]}),
+            ),
+            (
+                "Upgrade",
+                "websocket",
+                serde_json::json!({"type": "string", "enum": ["websocket"]}),
+            ),
+            (
+                "Sec-WebSocket-Version",
+                "13",
+                serde_json::json!({"type": "string", "enum": ["13"]}),
+            ),
+            (
+                "Sec-WebSocket-Key",
+                "16 random bytes in base64 (RFC 6455)",
+                serde_json::json!({"type": "string", "pattern": "^[A-Za-z0-9+/]{22}==$"}),
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn header_parameters(
     route: Route,
 ) -> Vec<(&'static str, &'static str, serde_json::Value)> {

@@ -15,7 +15,7 @@ use super::LogLine;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateRun {
     /// The shell command, run as `sh -c` in a fresh sandbox from the live deployment's build.
-    #[schemars(length(min = 1, max = 16384))]
+    #[schemars(length(min = 1, max = 16384), regex(pattern = r"^[^\u0000]*$"))]
     pub command: String,
     /// Variables added over the project's for this run only (their values are not stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +38,7 @@ pub struct CreateRun {
 
 fn run_env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "type": "object",
+        "type": ["object", "null"],
         "maxProperties": 100,
         "propertyNames": {
             "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
@@ -47,6 +47,27 @@ fn run_env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         },
         "additionalProperties": {"type": "string", "maxLength": 65536, "pattern": "^[^\\u0000]*$"}
     })
+}
+
+/// A schedule exactly as `jobs::schedule` parses it (`jobs::schedule_schema`).
+fn schedule_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let pattern = crate::jobs::schedule_schema::schedule_pattern();
+    schemars::json_schema!({"type": "string", "maxLength": 256, "pattern": pattern})
+}
+
+fn optional_schedule_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let pattern = crate::jobs::schedule_schema::schedule_pattern();
+    schemars::json_schema!({"type": ["string", "null"], "maxLength": 256, "pattern": pattern})
+}
+
+/// The zones of the host's time zone database (and `UTC`).
+fn optional_zone_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut zones: Vec<serde_json::Value> = crate::jobs::schedule_schema::zone_names()
+        .into_iter()
+        .map(serde_json::Value::String)
+        .collect();
+    zones.push(serde_json::Value::Null);
+    schemars::json_schema!({"enum": zones})
 }
 
 /// The answer to `POST …/runs`: where to follow the run.
@@ -128,19 +149,19 @@ pub struct RunLogPage {
 pub struct CreateCronJob {
     /// Unique in the project: lowercase letters, digits and `-`.
     #[schemars(
-        length(min = 1, max = 63),
+        length(min = 2, max = 63),
         regex(pattern = r"^[a-z0-9]+(-[a-z0-9]+)*$")
     )]
     pub name: String,
     /// Five fields (`minute hour day-of-month month day-of-week`) or `@hourly`, `@daily`,
     /// `@weekly`, `@monthly`, `@yearly`.
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(schema_with = "schedule_schema")]
     pub schedule: String,
     /// An IANA time zone the schedule's times are in (default `UTC`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(schema_with = "optional_zone_schema")]
     pub timezone: Option<String>,
-    #[schemars(length(min = 1, max = 16384))]
+    #[schemars(length(min = 1, max = 16384), regex(pattern = r"^[^\u0000]*$"))]
     pub command: String,
     /// When it is due while its previous run still runs: `forbid` (default: skip, recorded),
     /// `allow` (run both), `replace` (stop the old one).
@@ -168,18 +189,18 @@ pub struct CreateCronJob {
 pub struct CronJobPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        length(min = 1, max = 63),
+        length(min = 2, max = 63),
         regex(pattern = r"^[a-z0-9]+(-[a-z0-9]+)*$")
     )]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(schema_with = "optional_schedule_schema")]
     pub schedule: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(schema_with = "optional_zone_schema")]
     pub timezone: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 16384))]
+    #[schemars(length(min = 1, max = 16384), regex(pattern = r"^[^\u0000]*$"))]
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<Concurrency>,

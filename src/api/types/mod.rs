@@ -258,33 +258,33 @@ pub struct ProvisionBody {
     /// A relative path inside the project, e.g. `dist`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^([A-Za-z0-9_-][A-Za-z0-9_.-]*)(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$"),
+        regex(pattern = r"^(([A-Za-z0-9_-][A-Za-z0-9_.-]*)(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*)?$"),
         length(max = 1024)
     )]
     pub output_directory: Option<String>,
-    /// An upload of this project (`POST …/source`).
+    /// An upload of this project (`POST …/source`); `""` is the same as absent.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^src_[a-z2-7]{24}$"))]
+    #[schemars(regex(pattern = r"^(src_[a-z2-7]{24})?$"))]
     pub source_id: Option<String>,
     /// https, http, git or ssh URL, or `user@host:path`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^(https?|git|ssh)://[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._/~-]+$"),
+        regex(pattern = r"^((https?|git|ssh)://[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._/~-]+)?$"),
         length(max = 2048)
     )]
     pub git_url: Option<String>,
     /// A branch, tag or full commit (needs `gitUrl`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9._/-]+$"), length(max = 255))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._/-]*$"), length(max = 255))]
     pub git_ref: Option<String>,
     /// Answered with 2xx/3xx when the app is healthy, e.g. `/healthz`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^/[!-~]*$"), length(max = 2048))]
+    #[schemars(regex(pattern = r"^(/[!-~]*)?$"), length(max = 2048))]
     pub health_check_path: Option<String>,
     /// `"auto"`: the commands left out are detected from the source (framework, package
     /// manager, Procfile); the run's first lines say what was chosen and why.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^auto$"))]
+    #[schemars(regex(pattern = r"^(auto)?$"))]
     pub framework: Option<String>,
 }
 
