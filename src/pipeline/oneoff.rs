@@ -60,6 +60,9 @@ impl Pipeline {
             stop_grace: Duration::from_secs(5),
             limited_dirs: Vec::new(),
             tty: run.tty,
+            reach: Vec::new(),
+            serve_port: None,
+            link: None,
         };
         let runner = self.runner.clone();
         tokio::task::spawn_blocking(move || runner.spawn(spec))

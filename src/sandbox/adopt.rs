@@ -35,6 +35,13 @@ pub struct AppHandle {
     pub link_index: u32,
     /// Where the helper writes how the command ended.
     pub exit_file: PathBuf,
+    /// The link was the step's pinned one (`StepSpec::link`): it stays taken when the
+    /// adopted step ends.
+    #[serde(default)]
+    pub pinned_link: bool,
+    /// The step's `StepSpec::serve_port`: its endpoint stays in the host's served set.
+    #[serde(default)]
+    pub serve_port: Option<u16>,
 }
 
 impl AppHandle {
@@ -173,6 +180,8 @@ mod tests {
             cgroup: "x".into(),
             link_index: 0,
             exit_file: "/nonexistent".into(),
+            pinned_link: false,
+            serve_port: None,
         };
         assert!(handle.is_alive());
         assert!(open_identified(&handle).is_ok());

@@ -3,6 +3,9 @@
 //! loudly at start. Grandchildren that call `setsid` escape the group kill; only the namespaced
 //! runner can promise to end a whole tree. A step with a terminal leads a session of its
 //! own on it instead (see `sandbox::tty`); its group is the same.
+//! Links do not exist here: [`Runner::allocate_link`] and [`Runner::claim_link`] answer
+//! 127.0.0.1 (steps that serve must differ by port), `StepSpec::link`, `reach` and
+//! `serve_port` change nothing (every step reaches every port on the host anyway).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Stdio;
@@ -92,6 +95,18 @@ impl Runner for DirectRunner {
             }),
         })
     }
+
+    // No network of its own in this mode: every step is on the host's loopback, and
+    // `reach`/`serve_port` open nothing because nothing is closed.
+    fn allocate_link(&self) -> Option<(u32, Ipv4Addr)> {
+        Some((0, Ipv4Addr::LOCALHOST))
+    }
+
+    fn claim_link(&self, _index: u32) -> Ipv4Addr {
+        Ipv4Addr::LOCALHOST
+    }
+
+    fn release_link(&self, _index: u32) {}
 }
 
 struct DirectProcess {

@@ -16,9 +16,17 @@
 //! (25, 465, 587) unless `sandbox.allow_smtp`; at most [`MAX_CONNECTIONS`] tracked connections
 //! at once. Inbound, only the host's end of the link (the router, health checks) may open
 //! connections.
+//!
+//! The one opening between sandboxes (add-ons, issue 34): a step's `reach` entries (TCP
+//! address and port inside the subnet) are accepted in its own output chain before the
+//! subnet is refused; a step with `serve_port` accepts new TCP connections to that port from
+//! the subnet in its input chain; and the host forwards sandbox→sandbox only to an element
+//! of its [`SERVED_SET`] (address . port of each running step that serves). A connection
+//! needs both: the client's own allowance, which it cannot change (its table is in a network
+//! namespace where it holds no capability), and a served destination.
 
 use std::io::{self, Write};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::BorrowedFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -55,6 +63,10 @@ pub const HOST_TABLE_CHECK: Duration = Duration::from_secs(30);
 /// The name of the table inside every sandbox's network namespace.
 const SANDBOX_TABLE: &str = "sandbox";
 
+/// The host table's set of served endpoints (`ipv4_addr . inet_service`): the only
+/// sandbox→sandbox destinations the host forwards to.
+pub const SERVED_SET: &str = "served";
+
 /// What the per-sandbox table needs to know about the host (sent to the helper in the spec).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FirewallSpec {
@@ -63,6 +75,12 @@ pub(crate) struct FirewallSpec {
     /// `sandbox.subnet`: every other sandbox.
     pub subnet: (Ipv4Addr, u8),
     pub allow_smtp: bool,
+    /// Other sandboxes' TCP endpoints this one may connect to (`StepSpec::reach`).
+    #[serde(default)]
+    pub reach: Vec<SocketAddrV4>,
+    /// The TCP port other sandboxes may connect to (`StepSpec::serve_port`).
+    #[serde(default)]
+    pub serve_port: Option<u16>,
 }
 
 /// The table inside one sandbox's network namespace (`host_end` is the host's end of its
@@ -91,6 +109,14 @@ pub(crate) fn sandbox_ruleset(
         format!("    tcp dport {{ {SMTP_PORTS} }} reject with tcp reset\n")
     };
     let (network, prefix) = firewall.subnet;
+    let reach: String = firewall
+        .reach
+        .iter()
+        .map(|to| format!("    ip daddr {} tcp dport {} accept\n", to.ip(), to.port()))
+        .collect();
+    let served = firewall.serve_port.map_or(String::new(), |port| {
+        format!("    ip saddr {network}/{prefix} tcp dport {port} ct state new accept\n")
+    });
     let blocked = BLOCKED_RANGES.join(", ");
     format!(
         "table inet {SANDBOX_TABLE} {{\n\
@@ -102,6 +128,7 @@ pub(crate) fn sandbox_ruleset(
          \x20   ct state new ct count over {MAX_CONNECTIONS} reject with icmpx admin-prohibited\n\
          \x20   ip daddr {{ {host} }} reject with icmpx admin-prohibited\n\
          {dns}\
+         {reach}\
          \x20   ip daddr {network}/{prefix} reject with icmpx admin-prohibited\n\
          \x20   ip daddr {{ {blocked} }} reject with icmpx admin-prohibited\n\
          {smtp}\
@@ -113,6 +140,7 @@ pub(crate) fn sandbox_ruleset(
          \x20   iifname \"lo\" accept\n\
          \x20   ct state established,related accept\n\
          \x20   ip saddr {host_end} accept\n\
+         {served}\
          \x20 }}\n\
          }}\n"
     )
@@ -139,6 +167,9 @@ pub fn host_ruleset(
         "table inet {table} {{}}\n\
          delete table inet {table}\n\
          table inet {table} {{\n\
+         \x20 set {SERVED_SET} {{\n\
+         \x20   type ipv4_addr . inet_service\n\
+         \x20 }}\n\
          \x20 chain input {{\n\
          \x20   type filter hook input priority filter; policy accept;\n\
          \x20   iifname {sandboxes} ct state established,related accept\n\
@@ -146,6 +177,8 @@ pub fn host_ruleset(
          \x20 }}\n\
          \x20 chain forward {{\n\
          \x20   type filter hook forward priority filter; policy accept;\n\
+         \x20   iifname {sandboxes} oifname {sandboxes} ct state established,related accept\n\
+         \x20   iifname {sandboxes} oifname {sandboxes} ip daddr . tcp dport @{SERVED_SET} accept\n\
          \x20   iifname {sandboxes} oifname {sandboxes} drop\n\
          \x20   oifname {sandboxes} ct state established,related accept\n\
          \x20   oifname {sandboxes} drop\n\
@@ -160,6 +193,21 @@ pub fn host_ruleset(
          }}\n",
         subnet.0, subnet.1
     )
+}
+
+/// Adds (`add: true`) or deletes endpoints of the host table's [`SERVED_SET`], as an
+/// `nft -f` script; empty when there are none.
+pub(crate) fn served_elements(table: &str, add: bool, endpoints: &[SocketAddrV4]) -> String {
+    if endpoints.is_empty() {
+        return String::new();
+    }
+    let verb = if add { "add" } else { "delete" };
+    let elements = endpoints
+        .iter()
+        .map(|endpoint| format!("{} . {}", endpoint.ip(), endpoint.port()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("{verb} element inet {table} {SERVED_SET} {{ {elements} }}\n")
 }
 
 fn join(addresses: &[Ipv4Addr]) -> String {
@@ -235,7 +283,15 @@ mod tests {
             host_addresses: vec![Ipv4Addr::new(203, 0, 113, 7), Ipv4Addr::new(10, 0, 0, 4)],
             subnet: (Ipv4Addr::new(10, 213, 0, 0), 16),
             allow_smtp,
+            reach: Vec::new(),
+            serve_port: None,
         }
+    }
+
+    fn position(rules: &str, needle: &str) -> usize {
+        rules
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} missing:\n{rules}"))
     }
 
     #[test]
@@ -277,11 +333,7 @@ mod tests {
             Ipv4Addr::new(10, 213, 0, 1),
             &[Ipv4Addr::new(10, 255, 255, 53)],
         );
-        let position = |needle: &str| {
-            rules
-                .find(needle)
-                .unwrap_or_else(|| panic!("{needle:?} missing:\n{rules}"))
-        };
+        let position = |needle: &str| position(&rules, needle);
         let in_order = [
             "policy drop",
             "oifname \"lo\" accept",
@@ -319,5 +371,85 @@ mod tests {
     fn without_resolvers_no_dns_is_allowed() {
         let rules = sandbox_ruleset(&firewall(false), Ipv4Addr::new(10, 213, 0, 1), &[]);
         assert!(!rules.contains("dport 53"), "{rules}");
+    }
+
+    #[test]
+    fn reach_entries_are_accepted_before_the_subnet_is_refused() {
+        let mut spec = firewall(false);
+        spec.reach = vec![
+            "10.213.0.6:5432".parse().unwrap(),
+            "10.213.0.10:6379".parse().unwrap(),
+        ];
+        let rules = sandbox_ruleset(&spec, Ipv4Addr::new(10, 213, 0, 1), &[]);
+        let subnet = position(&rules, "ip daddr 10.213.0.0/16 reject");
+        for allowed in [
+            "    ip daddr 10.213.0.6 tcp dport 5432 accept\n",
+            "    ip daddr 10.213.0.10 tcp dport 6379 accept\n",
+        ] {
+            let at = position(&rules, allowed);
+            assert!(at < subnet, "{allowed:?} after the subnet reject:\n{rules}");
+            assert!(position(&rules, "ip daddr { 10.0.0.4, 10.213.0.1") < at);
+            assert!(at < position(&rules, "chain input"), "{rules}");
+        }
+        // Nothing else opens: no input rule from the subnet without `serve_port`.
+        assert!(!rules.contains("ip saddr 10.213.0.0/16"), "{rules}");
+        let closed = sandbox_ruleset(&firewall(false), Ipv4Addr::new(10, 213, 0, 1), &[]);
+        assert!(!closed.contains("tcp dport 5432"), "{closed}");
+    }
+
+    #[test]
+    fn a_served_port_takes_new_connections_from_the_subnet_on_that_port_only() {
+        let mut spec = firewall(false);
+        spec.serve_port = Some(5432);
+        let rules = sandbox_ruleset(&spec, Ipv4Addr::new(10, 213, 0, 5), &[]);
+        let input = position(&rules, "chain input");
+        let served = position(
+            &rules,
+            "    ip saddr 10.213.0.0/16 tcp dport 5432 ct state new accept\n",
+        );
+        assert!(input < served, "{rules}");
+        assert_eq!(rules.matches("ip saddr").count(), 2, "{rules}");
+        // Serving opens nothing outbound.
+        assert!(!rules[..input].contains("5432"), "{rules}");
+    }
+
+    #[test]
+    fn the_host_forwards_between_sandboxes_only_to_served_endpoints() {
+        let rules = host_ruleset("t", "sw1234", (Ipv4Addr::new(10, 213, 0, 0), 16), &[]);
+        let set = position(
+            &rules,
+            "set served {\n    type ipv4_addr . inet_service\n  }",
+        );
+        let between = "iifname \"sw1234*\" oifname \"sw1234*\"";
+        let replies = position(
+            &rules,
+            &format!("{between} ct state established,related accept"),
+        );
+        let served = position(
+            &rules,
+            &format!("{between} ip daddr . tcp dport @served accept"),
+        );
+        let drop = position(&rules, &format!("{between} drop"));
+        assert!(set < position(&rules, "chain forward"), "{rules}");
+        assert!(replies < drop && served < drop, "{rules}");
+        // The table starts with an empty set: leftovers of an earlier daemon are swept.
+        assert!(!rules.contains("elements"), "{rules}");
+    }
+
+    #[test]
+    fn served_elements_are_added_and_deleted_by_address_and_port() {
+        let endpoints: Vec<SocketAddrV4> = vec![
+            "10.213.0.6:5432".parse().unwrap(),
+            "10.213.0.10:6379".parse().unwrap(),
+        ];
+        assert_eq!(
+            served_elements("slipway", true, &endpoints),
+            "add element inet slipway served { 10.213.0.6 . 5432, 10.213.0.10 . 6379 }\n"
+        );
+        assert_eq!(
+            served_elements("slipway", false, &endpoints[..1]),
+            "delete element inet slipway served { 10.213.0.6 . 5432 }\n"
+        );
+        assert_eq!(served_elements("slipway", true, &[]), "");
     }
 }

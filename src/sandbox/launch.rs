@@ -196,6 +196,8 @@ fn helper_spec(
                 host_addresses: net::host_addresses(shared.subnet)?,
                 subnet: shared.subnet,
                 allow_smtp: shared.allow_smtp,
+                reach: spec.reach.clone(),
+                serve_port: spec.serve_port,
             },
         },
         hostname: "sandbox".into(),

@@ -6,6 +6,11 @@
 //! `slipway sandbox-exec` helper, which builds the namespaces, cgroups and network.
 //! [`Sandbox::start`] picks one from `sandbox.mode`.
 //!
+//! Sandboxes are isolated from each other, except where a step's [`StepSpec::reach`] names
+//! a TCP endpoint another step serves ([`StepSpec::serve_port`]); an add-on keeps a stable
+//! address across restarts through a pinned link ([`StepSpec::link`],
+//! [`Runner::allocate_link`]). Mode none isolates nothing, so these are no-ops there.
+//!
 //! A step can run under a pseudo-terminal ([`StepSpec::tty`], [`Running::tty`]; `tty`), in
 //! both runners.
 //!
@@ -32,6 +37,7 @@ mod mounts;
 mod net;
 pub mod ns;
 mod seccomp;
+mod served;
 mod shared;
 mod spec;
 mod step;
@@ -57,7 +63,7 @@ pub use mounts::{visible_to_sandboxes, ETC_ALLOWED};
 pub use ns::{hand_over, NamespaceRunner, SandboxError};
 pub use tty::{Terminal, TtySize};
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
 use crate::config::{SandboxConfig, SandboxMode};
@@ -108,6 +114,18 @@ pub struct StepSpec {
     /// stdout, stderr and controlling terminal; [`Running::tty`] is the daemon's end. Never
     /// for an app (`StepKind::App` with a terminal is refused).
     pub tty: Option<TtySize>,
+    /// TCP destinations inside `sandbox.subnet` (other sandboxes' addresses, e.g. a linked
+    /// add-on's) this step may connect to; each must also be served (`serve_port`) by the
+    /// sandbox there. Namespaces mode only: in mode none there is no isolation to open.
+    pub reach: Vec<SocketAddrV4>,
+    /// A TCP port of this step that other sandboxes may connect to, each only if its own
+    /// `reach` names this step's address and port. Namespaces mode only.
+    pub serve_port: Option<u16>,
+    /// A link (a stable address) the step must use instead of a freshly allocated one: an
+    /// index from [`Runner::allocate_link`] or [`Runner::claim_link`]. The link stays taken
+    /// when the step ends (and when an outliving step is adopted) until
+    /// [`Runner::release_link`]. Ignored in mode none.
+    pub link: Option<u32>,
 }
 
 /// A directory a step sees that is a disk-limited volume (`disk.rs`), and the device
@@ -283,6 +301,19 @@ pub trait Runner: Send + Sync {
     fn usage(&self, _name: &str) -> Option<CgroupUsage> {
         None
     }
+
+    /// A free link, marked taken, and the address a step started with `link: Some(index)`
+    /// will have: a stable address for a new add-on. `None` when `sandbox.subnet` is full.
+    /// Mode none: always `(0, 127.0.0.1)` (every step shares the host's network there).
+    fn allocate_link(&self) -> Option<(u32, Ipv4Addr)>;
+
+    /// Marks the link `index` taken (at daemon start, for each add-on on record, so that no
+    /// other step gets its address) and returns its sandbox address. Mode none: 127.0.0.1.
+    fn claim_link(&self, index: u32) -> Ipv4Addr;
+
+    /// Gives the link `index` back (the add-on was deleted). Call it once no step runs on the
+    /// link any more. Mode none: nothing.
+    fn release_link(&self, index: u32);
 }
 
 const UNSANDBOXED: &str = "builds and apps run WITHOUT ANY ISOLATION, as plain children of the \
@@ -375,6 +406,27 @@ impl Runner for Sandbox {
         match self {
             Sandbox::Namespaces(runner) => runner.usage(name),
             Sandbox::Direct(_) => None,
+        }
+    }
+
+    fn allocate_link(&self) -> Option<(u32, Ipv4Addr)> {
+        match self {
+            Sandbox::Namespaces(runner) => runner.allocate_link(),
+            Sandbox::Direct(runner) => runner.allocate_link(),
+        }
+    }
+
+    fn claim_link(&self, index: u32) -> Ipv4Addr {
+        match self {
+            Sandbox::Namespaces(runner) => runner.claim_link(index),
+            Sandbox::Direct(runner) => runner.claim_link(index),
+        }
+    }
+
+    fn release_link(&self, index: u32) {
+        match self {
+            Sandbox::Namespaces(runner) => runner.release_link(index),
+            Sandbox::Direct(runner) => runner.release_link(index),
         }
     }
 }

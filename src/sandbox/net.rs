@@ -84,6 +84,17 @@ impl AddressPool {
         self.link(index)
     }
 
+    /// Whether `index` is a link of the subnet.
+    pub fn contains(&self, index: u32) -> bool {
+        index < self.slots
+    }
+
+    /// The index of the link whose sandbox end is `address`, if it is one.
+    pub fn sandbox_index(&self, address: Ipv4Addr) -> Option<u32> {
+        let offset = u32::from(address).checked_sub(self.network)?;
+        (offset % 4 == 2 && offset / 4 < self.slots).then_some(offset / 4)
+    }
+
     /// The addresses of the link at `index`.
     pub fn link(&self, index: u32) -> Link {
         let base = self.network + index * 4;
@@ -195,6 +206,7 @@ pub fn host_nameservers() -> Vec<Ipv4Addr> {
 /// has put the host end to work.
 pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> io::Result<()> {
     let host = &network.host_interface;
+    wait_gone(host)?;
     ip_batch(
         &format!(
             "link add {host} type veth peer name eth0 netns {sandbox_pid}\n\
@@ -221,6 +233,28 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
         Some(netns.as_fd()),
     )?;
     wait_operational(host);
+    Ok(())
+}
+
+/// How long the helper waits for the interface of a link's previous step to go.
+const PREVIOUS_GONE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Waits until no interface is named `interface`. A pinned link (`StepSpec::link`) is used
+/// again at once when its step restarts, while the kernel may still be tearing down the
+/// previous step's network namespace, and its veth with it; a link still in use by a live
+/// step stays, and the new step fails.
+fn wait_gone(interface: &str) -> io::Result<()> {
+    let path = format!("/sys/class/net/{interface}");
+    let deadline = Instant::now() + PREVIOUS_GONE_WITHIN;
+    while std::path::Path::new(&path).exists() {
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("the link's interface {interface} is still in use by another step"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     Ok(())
 }
 
@@ -291,6 +325,22 @@ mod tests {
         assert_eq!(pool.allocate(), None);
         pool.release(&first);
         assert_eq!(pool.allocate(), Some(first));
+    }
+
+    #[test]
+    fn a_sandbox_address_names_its_link() {
+        let pool = AddressPool::new(Ipv4Addr::new(10, 213, 0, 0), 24);
+        assert_eq!(pool.sandbox_index(Ipv4Addr::new(10, 213, 0, 6)), Some(1));
+        assert_eq!(pool.link(1).sandbox, Ipv4Addr::new(10, 213, 0, 6));
+        for other in [
+            [10, 213, 0, 5],
+            [10, 213, 0, 7],
+            [10, 213, 1, 2],
+            [10, 212, 0, 2],
+        ] {
+            assert_eq!(pool.sandbox_index(Ipv4Addr::from(other)), None, "{other:?}");
+        }
+        assert!(pool.contains(63) && !pool.contains(64));
     }
 
     #[test]

@@ -10,11 +10,16 @@
 //! stdout/stderr are the helper's (or the step's terminal, see `tty`). When the
 //! helper exits the cgroup's counters say whether memory or pids ran out, and the link and
 //! cgroup are freed.
+//! A step with a pinned link (`StepSpec::link`) keeps it after it ends, and an adopted one
+//! too (`AppHandle::pinned_link`): only [`Runner::release_link`] frees it. A step that
+//! serves a port (`StepSpec::serve_port`) is in the host table's served set while it runs;
+//! the set starts empty but for the survivors' endpoints at every start (leftovers swept)
+//! and is refilled when the table is put back.
 //! Called by the daemon's wiring (`app`), which hands the runner to the pipeline and supervisor.
 
 use std::collections::HashSet;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,7 +33,8 @@ use super::firewall;
 use super::launch::{launch, Launched};
 use super::machine::check_machine;
 pub use super::machine::{MissingTool, SandboxError};
-use super::net::{self, AddressPool};
+use super::net::{self, AddressPool, Link};
+use super::served::Served;
 use super::shared::Shared;
 use super::step::{NamespaceProcess, StepResources};
 use super::{LogPipe, Reachable, Runner, Running, StepSpec};
@@ -98,7 +104,20 @@ impl NamespaceRunner {
         }
         let host_rules =
             firewall::host_ruleset(instance, &interface_prefix, config.subnet, &nameservers);
-        firewall::nft_apply(&host_rules, None).map_err(SandboxError::Network)?;
+        // A new table, so a new served set: only the survivors' endpoints are in it.
+        let survivors_served: Vec<SocketAddrV4> = survivors
+            .iter()
+            .filter_map(|survivor| {
+                let port = survivor.serve_port?;
+                Some(SocketAddrV4::new(
+                    addresses.link(survivor.link_index).sandbox,
+                    port,
+                ))
+            })
+            .collect();
+        let survivors_served = firewall::served_elements(instance, true, &survivors_served);
+        firewall::nft_apply(&format!("{host_rules}{survivors_served}"), None)
+            .map_err(SandboxError::Network)?;
         let shared = Arc::new(Shared {
             daemon_exe,
             table: instance.to_owned(),
@@ -107,6 +126,7 @@ impl NamespaceRunner {
             allow_smtp: config.allow_smtp,
             interface_prefix,
             addresses,
+            served: Served::new(instance),
             cgroups,
             nameservers,
             // Step names stay unique across daemons: adopted apps keep theirs.
@@ -165,7 +185,8 @@ impl Shared {
         if self.stopped.load(Ordering::SeqCst) || firewall::nft_table_exists(&self.table) {
             return;
         }
-        match firewall::nft_apply(&self.host_rules, None) {
+        let rules = format!("{}{}", self.host_rules, self.served.script());
+        match firewall::nft_apply(&rules, None) {
             Ok(()) => tracing::warn!(
                 table = %self.table,
                 "the sandbox nftables table was gone from the host (flushed?); put it back"
@@ -201,10 +222,8 @@ impl Runner for NamespaceRunner {
             return Err(io::Error::other("the sandbox runner is shut down"));
         }
         shared.restore_host_table();
-        let link = shared
-            .addresses
-            .allocate()
-            .ok_or_else(|| io::Error::other("no free sandbox address left in sandbox.subnet"))?;
+        check_reach(shared, &spec)?;
+        let (link, pinned) = take_link(shared, &spec)?;
         let step_name = format!(
             "{}-{}",
             cgroup_safe(&spec.name),
@@ -219,56 +238,33 @@ impl Runner for NamespaceRunner {
         let cgroup = match shared.cgroups.create(&step_name, &limits) {
             Ok(cgroup) => cgroup,
             Err(error) => {
-                shared.addresses.release(&link);
+                if !pinned {
+                    shared.addresses.release(&link);
+                }
                 return Err(io::Error::other(error.to_string()));
             }
         };
-        let resources = StepResources {
+        let mut resources = StepResources {
             link,
+            pinned,
             cgroup,
             cgroup_name: step_name,
+            serve_port: spec.serve_port,
+            serving: false,
         };
-        match launch(shared, &spec, &resources) {
-            Ok(launched) => {
-                let Launched {
-                    child,
-                    reachable,
-                    lifeline,
-                    logs,
-                    tty,
-                    exit_file,
-                } = launched;
-                let helper_pid = child.id().map_or(-1, |id| id as i32);
-                let pidfd = crate::sys::process::pidfd_open(helper_pid)
-                    .and_then(crate::sys::fd::async_fd)?;
-                let (stdout, stderr) = match logs {
-                    Some([stdout, stderr]) => (
-                        Some(LogPipe::from_owned_fd(stdout)?),
-                        Some(LogPipe::from_owned_fd(stderr)?),
-                    ),
-                    None => (None, None),
-                };
-                Ok(Running {
-                    stdout,
-                    stderr,
-                    tty,
-                    address: IpAddr::V4(link.sandbox),
-                    reachable: Reachable::from_helper(LogPipe::from_owned_fd(reachable)?),
-                    inner: Box::new(NamespaceProcess {
-                        child: Some(child),
-                        pidfd,
-                        helper_pid,
-                        lifeline: Some(lifeline),
-                        resources: Some(resources),
-                        exit_file,
-                        shared: Arc::clone(shared),
-                        exited: None,
-                    }),
-                })
+        // In the host's set before the helper brings the link up (nothing routes to the
+        // address before), so a client may connect as soon as the step is reachable.
+        if let Some(endpoint) = resources.endpoint() {
+            if let Err(error) = shared.served.add(endpoint) {
+                resources.abandon(shared);
+                return Err(error);
             }
+            resources.serving = true;
+        }
+        match launch(shared, &spec, &resources) {
+            Ok(launched) => running(shared, launched, resources),
             Err(error) => {
-                let _ = shared.cgroups.remove(&resources.cgroup);
-                shared.addresses.release(&resources.link);
+                resources.abandon(shared);
                 Err(error)
             }
         }
@@ -279,22 +275,35 @@ impl Runner for NamespaceRunner {
         let pidfd = adopt::open_identified(handle)?;
         let stdout = adopt::open_fifo(&adopt::fifo_path(&handle.exit_file, "stdout"))?;
         let stderr = adopt::open_fifo(&adopt::fifo_path(&handle.exit_file, "stderr"))?;
-        let link = shared.addresses.link(handle.link_index);
-        let resources = StepResources {
+        let (stdout, stderr) = (
+            LogPipe::from_owned_fd(stdout)?,
+            LogPipe::from_owned_fd(stderr)?,
+        );
+        let pidfd = crate::sys::fd::async_fd(pidfd)?;
+        // Claimed at start already for the survivors this runner was given.
+        let link = shared.addresses.claim(handle.link_index);
+        let mut resources = StepResources {
             link,
+            pinned: handle.pinned_link,
             cgroup: shared.cgroups.existing(&handle.cgroup),
             cgroup_name: handle.cgroup.clone(),
+            serve_port: handle.serve_port,
+            serving: false,
         };
+        if let Some(endpoint) = resources.endpoint() {
+            shared.served.add(endpoint)?;
+            resources.serving = true;
+        }
         Ok(Running {
-            stdout: Some(LogPipe::from_owned_fd(stdout)?),
-            stderr: Some(LogPipe::from_owned_fd(stderr)?),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
             tty: None,
             address: IpAddr::V4(link.sandbox),
             // Its link came up long ago, under the daemon that started it.
             reachable: Reachable::now(),
             inner: Box::new(NamespaceProcess {
                 child: None,
-                pidfd: crate::sys::fd::async_fd(pidfd)?,
+                pidfd,
                 helper_pid: handle.helper_pid,
                 lifeline: None,
                 resources: Some(resources),
@@ -304,6 +313,108 @@ impl Runner for NamespaceRunner {
             }),
         })
     }
+
+    fn allocate_link(&self) -> Option<(u32, Ipv4Addr)> {
+        let link = self.shared.addresses.allocate()?;
+        Some((link.index, link.sandbox))
+    }
+
+    fn claim_link(&self, index: u32) -> Ipv4Addr {
+        if !self.shared.addresses.contains(index) {
+            // `sandbox.subnet` shrank since the link was given: a step asking for it is refused.
+            tracing::warn!(index, "a claimed sandbox link is outside sandbox.subnet");
+        }
+        self.shared.addresses.claim(index).sandbox
+    }
+
+    fn release_link(&self, index: u32) {
+        let addresses = &self.shared.addresses;
+        if addresses.contains(index) {
+            addresses.release(&addresses.link(index));
+        }
+    }
+}
+
+/// The link a step gets: its pinned one (marked taken, in case it was not claimed), or a
+/// fresh one; and whether it is pinned.
+fn take_link(shared: &Shared, spec: &StepSpec) -> io::Result<(Link, bool)> {
+    match spec.link {
+        Some(index) if shared.addresses.contains(index) => {
+            Ok((shared.addresses.claim(index), true))
+        }
+        Some(index) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("sandbox link {index} is outside sandbox.subnet"),
+        )),
+        None => shared
+            .addresses
+            .allocate()
+            .map(|link| (link, false))
+            .ok_or_else(|| io::Error::other("no free sandbox address left in sandbox.subnet")),
+    }
+}
+
+/// A step may reach only other sandboxes' own addresses (never a link's host end, nor
+/// anything outside the subnet, which the firewall's other rules decide), on a real port.
+fn check_reach(shared: &Shared, spec: &StepSpec) -> io::Result<()> {
+    for to in &spec.reach {
+        if to.port() == 0 || shared.addresses.sandbox_index(*to.ip()).is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{to} is not a sandbox's address and port in sandbox.subnet"),
+            ));
+        }
+    }
+    if spec.serve_port == Some(0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "port 0 cannot be served",
+        ));
+    }
+    Ok(())
+}
+
+/// The daemon's hold on a helper it just started.
+fn running(
+    shared: &Arc<Shared>,
+    launched: Launched,
+    resources: StepResources,
+) -> io::Result<Running> {
+    let Launched {
+        child,
+        reachable,
+        lifeline,
+        logs,
+        tty,
+        exit_file,
+    } = launched;
+    let address = IpAddr::V4(resources.link.sandbox);
+    let helper_pid = child.id().map_or(-1, |id| id as i32);
+    let pidfd = crate::sys::process::pidfd_open(helper_pid).and_then(crate::sys::fd::async_fd)?;
+    let (stdout, stderr) = match logs {
+        Some([stdout, stderr]) => (
+            Some(LogPipe::from_owned_fd(stdout)?),
+            Some(LogPipe::from_owned_fd(stderr)?),
+        ),
+        None => (None, None),
+    };
+    Ok(Running {
+        stdout,
+        stderr,
+        tty,
+        address,
+        reachable: Reachable::from_helper(LogPipe::from_owned_fd(reachable)?),
+        inner: Box::new(NamespaceProcess {
+            child: Some(child),
+            pidfd,
+            helper_pid,
+            lifeline: Some(lifeline),
+            resources: Some(resources),
+            exit_file,
+            shared: Arc::clone(shared),
+            exited: None,
+        }),
+    })
 }
 
 /// Removes exit files no surviving app will write or be read for.

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::cgroup::Cgroups;
 use super::net::AddressPool;
+use super::served::Served;
 
 pub(super) struct Shared {
     pub(super) daemon_exe: PathBuf,
@@ -20,6 +21,8 @@ pub(super) struct Shared {
     pub(super) allow_smtp: bool,
     pub(super) interface_prefix: String,
     pub(super) addresses: AddressPool,
+    /// The host table's served endpoints (`StepSpec::serve_port` of live steps).
+    pub(super) served: Served,
     pub(super) cgroups: Cgroups,
     pub(super) nameservers: Vec<Ipv4Addr>,
     pub(super) next_step: AtomicU64,

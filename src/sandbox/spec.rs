@@ -151,6 +151,8 @@ mod tests {
                     host_addresses: vec![Ipv4Addr::new(192, 0, 2, 1)],
                     subnet: (Ipv4Addr::new(10, 0, 0, 0), 24),
                     allow_smtp: false,
+                    reach: vec!["10.0.0.6:5432".parse().unwrap()],
+                    serve_port: Some(6379),
                 },
             },
             hostname: "sandbox".into(),
@@ -164,6 +166,9 @@ mod tests {
         assert_eq!(decoded.env, spec.env);
         assert_eq!(decoded.limited_dirs, spec.limited_dirs);
         assert_eq!(decoded.network.sandbox_address, Ipv4Addr::new(10, 0, 0, 2));
+        let firewall = &decoded.network.firewall;
+        assert_eq!(firewall.reach, spec.network.firewall.reach);
+        assert_eq!(firewall.serve_port, Some(6379));
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! daemon, or an app's helper adopted from an earlier daemon), its link and cgroup. Waiting,
 //! stopping and killing go through the helper (by pidfd, which cannot hit a reused pid); when
 //! the helper exits, the cgroup's counters say whether memory or pids ran out, and the cgroup
-//! and (on drop) the link are freed. An app can be let go ([`RunningProcess::detach`]) and
+//! and (on drop) the link are freed (a pinned link stays taken). A step that serves a port
+//! leaves the host's served set when it ends. An app can be let go ([`RunningProcess::detach`]) and
 //! keeps running for the next daemon. Built by [`super::ns`].
 
 use std::io;
+use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -25,9 +27,39 @@ use super::{Exit, RunningProcess};
 /// What a step holds on the host until it is gone.
 pub(super) struct StepResources {
     pub link: Link,
+    /// The step's pinned link (`StepSpec::link`): never given back by the step.
+    pub pinned: bool,
     pub cgroup: StepCgroup,
     /// The cgroup's name in the instance (recorded for adoption).
     pub cgroup_name: String,
+    pub serve_port: Option<u16>,
+    /// Whether the step's endpoint is counted in the host's served set (until it ends).
+    pub serving: bool,
+}
+
+impl StepResources {
+    /// The endpoint other sandboxes may connect to, if the step serves one.
+    pub fn endpoint(&self) -> Option<SocketAddrV4> {
+        Some(SocketAddrV4::new(self.link.sandbox, self.serve_port?))
+    }
+
+    /// Takes the step's endpoint out of the host's served set (once).
+    pub fn stop_serving(&mut self, shared: &Shared) {
+        if let (true, Some(endpoint)) = (self.serving, self.endpoint()) {
+            self.serving = false;
+            shared.served.remove(endpoint);
+        }
+    }
+
+    /// Gives back what a step that never started holds on the host (cgroup, endpoint, its
+    /// link unless pinned).
+    pub fn abandon(mut self, shared: &Shared) {
+        let _ = shared.cgroups.remove(&self.cgroup);
+        self.stop_serving(shared);
+        if !self.pinned {
+            shared.addresses.release(&self.link);
+        }
+    }
 }
 
 pub(super) struct NamespaceProcess {
@@ -93,7 +125,9 @@ impl NamespaceProcess {
         };
         self.exited = Some(exit.clone());
         self.lifeline = None;
-        if let Some(resources) = &self.resources {
+        if let Some(resources) = self.resources.as_mut() {
+            // Other sandboxes lose the way to its address now; the link is freed on drop.
+            resources.stop_serving(&self.shared);
             // A task of its own, so that a caller's timeout cannot cancel the cleanup halfway.
             // The address stays taken until this process is dropped: a route may still point
             // at it (the supervisor lets go of the route first).
@@ -123,10 +157,14 @@ pub(super) async fn remove_cgroup(shared: Arc<Shared>, cgroup: StepCgroup) {
     }
 }
 
-/// Frees a step's cgroup (if still there) and its address.
-async fn release(shared: Arc<Shared>, resources: StepResources) {
-    remove_cgroup(Arc::clone(&shared), resources.cgroup).await;
-    shared.addresses.release(&resources.link);
+/// Frees a step's cgroup (if still there), its served endpoint and its address (a pinned
+/// link stays taken: only `Runner::release_link` frees it).
+async fn release(shared: Arc<Shared>, mut resources: StepResources) {
+    resources.stop_serving(&shared);
+    remove_cgroup(Arc::clone(&shared), resources.cgroup.clone()).await;
+    if !resources.pinned {
+        shared.addresses.release(&resources.link);
+    }
 }
 
 impl RunningProcess for NamespaceProcess {
@@ -165,6 +203,8 @@ impl RunningProcess for NamespaceProcess {
             cgroup: resources.cgroup_name.clone(),
             link_index: resources.link.index,
             exit_file: self.exit_file.clone()?,
+            pinned_link: resources.pinned,
+            serve_port: resources.serve_port,
         })
     }
 

@@ -366,6 +366,9 @@ impl AppLoop {
             // limits were on (`Volumes::ensure_app_data`).
             limited_dirs: Vec::new(),
             tty: None,
+            reach: Vec::new(),
+            serve_port: None,
+            link: None,
         };
         let mut running = self.supervisor.runner.spawn(step)?;
         self.pump(&mut running);

@@ -36,6 +36,9 @@ pub(super) async fn passes(supervisor: &Arc<Supervisor>, spec: &AppSpec, command
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
         tty: None,
+        reach: Vec::new(),
+        serve_port: None,
+        link: None,
     };
     let Ok(mut running) = supervisor.runner.spawn(step) else {
         return false;

@@ -5,6 +5,7 @@ mod firewall;
 mod limited;
 mod network;
 mod outside;
+mod reach;
 mod reachable;
 pub(crate) mod support;
 mod tty;
@@ -416,6 +417,9 @@ async fn mode_none_still_runs_steps_without_isolation() {
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
         tty: None,
+        reach: Vec::new(),
+        serve_port: None,
+        link: None,
     };
     let running = sandbox.spawn(spec).unwrap();
     let finished = support::finish_step(running, Duration::from_secs(10)).await;

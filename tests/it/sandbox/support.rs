@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use slipway::config::{SandboxConfig, SandboxMode};
-use slipway::sandbox::{hand_over, Exit, NamespaceRunner, Runner, Running, StepKind, StepSpec};
+use slipway::sandbox::{
+    hand_over, AppHandle, Exit, NamespaceRunner, Runner, Running, StepKind, StepSpec,
+};
 use tokio::io::AsyncReadExt;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -70,11 +72,17 @@ impl TestRunner {
     /// Simulates a daemon crash and restart: the old runner is dropped without shutdown and
     /// a new one starts with the same names.
     pub fn restart(self) -> TestRunner {
+        self.restart_with(&[])
+    }
+
+    /// [`TestRunner::restart`] where the new runner is told of apps that outlived the old
+    /// one, as the daemon does with those on record.
+    pub fn restart_with(self, survivors: &[AppHandle]) -> TestRunner {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_slipway"));
         drop(self.runner);
         let run_dir = std::env::temp_dir().join(format!("slipway-run-{}", self.instance));
         let runner =
-            NamespaceRunner::start_instance(&self.instance, &self.config, exe, run_dir, &[])
+            NamespaceRunner::start_instance(&self.instance, &self.config, exe, run_dir, survivors)
                 .unwrap();
         TestRunner { runner, ..self }
     }
@@ -96,6 +104,9 @@ impl TestRunner {
             stop_grace: Duration::from_secs(2),
             limited_dirs: Vec::new(),
             tty: None,
+            reach: Vec::new(),
+            serve_port: None,
+            link: None,
         }
     }
 

@@ -317,6 +317,9 @@ async fn tty_mode_none_runs_a_step_under_a_terminal_too() {
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
         tty: Some(SIZE),
+        reach: Vec::new(),
+        serve_port: None,
+        link: None,
     };
     answers_typed_input(DirectRunner.spawn(spec(ANSWERS)).unwrap(), &[]).await;
     let running = DirectRunner.spawn(spec("echo ready; sleep 31")).unwrap();
@@ -342,6 +345,9 @@ async fn tty_is_refused_for_an_app() {
         stop_grace: Duration::from_secs(1),
         limited_dirs: Vec::new(),
         tty: Some(SIZE),
+        reach: Vec::new(),
+        serve_port: None,
+        link: None,
     };
     let error = DirectRunner.spawn(spec).err().expect("refused");
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
