@@ -49,6 +49,8 @@ pub enum ErrorCode {
     RunFailed,
     // A one-off or cron run passed its timeoutS and was stopped.
     RunTimedOut,
+    // An add-on did not start (or its setup failed).
+    AddonFailed,
     StartFailed,
     // A server project (detection says so) with no start command: never served as files.
     StartCommandMissing,
@@ -61,7 +63,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 38] = [
+    pub const ALL: [ErrorCode; 39] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -93,6 +95,7 @@ impl ErrorCode {
         ErrorCode::ReleaseFailed,
         ErrorCode::RunFailed,
         ErrorCode::RunTimedOut,
+        ErrorCode::AddonFailed,
         ErrorCode::StartFailed,
         ErrorCode::StartCommandMissing,
         ErrorCode::HealthcheckFailed,
@@ -136,6 +139,7 @@ impl ErrorCode {
             ErrorCode::ReleaseFailed => "RELEASE_FAILED",
             ErrorCode::RunFailed => "RUN_FAILED",
             ErrorCode::RunTimedOut => "RUN_TIMED_OUT",
+            ErrorCode::AddonFailed => "ADDON_FAILED",
             ErrorCode::StartFailed => "START_FAILED",
             ErrorCode::StartCommandMissing => "START_COMMAND_MISSING",
             ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
@@ -181,6 +185,7 @@ impl ErrorCode {
             | ErrorCode::ReleaseFailed
             | ErrorCode::RunFailed
             | ErrorCode::RunTimedOut
+            | ErrorCode::AddonFailed
             | ErrorCode::StartFailed
             | ErrorCode::StartCommandMissing
             | ErrorCode::HealthcheckFailed
@@ -249,6 +254,7 @@ mod tests {
             (ErrorCode::ReleaseFailed, "RELEASE_FAILED", 500),
             (ErrorCode::RunFailed, "RUN_FAILED", 500),
             (ErrorCode::RunTimedOut, "RUN_TIMED_OUT", 500),
+            (ErrorCode::AddonFailed, "ADDON_FAILED", 500),
             (ErrorCode::StartFailed, "START_FAILED", 500),
             (ErrorCode::StartCommandMissing, "START_COMMAND_MISSING", 500),
             (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),

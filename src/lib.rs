@@ -13,6 +13,7 @@
 //! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API. At the
 //! bottom: `sys`, the only module allowed `unsafe` (safe wrappers of system calls).
 
+pub mod addons;
 pub mod admin;
 pub mod api;
 pub mod app;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Slipway test. As root on Debian it first installs what the tests use
 # (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds;
-# lintian, debootstrap, systemd-container and cargo-deb for the package and its install test);
+# lintian, debootstrap, systemd-container and cargo-deb for the package and its install test;
+# postgresql-15 and redis-server for the add-on tests);
 # the dashboard's type check fetches a pinned TypeScript from npm;
 # tests whose tool or privilege is missing print "SKIP: <reason>" instead of failing.
 set -euo pipefail
@@ -11,7 +12,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # prometheus: its promtool checks the /metrics page (tests/it/observability.rs).
   # chromium: the dashboard's browser test (tests/it/dashboard.rs), over the DevTools protocol.
   wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus
-          systemd lintian debootstrap systemd-container chromium chromium-driver)
+          systemd lintian debootstrap systemd-container chromium chromium-driver
+          postgresql-15 redis-server)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()

@@ -80,6 +80,7 @@ async fn project_of(ctx: &Context, target: Target, key: Option<&str>) -> Option<
                 Target::Run => store.run(&key)?.map(|run| run.project_id),
                 Target::Deployment => store.deployment(&key)?.map(|d| d.project_id),
                 Target::JobRun => store.job_run(&key)?.map(|run| run.project_id),
+                Target::Addon => store.addon(&key)?.map(|addon| addon.project_id),
             };
             Ok(match project {
                 Some(key) => store.find_project(&key)?.map(|p| p.id),

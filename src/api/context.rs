@@ -21,6 +21,8 @@ pub struct Context {
     pub pipeline: Arc<crate::pipeline::Pipeline>,
     /// One-off runs and cron jobs.
     pub jobs: Arc<crate::jobs::Jobs>,
+    /// PostgreSQL and Redis add-ons.
+    pub addons: Arc<crate::addons::Addons>,
     pub hub: Arc<crate::logs::LogHub>,
     pub sources: Arc<crate::source::SourceStore>,
     /// Figures for `GET /api/metrics` and `…/usage`.

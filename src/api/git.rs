@@ -72,6 +72,20 @@ fn patched(
         }
         crate::source::check_git_url(url)
             .map_err(|e| ApiError::new(ErrorCode::InvalidGitUrl, e.to_string()))?;
+        // A stored URL is also what the document's pattern says: a repository path of
+        // A-Z a-z 0-9 . _ / ~ - only.
+        let path = match url.split_once("://") {
+            Some((_, rest)) => rest.split_once('/').map_or("", |(_, path)| path),
+            None => url.split_once(':').map_or("", |(_, path)| path),
+        };
+        let plain =
+            |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'~' | b'-');
+        if !path.bytes().all(plain) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidGitUrl,
+                "gitUrl has a repository path with characters other than A-Z a-z 0-9 . _ / ~ -",
+            ));
+        }
     }
     crate::source::check_git_ref(&settings.production_branch)
         .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;

@@ -4,6 +4,7 @@
 //! per resource. Every response carries the rate-limit headers; every error is the contract's
 //! envelope (`error.rs`); a success is the handler's `Reply` with the route's status.
 
+mod addons;
 mod audit;
 mod context;
 mod cron_jobs;
@@ -422,6 +423,62 @@ route_table! {
         response: ResponseBody::Json(shape::<RunList>),
         query: Some(fields::<PageQuery>),
         handle: cron_jobs::history(ctx, params.get(0), params.get(1), &request),
+    }
+    CreateAddon: POST "/api/projects/{projectId}/addons" {
+        needs: Admin, target: Project, success: CREATED,
+        summary: "Create a PostgreSQL or Redis add-on linked to the project; answers once it accepts connections",
+        request: Some(RequestBody::Json(shape::<CreateAddon>)),
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addons::create(ctx, params.get(0), request),
+    }
+    ListAddons: GET "/api/projects/{projectId}/addons" {
+        needs: Read, target: Project, success: OK,
+        summary: "List the add-ons the project is linked to",
+        request: None,
+        response: ResponseBody::Json(shape::<AddonList>),
+        query: Some(fields::<PageQuery>),
+        handle: addons::list(ctx, params.get(0), &request),
+    }
+    GetAddon: GET "/api/addons/{addonId}" {
+        needs: Read, target: Addon, success: OK,
+        summary: "Get one add-on (never its password)",
+        request: None,
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addons::get(ctx, params.get(0)),
+    }
+    DeleteAddon: DELETE "/api/addons/{addonId}" {
+        needs: Admin, target: Addon, success: OK,
+        summary: "Delete an add-on and its data (?confirm=<addonId>)",
+        request: None,
+        response: ResponseBody::Json(shape::<AddonDeleted>),
+        query: Some(fields::<DeleteAddonQuery>),
+        handle: addons::delete(ctx, params.get(0), &request),
+    }
+    LinkAddon: PUT "/api/addons/{addonId}/links/{projectId}" {
+        needs: Deploy, target: Addon, success: OK,
+        summary: "Link another project: its next deployment gets the add-on's URL and may connect",
+        request: None,
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addons::set_link(ctx, params.get(0), params.get(1), true),
+    }
+    UnlinkAddon: DELETE "/api/addons/{addonId}/links/{projectId}" {
+        needs: Deploy, target: Addon, success: OK,
+        summary: "Unlink a project (from its next deployment on)",
+        request: None,
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addons::set_link(ctx, params.get(0), params.get(1), false),
+    }
+    AddonCredentials: GET "/api/addons/{addonId}/credentials" {
+        needs: Deploy, target: Addon, success: OK,
+        summary: "The add-on's URL, user and password (audited)",
+        request: None,
+        response: ResponseBody::Json(shape::<AddonCredentials>),
+        query: None,
+        handle: addons::credentials(ctx, params.get(0)),
     }
     ListDomains: GET "/api/projects/{projectId}/domains" {
         needs: Read, target: Project, success: OK,

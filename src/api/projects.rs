@@ -174,6 +174,7 @@ pub async fn delete(ctx: &Arc<Context>, id_or_slug: &str) -> Result<Reply, ApiEr
     ctx.routes.remove_project(&record.slug);
     ctx.domains.project_deleted(&deleted.project.domains).await;
     ctx.jobs.project_deleted(&deleted.project.id).await;
+    ctx.addons.project_deleted(&deleted.project.id).await;
     ctx.pipeline.project_deleted(&deleted).await;
     tracing::info!(project = %record.id, slug = %record.slug, "project deleted");
     Ok(Reply::json(&types::ProjectDeleted {

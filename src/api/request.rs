@@ -272,6 +272,7 @@ async fn authorize(
                     Target::Run => store.run(&lookup)?.map(|run| run.project_id),
                     Target::Deployment => store.deployment(&lookup)?.map(|d| d.project_id),
                     Target::JobRun => store.job_run(&lookup)?.map(|run| run.project_id),
+                    Target::Addon => store.addon(&lookup)?.map(|addon| addon.project_id),
                 };
                 match project_id {
                     Some(id) => store.find_project(&id),

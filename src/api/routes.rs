@@ -78,6 +78,8 @@ pub enum Target {
     Deployment,
     /// A one-off or cron run (`run_…`).
     JobRun,
+    /// An add-on (`adn_…`): the project that made it.
+    Addon,
 }
 
 /// Makes `enum Route`, `ROUTES` and the two handler matches (`handle_route` for token routes,

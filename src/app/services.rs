@@ -33,6 +33,7 @@ pub(super) struct Services {
     pub tls: Option<Arc<TlsManager>>,
     pub pipeline: Arc<Pipeline>,
     pub jobs: Arc<crate::jobs::Jobs>,
+    pub addons: Arc<crate::addons::Addons>,
     pub observatory: Arc<crate::usage::Observatory>,
     pub ctx: Arc<Context>,
 }
@@ -46,12 +47,7 @@ impl Services {
     ) -> anyhow::Result<Services> {
         let config = &base.config;
         let store = &base.store;
-        let urls = PublicUrls::new(
-            bound.https.map(|a| a.port()),
-            bound.http.port(),
-            &config.control_host,
-            &config.apps_domain,
-        );
+        let urls = public_urls(config, bound);
         let routes = route_table(base);
         let daemon_metrics = Arc::new(DaemonMetrics::new(
             crate::ids::now_ms() / 1000,
@@ -93,14 +89,7 @@ impl Services {
             data_dir: config.data_dir.clone(),
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
-        let jobs = crate::jobs::Jobs::new(
-            pipeline.clone(),
-            store.clone(),
-            hub.clone(),
-            notifier.clone(),
-            config.jobs.clone(),
-        );
-        pipeline.on_live(jobs.live_hook());
+        let (jobs, addons) = jobs_and_addons(base, &pipeline, &hub, &supervisor, &notifier);
         let ctx = api_context(
             base,
             &pipeline,
@@ -109,6 +98,7 @@ impl Services {
             ForApi {
                 routes: routes.clone(),
                 jobs: jobs.clone(),
+                addons: addons.clone(),
                 notifier,
                 domains,
                 sources,
@@ -123,6 +113,7 @@ impl Services {
             tls,
             pipeline,
             jobs,
+            addons,
             observatory,
             ctx,
         })
@@ -143,7 +134,15 @@ impl Services {
             tracing::info!(domains = restored_domains, "custom domains routed");
         }
         let flusher = tokio::spawn(self.hub.clone().run_flusher(logs));
-        self.pipeline.restore(survivors).await?;
+        // Add-ons (`adn_…:postgres.1`) are the add-on service's to adopt; the rest are apps.
+        let (addons, apps): (HashMap<_, _>, HashMap<_, _>) = survivors
+            .into_iter()
+            .partition(|(key, _)| key.starts_with("adn_"));
+        let restored = self.addons.restore(addons).await?;
+        if restored > 0 {
+            tracing::info!(addons = restored, "add-ons running");
+        }
+        self.pipeline.restore(apps).await?;
         let ended = self.jobs.recover().await?;
         if ended > 0 {
             tracing::info!(
@@ -155,10 +154,49 @@ impl Services {
     }
 }
 
+fn public_urls(config: &Config, bound: &Bound) -> PublicUrls {
+    PublicUrls::new(
+        bound.https.map(|a| a.port()),
+        bound.http.port(),
+        &config.control_host,
+        &config.apps_domain,
+    )
+}
+
+/// The jobs service (told when a deployment goes live) and the add-on service.
+fn jobs_and_addons(
+    base: &Base,
+    pipeline: &Arc<Pipeline>,
+    hub: &Arc<LogHub>,
+    supervisor: &Arc<Supervisor>,
+    notifier: &Notifier,
+) -> (Arc<crate::jobs::Jobs>, Arc<crate::addons::Addons>) {
+    let (config, store) = (&base.config, &base.store);
+    let jobs = crate::jobs::Jobs::new(
+        pipeline.clone(),
+        store.clone(),
+        hub.clone(),
+        notifier.clone(),
+        config.jobs.clone(),
+    );
+    pipeline.on_live(jobs.live_hook());
+    let addons = crate::addons::Addons::new(
+        store.clone(),
+        base.secrets.clone(),
+        base.sandbox.clone(),
+        supervisor.clone(),
+        pipeline.clone(),
+        config.data_dir.clone(),
+        base.sandbox.mode() == SandboxMode::None,
+    );
+    (jobs, addons)
+}
+
 /// What the API's context takes that the daemon's other parts do not keep.
 struct ForApi {
     routes: Arc<Routes>,
     jobs: Arc<crate::jobs::Jobs>,
+    addons: Arc<crate::addons::Addons>,
     notifier: Notifier,
     domains: Arc<crate::domains::Domains>,
     sources: Arc<crate::source::SourceStore>,
@@ -185,6 +223,7 @@ fn api_context(
         routes: api.routes,
         pipeline: pipeline.clone(),
         jobs: api.jobs,
+        addons: api.addons,
         observatory: observatory.clone(),
         notifier: api.notifier,
         domains: api.domains,

@@ -68,6 +68,16 @@ pub fn check_job(
     let parsed =
         Schedule::parse(schedule).map_err(|error| format!("`schedule` {schedule:?}: {error}"))?;
     parse_zone(timezone).map_err(|error| format!("`timezone`: {error}"))?;
+    // Exactly a name of the database (its lookup would also take other spellings).
+    if !super::schedule_schema::zone_names()
+        .iter()
+        .any(|name| name == timezone)
+    {
+        return Err(format!(
+            "`timezone`: {timezone:?} is not spelled as the time zone database spells it (e.g. \
+             \"Europe/Berlin\", \"UTC\")"
+        ));
+    }
     if command.is_empty() || command.chars().count() > 16 * 1024 || command.contains('\0') {
         return Err("`command` must be 1 to 16384 characters without NUL".into());
     }

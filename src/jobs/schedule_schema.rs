@@ -45,17 +45,30 @@ pub fn schedule_pattern() -> String {
     )
 }
 
-/// The time zones a job may name: `UTC` and every zone of the host's database.
-pub fn zone_names() -> Vec<String> {
-    let mut names: Vec<String> = jiff::tz::db()
-        .available()
-        .map(|name| name.as_str().to_owned())
-        .filter(|name| super::schedule::parse_zone(name).is_ok())
+/// The time zones a job may name: `UTC` and every zone of the host's database (read once).
+pub fn zone_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<String> = jiff::tz::db()
+            .available()
+            .map(|name| name.as_str().to_owned())
+            .filter(|name| super::schedule::parse_zone(name).is_ok())
+            .collect();
+        names.push("UTC".to_owned());
+        names.sort();
+        names.dedup();
+        names
+    })
+}
+
+/// The zones as one anchored alternation (a pattern, not an enum: client generators turn
+/// enum values into identifiers, and `GMT+0`, `GMT-0` and `GMT0` would meet).
+pub fn zone_pattern() -> String {
+    let escaped: Vec<String> = zone_names()
+        .iter()
+        .map(|name| name.replace('+', "\\+"))
         .collect();
-    names.push("UTC".to_owned());
-    names.sort();
-    names.dedup();
-    names
+    format!("^({})$", escaped.join("|"))
 }
 
 #[cfg(test)]

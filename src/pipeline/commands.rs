@@ -16,7 +16,7 @@ use crate::sandbox::{Exit, LimitedDir, Running, StepKind, StepSpec};
 use crate::store::records::{DeploymentRecord, ProjectRecord};
 
 /// The PATH every step and app gets.
-pub(super) const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// One build-kind command of a run (source clone, install, build).
 pub(super) struct BuildCommand<'a> {
@@ -81,6 +81,11 @@ impl Pipeline {
             .open_env_vars(project_id, sealed)
             .map_err(|e| e.to_string())?;
         for (key, value) in project_vars {
+            env.retain(|(k, _)| *k != key);
+            env.push((key, value));
+        }
+        // Links to add-ons win over a variable of the same name.
+        for (key, value) in self.addon_env(project_id, target).await? {
             env.retain(|(k, _)| *k != key);
             env.push((key, value));
         }
@@ -280,7 +285,14 @@ impl Pipeline {
             stop_grace: Duration::from_secs(5),
             limited_dirs,
             tty: None,
-            reach: Vec::new(),
+            // The release step (migrations) reaches the linked add-ons as the app will.
+            reach: match command.data_dir {
+                Some(_) => {
+                    let target = crate::store::records::DeployTarget::default();
+                    self.addon_reach(&project.id, &target).await
+                }
+                None => Vec::new(),
+            },
             serve_port: None,
             link: None,
         };

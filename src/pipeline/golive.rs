@@ -176,6 +176,7 @@ impl Pipeline {
             project: project.clone(),
             deployment: deployment.clone(),
             env: env.to_vec(),
+            reach: self.addon_reach(&project.id, &deployment.target).await,
         };
         let web = self.start_overlapping(&launch, &types).await?;
         Ok(Prepared::Server {

@@ -24,6 +24,8 @@ pub(crate) struct Launch {
     pub(crate) project: ProjectRecord,
     pub(crate) deployment: DeploymentRecord,
     pub(crate) env: Vec<(String, String)>,
+    /// The linked add-ons it may connect to.
+    pub(crate) reach: Vec<std::net::SocketAddrV4>,
 }
 
 impl Pipeline {
@@ -245,6 +247,9 @@ impl Pipeline {
             memory_mb: ptype.memory_mb,
             pids: self.config.limits.pids,
             cpus: ptype.cpus,
+            reach: launch.reach.clone(),
+            serve_port: None,
+            link: None,
         }
     }
 }

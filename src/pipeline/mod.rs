@@ -11,6 +11,7 @@ mod failure;
 mod golive;
 mod inflight;
 mod instances;
+mod links;
 mod modules_key;
 mod node_modules;
 mod oneoff;
@@ -32,6 +33,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+pub use commands::PATH as STEP_PATH;
+pub use links::{addon_url, password_context};
 pub use oneoff::OneOff;
 pub use progress::{estimate_from_history, STEPS};
 pub use scale::ScaleError;

@@ -60,7 +60,7 @@ impl Pipeline {
             stop_grace: Duration::from_secs(5),
             limited_dirs: Vec::new(),
             tty: run.tty,
-            reach: Vec::new(),
+            reach: self.addon_reach(&project.id, &deployment.target).await,
             serve_port: None,
             link: None,
         };

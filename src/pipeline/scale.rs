@@ -51,6 +51,11 @@ impl Pipeline {
     }
 
     /// The project's live server deployment, if any.
+    /// The disk-limited volumes (add-ons keep their data on one of their own).
+    pub fn volumes(&self) -> &crate::disk::Volumes {
+        self.workspaces.volumes()
+    }
+
     pub async fn live_server(
         &self,
         project: &ProjectRecord,
@@ -113,6 +118,7 @@ impl Pipeline {
             project: project.clone(),
             deployment: deployment.clone(),
             env,
+            reach: self.addon_reach(&project.id, &deployment.target).await,
         };
         for name in change.keys() {
             let (Some(old), Some(new)) = (find(&before, name), find(&after, name)) else {

@@ -41,6 +41,8 @@ pub const FORMATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("forma
 pub const JOB_RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("job_runs");
 /// `crn_…` → `CronJobRecord`.
 pub const CRON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("cron_jobs");
+/// `adn_…` → `AddonRecord` (issue 34).
+pub const ADDONS: TableDefinition<&str, &[u8]> = TableDefinition::new("addons");
 /// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
 /// something, written in the same transaction as the change.
 pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");

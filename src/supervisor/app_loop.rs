@@ -366,9 +366,9 @@ impl AppLoop {
             // limits were on (`Volumes::ensure_app_data`).
             limited_dirs: Vec::new(),
             tty: None,
-            reach: Vec::new(),
-            serve_port: None,
-            link: None,
+            reach: spec.reach.clone(),
+            serve_port: spec.serve_port,
+            link: spec.link,
         };
         let mut running = self.supervisor.runner.spawn(step)?;
         self.pump(&mut running);

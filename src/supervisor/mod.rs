@@ -79,6 +79,12 @@ pub struct AppSpec {
     pub pids: u64,
     /// CPU quota in cores.
     pub cpus: f64,
+    /// Add-ons (address and port) the instance may connect to: its project's links.
+    pub reach: Vec<std::net::SocketAddrV4>,
+    /// An add-on's port other sandboxes may connect to (subject to their `reach`).
+    pub serve_port: Option<u16>,
+    /// An add-on's pinned link: the same address across restarts.
+    pub link: Option<u32>,
 }
 
 impl AppSpec {

@@ -49,6 +49,13 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("POST /api/projects/{projectId}/runs", "deploy"),
         ("GET /api/projects/{projectId}/runs", "read"),
         ("GET /api/runs/{runId}", "read"),
+        ("POST /api/projects/{projectId}/addons", "admin"),
+        ("GET /api/projects/{projectId}/addons", "read"),
+        ("GET /api/addons/{addonId}", "read"),
+        ("DELETE /api/addons/{addonId}", "admin"),
+        ("PUT /api/addons/{addonId}/links/{projectId}", "deploy"),
+        ("DELETE /api/addons/{addonId}/links/{projectId}", "deploy"),
+        ("GET /api/addons/{addonId}/credentials", "deploy"),
         ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
         ("GET /api/projects/{projectId}/cron-jobs", "read"),
@@ -127,6 +134,23 @@ async fn one_off_run(daemon: &TestDaemon) -> String {
     run.json()["runId"].as_str().unwrap().to_owned()
 }
 
+/// A Redis add-on of `srv` (when redis-server is installed), for the `/api/addons/{addonId}`
+/// routes.
+async fn an_addon(daemon: &TestDaemon) -> Option<String> {
+    if !std::path::Path::new("/usr/bin/redis-server").exists() {
+        return None;
+    }
+    let created = daemon
+        .api(
+            "POST",
+            "/api/projects/srv/addons",
+            Some(json!({"kind": "redis"})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    Some(created.json()["id"].as_str().unwrap().to_owned())
+}
+
 fn covers(scope: &str, needs: &str) -> bool {
     matches!(
         (scope, needs),
@@ -150,6 +174,7 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
     let run_id = site["provisioningId"].as_str().unwrap().to_owned();
     let deployment_id = site["deploymentId"].as_str().unwrap().to_owned();
     let one_off = one_off_run(&daemon).await;
+    let addon = an_addon(&daemon).await;
     // A grant names projects that exist (issue 31, item 13).
     let other = daemon
         .api("POST", "/api/projects", Some(json!({"slug": "other"})))
@@ -203,6 +228,7 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{deploymentId}", &deployment_id)
             .replace("{runId}", &one_off)
             .replace("{jobId}", "crn_missing")
+            .replace("{addonId}", addon.as_deref().unwrap_or("adn_missing"))
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")
             .replace("{notificationId}", "ntf_missing")
@@ -210,6 +236,10 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{hookId}", "hook_missing")
             .replace("{secret}", "dh_missing")
             .replace("{name}", "nope");
+        if template.contains("{addonId}") && addon.is_none() {
+            eprintln!("SKIP {key}: redis-server is not installed, no add-on to try it on");
+            continue;
+        }
         let targets_project = template.contains('{')
             && !template.contains("{tokenId}")
             && !template.contains("{notificationId}");

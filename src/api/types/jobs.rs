@@ -62,12 +62,8 @@ fn optional_schedule_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
 
 /// The zones of the host's time zone database (and `UTC`).
 fn optional_zone_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut zones: Vec<serde_json::Value> = crate::jobs::schedule_schema::zone_names()
-        .into_iter()
-        .map(serde_json::Value::String)
-        .collect();
-    zones.push(serde_json::Value::Null);
-    schemars::json_schema!({"enum": zones})
+    let pattern = crate::jobs::schedule_schema::zone_pattern();
+    schemars::json_schema!({"type": ["string", "null"], "maxLength": 64, "pattern": pattern})
 }
 
 /// The answer to `POST …/runs`: where to follow the run.

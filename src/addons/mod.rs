@@ -1,0 +1,261 @@
+//! Add-on services (issue 34): a PostgreSQL or Redis instance per add-on, from Debian's
+//! packages, each in a sandbox of its own as the apps run — the owning project's uid, its own
+//! network namespace on a pinned link (an address that never changes: it is in the linked
+//! apps' `DATABASE_URL`), the cgroup limits its settings are derived from (`engine.rs`), its
+//! data on a disk-limited volume of its own. The supervisor runs it like an app instance
+//! (`adn_…:postgres.1`): restarted with backoff when it crashes, its output in its log
+//! channel, left running across a daemon restart and adopted by the next daemon.
+//!
+//! A link gives a project's production its URL and the sandbox allowance to connect to the
+//! add-on's address and port (`pipeline::links`, `sandbox` `reach`/`serve_port`); nothing else
+//! can reach it. The password is sealed with `secret.key` and only shown by
+//! `GET /api/addons/{id}/credentials`.
+
+pub mod engine;
+mod start;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::disk::Volume;
+use crate::pipeline::Pipeline;
+use crate::sandbox::{AppHandle, Runner};
+use crate::secrets::SecretBox;
+use crate::store::addons::{AddonRecord, AddonState};
+use crate::store::records::ProjectRecord;
+use crate::store::Store;
+use crate::supervisor::Supervisor;
+
+pub use engine::{AddonKind, RedisMode};
+
+/// The add-on service, shared by the API.
+pub struct Addons {
+    store: Store,
+    secrets: Arc<SecretBox>,
+    runner: Arc<dyn Runner>,
+    supervisor: Arc<Supervisor>,
+    pipeline: Arc<Pipeline>,
+    data_dir: PathBuf,
+    /// Sandbox mode none: every add-on listens on 127.0.0.1, on a port of its own.
+    loopback: bool,
+    /// Where the packages' programs are looked for (`/`).
+    programs_root: PathBuf,
+}
+
+/// What `POST /api/projects/{id}/addons` asks for.
+#[derive(Debug, Clone)]
+pub struct AddonRequest {
+    pub kind: AddonKind,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    pub env_name: Option<String>,
+    pub mode: RedisMode,
+}
+
+/// Why an add-on was not made or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AddonError {
+    /// The machine cannot run it (a package missing, no address left): 409.
+    #[error("{0}")]
+    Unavailable(String),
+    /// It did not start (`ADDON_FAILED`).
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl Addons {
+    pub fn new(
+        store: Store,
+        secrets: Arc<SecretBox>,
+        runner: Arc<dyn Runner>,
+        supervisor: Arc<Supervisor>,
+        pipeline: Arc<Pipeline>,
+        data_dir: PathBuf,
+        loopback: bool,
+    ) -> Arc<Addons> {
+        Arc::new(Addons {
+            store,
+            secrets,
+            runner,
+            supervisor,
+            pipeline,
+            data_dir,
+            loopback,
+            programs_root: PathBuf::from("/"),
+        })
+    }
+
+    /// The add-on's data volume (its own size, `diskMb`).
+    fn volume(&self, addon: &AddonRecord) -> Volume {
+        Volume::app_data(&self.data_dir.join("addons").join(&addon.id), addon.disk_mb)
+    }
+
+    /// An empty directory the sandbox shows read-only at `/app`.
+    fn empty_app_dir(&self, addon: &AddonRecord) -> PathBuf {
+        self.data_dir
+            .join("addons")
+            .join(format!("{}-app", addon.id))
+    }
+
+    /// Bytes used on the add-on's volume.
+    pub async fn disk_used_bytes(&self, addon: &AddonRecord) -> u64 {
+        let dir = self.volume(addon).dir;
+        tokio::task::spawn_blocking(move || {
+            nix::sys::statvfs::statvfs(&dir)
+                .map(|fs| (fs.blocks() - fs.blocks_free()) * fs.fragment_size())
+                .unwrap_or(0)
+        })
+        .await
+        .unwrap_or(0)
+    }
+
+    /// Makes an add-on for `project` (linked to it) and starts it; the record once it
+    /// accepts connections.
+    pub async fn create(
+        &self,
+        project: &ProjectRecord,
+        request: AddonRequest,
+    ) -> Result<AddonRecord, AddonError> {
+        request
+            .kind
+            .check_installed(&self.programs_root)
+            .map_err(AddonError::Unavailable)?;
+        if self.loopback && request.kind == AddonKind::Postgres && nix::unistd::geteuid().is_root()
+        {
+            return Err(AddonError::Unavailable(
+                "PostgreSQL refuses to run as root, and in sandbox mode \"none\" an add-on runs \
+                 as the daemon's user: run the daemon as another user, or use sandbox.mode = \
+                 \"namespaces\""
+                    .into(),
+            ));
+        }
+        let (link_index, address) = self.runner.allocate_link().ok_or_else(|| {
+            AddonError::Unavailable("no sandbox address is free (sandbox.subnet is full)".into())
+        })?;
+        let id = crate::ids::new_id("adn_");
+        let password = crate::ids::base32(&crate::ids::random_bytes::<20>());
+        let port = match self.loopback {
+            true => free_port().map_err(AddonError::Failed)?,
+            false => request.kind.port(),
+        };
+        let mut addon = AddonRecord {
+            v: 1,
+            id: id.clone(),
+            kind: request.kind.as_str().to_owned(),
+            version: String::new(),
+            project_id: project.id.clone(),
+            state: AddonState::Starting,
+            memory_mb: request.memory_mb,
+            disk_mb: request.disk_mb,
+            env_name: request
+                .env_name
+                .unwrap_or_else(|| request.kind.default_env_name().to_owned()),
+            mode: match request.mode {
+                RedisMode::Persistent => "persistent".into(),
+                RedisMode::Cache => "cache".into(),
+            },
+            links: vec![project.id.clone()],
+            link_index,
+            address,
+            port,
+            sealed_password: self
+                .secrets
+                .seal(&crate::pipeline::password_context(&id), password.as_bytes()),
+            created_ms: crate::ids::now_ms(),
+            message: None,
+        };
+        let stored = addon.clone();
+        self.store.call(move |s| s.put_addon(&stored)).await?;
+        match self.first_start(project, &mut addon, &password).await {
+            Ok(()) => {
+                addon.state = AddonState::Running;
+                let stored = addon.clone();
+                self.store.call(move |s| s.put_addon(&stored)).await?;
+                Ok(addon)
+            }
+            Err(message) => {
+                self.remove(&addon).await;
+                let key = addon.id.clone();
+                self.store.call(move |s| s.delete_addon(&key)).await?;
+                Err(AddonError::Failed(message))
+            }
+        }
+    }
+
+    /// Deletes an add-on: it stops, its data and its address go.
+    pub async fn delete(&self, addon: &AddonRecord) -> Result<(), AddonError> {
+        let key = addon.id.clone();
+        self.store.call(move |s| s.delete_addon(&key)).await?;
+        self.remove(addon).await;
+        Ok(())
+    }
+
+    /// Stops it and removes its data and address.
+    async fn remove(&self, addon: &AddonRecord) {
+        self.supervisor.stop_deployment(&addon.id, None).await;
+        let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
+        let app_dir = self.empty_app_dir(addon);
+        let _ = tokio::task::spawn_blocking(move || {
+            volumes.remove(&volume);
+            let _ = std::fs::remove_dir_all(app_dir);
+        })
+        .await;
+        self.runner.release_link(addon.link_index);
+    }
+
+    /// At start: every add-on's address is claimed; the running ones an earlier daemon left
+    /// are adopted, the others started again. `survivors` are the add-ons' leftovers.
+    pub async fn restore(
+        &self,
+        mut survivors: HashMap<String, AppHandle>,
+    ) -> Result<usize, crate::store::StoreError> {
+        let addons = self.store.call(|s| s.all_addons()).await?;
+        for addon in &addons {
+            self.runner.claim_link(addon.link_index);
+        }
+        let mut restored = 0;
+        for addon in addons {
+            let project_id = addon.project_id.clone();
+            let Some(project) = self
+                .store
+                .call(move |s| s.find_project(&project_id))
+                .await?
+            else {
+                continue;
+            };
+            let key = start::instance_key(&addon);
+            let adopt = survivors.remove(&key);
+            match self.run(&project, &addon, adopt).await {
+                Ok(()) => restored += 1,
+                Err(message) => {
+                    tracing::error!(addon = %addon.id, %message, "an add-on did not start again")
+                }
+            }
+        }
+        for (key, handle) in survivors {
+            self.supervisor.stop_left_over(&key, &handle).await;
+        }
+        Ok(restored)
+    }
+
+    /// The add-ons of `project_id` go with it (stopped, data removed).
+    pub async fn project_deleted(&self, project_id: &str) {
+        let Ok(addons) = self.store.call(|s| s.all_addons()).await else {
+            return;
+        };
+        for addon in addons.iter().filter(|a| a.project_id == project_id) {
+            let _ = self.delete(addon).await;
+        }
+    }
+}
+
+/// A free loopback port (mode none: every add-on on 127.0.0.1 needs its own).
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|error| format!("no free port: {error}"))
+}

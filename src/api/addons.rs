@@ -1,0 +1,230 @@
+//! Add-on services (issue 34): `POST/GET /api/projects/{projectId}/addons`,
+//! `GET/DELETE /api/addons/{addonId}` (DELETE with `?confirm=<addonId>`),
+//! `PUT/DELETE /api/addons/{addonId}/links/{projectId}`, `GET …/credentials`. The work is the
+//! `addons` module's; this file checks bodies and shapes answers.
+
+use std::sync::Arc;
+
+use super::json::read_json_object;
+use super::projects::find;
+use super::reply::Reply;
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
+use crate::addons::{AddonError, AddonKind, AddonRequest, RedisMode};
+use crate::store::addons::AddonRecord;
+
+pub async fn create(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: ApiRequest,
+) -> Result<Reply, ApiError> {
+    let body = read_json_object(&request)?;
+    let create: types::CreateAddon = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|error| {
+            ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("{error}; expected {{\"kind\", \"memoryMb\", \"diskMb\", \"envName\", \"mode\"}}"),
+            )
+        })?;
+    let kind = AddonKind::parse(&create.kind).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidBody,
+            "`kind` must be \"postgres\" or \"redis\"",
+        )
+    })?;
+    let mode = match create.mode.as_deref() {
+        None | Some("persistent") => RedisMode::Persistent,
+        Some("cache") if kind == AddonKind::Redis => RedisMode::Cache,
+        Some("cache") => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                "`mode` \"cache\" is for redis; a postgres add-on always keeps its data",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("`mode` {other:?} must be \"persistent\" or \"cache\""),
+            ))
+        }
+    };
+    let memory_mb = create.memory_mb.map_or(256, u64::from);
+    let disk_mb = create.disk_mb.map_or(1024, u64::from);
+    if !(64..=65536).contains(&memory_mb) || !(64..=1_048_576).contains(&disk_mb) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "`memoryMb` must be from 64 to 65536 and `diskMb` from 64 to 1048576",
+        ));
+    }
+    let env_name_ok = |name: &str| {
+        let mut chars = name.chars();
+        name != "PORT"
+            && name.len() <= 64
+            && chars
+                .next()
+                .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+            && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    if create
+        .env_name
+        .as_deref()
+        .is_some_and(|name| !env_name_ok(name))
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "`envName` must be upper-case letters, digits and _ (not first a digit, not PORT)",
+        ));
+    }
+    let project = find(ctx, id_or_slug).await?;
+    let request = AddonRequest {
+        kind,
+        memory_mb,
+        disk_mb,
+        env_name: create.env_name,
+        mode,
+    };
+    let addon = ctx
+        .addons
+        .create(&project, request)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&view(ctx, addon).await))
+}
+
+fn addon_error(error: AddonError) -> ApiError {
+    match error {
+        AddonError::Unavailable(message) => ApiError::new(ErrorCode::Conflict, message),
+        AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
+        AddonError::Store(error) => ApiError::internal(error),
+    }
+}
+
+pub async fn list(
+    ctx: &Arc<Context>,
+    id_or_slug: &str,
+    request: &ApiRequest,
+) -> Result<Reply, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
+    let project = find(ctx, id_or_slug).await?;
+    let id = project.id.clone();
+    let addons = ctx.store.call(move |s| s.addons_linked_to(&id)).await?;
+    let (addons, next_cursor) = super::paging::paginate(
+        addons,
+        |addon| (addon.created_ms, addon.id.clone()),
+        super::paging::Order::OldestFirst,
+        &page,
+    );
+    let mut views = Vec::with_capacity(addons.len());
+    for addon in addons {
+        views.push(view(ctx, addon).await);
+    }
+    Ok(Reply::json(&types::AddonList {
+        addons: views,
+        next_cursor,
+    }))
+}
+
+async fn record(ctx: &Context, id: &str) -> Result<AddonRecord, ApiError> {
+    let key = id.to_owned();
+    ctx.store
+        .call(move |s| s.addon(&key))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no add-on {id:?}")))
+}
+
+pub async fn get(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    Ok(Reply::json(&view(ctx, addon).await))
+}
+
+pub async fn delete(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let confirm = request
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("confirm="));
+    let Some(confirm) = confirm else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("deleting an add-on deletes its data: confirm with ?confirm={id}"),
+        ));
+    };
+    let addon = record(ctx, id).await?;
+    if confirm != addon.id {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("?confirm={confirm} names another add-on; confirm with ?confirm={id}"),
+        ));
+    }
+    ctx.addons.delete(&addon).await.map_err(addon_error)?;
+    Ok(Reply::json(&types::AddonDeleted {
+        id: addon.id,
+        deleted: true,
+    }))
+}
+
+/// `PUT` (`link: true`) or `DELETE` a link; the answer is the add-on. It takes effect at the
+/// project's next deployment.
+pub async fn set_link(
+    ctx: &Arc<Context>,
+    id: &str,
+    project_id_or_slug: &str,
+    link: bool,
+) -> Result<Reply, ApiError> {
+    let project = find(ctx, project_id_or_slug).await?;
+    let addon = record(ctx, id).await?;
+    if !link && project.id == addon.project_id {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "an add-on stays linked to the project that made it; delete the add-on instead",
+        ));
+    }
+    let (key, project_id) = (addon.id.clone(), project.id.clone());
+    let updated = ctx
+        .store
+        .call(move |s| s.set_addon_link(&key, &project_id, link))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no add-on {id:?}")))?;
+    Ok(Reply::json(&view(ctx, updated).await))
+}
+
+pub async fn credentials(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    let password = ctx
+        .secrets
+        .open(
+            &crate::pipeline::password_context(&addon.id),
+            &addon.sealed_password,
+        )
+        .map_err(ApiError::internal)?;
+    let password = String::from_utf8_lossy(&password).into_owned();
+    let postgres = addon.kind == "postgres";
+    Ok(Reply::json(&types::AddonCredentials {
+        url: crate::pipeline::addon_url(&addon, &password),
+        user: postgres.then(|| "slipway".to_owned()),
+        password,
+        host: addon.address.to_string(),
+        port: addon.port,
+        database: postgres.then(|| "app".to_owned()),
+    }))
+}
+
+async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
+    let used = ctx.addons.disk_used_bytes(&addon).await;
+    types::Addon {
+        id: addon.id,
+        kind: addon.kind,
+        version: addon.version,
+        project_id: addon.project_id,
+        state: addon.state,
+        memory_mb: addon.memory_mb,
+        disk_mb: addon.disk_mb,
+        disk_used_bytes: used,
+        env_name: addon.env_name,
+        mode: addon.mode,
+        links: addon.links,
+        host: addon.address.to_string(),
+        port: addon.port,
+        created_at: crate::ids::rfc3339(addon.created_ms),
+    }
+}

@@ -1,0 +1,101 @@
+//! The shapes of add-on services (`/api/projects/{projectId}/addons`, `/api/addons/{addonId}`),
+//! issue 34.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::store::addons::AddonState;
+
+/// `POST /api/projects/{projectId}/addons`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateAddon {
+    /// `postgres` (PostgreSQL 15) or `redis`.
+    #[schemars(regex(pattern = r"^(postgres|redis)$"))]
+    pub kind: String,
+    /// Its memory limit, MiB (default 256); its settings are derived from it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
+    #[schemars(range(min = 64, max = 65536))]
+    pub memory_mb: Option<u32>,
+    /// Its data volume, MiB (default 1024).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
+    #[schemars(range(min = 64, max = 1048576))]
+    pub disk_mb: Option<u32>,
+    /// The variable linked apps get (default `DATABASE_URL` / `REDIS_URL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(?!PORT$)[A-Z_][A-Z0-9_]{0,63}$"))]
+    pub env_name: Option<String>,
+    /// Redis: `persistent` (default) or `cache` (no persistence, LRU eviction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(persistent|cache)$"))]
+    pub mode: Option<String>,
+}
+
+/// An add-on (never its password: see `…/credentials`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Addon {
+    pub id: String,
+    pub kind: String,
+    /// The server's version (`15.18`, `7.0.15`).
+    pub version: String,
+    pub project_id: String,
+    pub state: AddonState,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    /// Bytes used on its data volume.
+    pub disk_used_bytes: u64,
+    pub env_name: String,
+    pub mode: String,
+    /// Projects whose production gets `envName` and may connect.
+    pub links: Vec<String>,
+    /// Where linked apps reach it.
+    pub host: String,
+    pub port: u16,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonList {
+    pub addons: Vec<Addon>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /api/addons/{addonId}/credentials`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonCredentials {
+    /// What linked apps get in `envName`.
+    pub url: String,
+    pub user: Option<String>,
+    pub password: String,
+    pub host: String,
+    pub port: u16,
+    pub database: Option<String>,
+}
+
+/// The query of `DELETE /api/addons/{addonId}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteAddonQuery {
+    /// The add-on's id again, as confirmation (another add-on's id: 409).
+    #[schemars(regex(pattern = r"^adn_[a-z2-7]{24}$"))]
+    pub confirm: String,
+}
+
+/// The answer to `DELETE /api/addons/{addonId}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonDeleted {
+    pub id: String,
+    pub deleted: bool,
+}

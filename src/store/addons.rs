@@ -1,0 +1,112 @@
+//! Add-on services (`adn_…`, issue 34): one PostgreSQL or Redis instance each, its settings,
+//! its sealed password, the link (stable address) it keeps, and the projects linked to it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{all_records, get_record, put_record, tables, Result, Store};
+
+/// Where an add-on is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AddonState {
+    Starting,
+    Running,
+    Stopped,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddonRecord {
+    pub v: u32,
+    pub id: String,
+    /// `postgres` or `redis`.
+    pub kind: String,
+    /// The server's version as it reported it at creation (`15.18`, `7.0.15`).
+    pub version: String,
+    /// The project that made it (it is linked to it).
+    pub project_id: String,
+    pub state: AddonState,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    /// The variable linked projects get (`DATABASE_URL`, `REDIS_URL`, or the one asked for).
+    pub env_name: String,
+    /// Redis: `persistent` or `cache`.
+    pub mode: String,
+    /// Projects whose apps get `env_name` and may connect (the owner first).
+    pub links: Vec<String>,
+    /// The sandbox link index it keeps (its address never changes).
+    pub link_index: u32,
+    pub address: std::net::Ipv4Addr,
+    pub port: u16,
+    /// The database user's password, sealed with `secret.key` (like env vars).
+    pub sealed_password: Vec<u8>,
+    pub created_ms: u64,
+    /// Why it failed, in words.
+    pub message: Option<String>,
+}
+
+impl Store {
+    pub fn put_addon(&self, addon: &AddonRecord) -> Result<()> {
+        let txn = self.write()?;
+        put_record(&mut txn.open_table(tables::ADDONS)?, &addon.id, addon)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn addon(&self, id: &str) -> Result<Option<AddonRecord>> {
+        let txn = self.read()?;
+        get_record(&txn.open_table(tables::ADDONS)?, "addons", id)
+    }
+
+    pub fn all_addons(&self) -> Result<Vec<AddonRecord>> {
+        let txn = self.read()?;
+        all_records(&txn.open_table(tables::ADDONS)?, "addons")
+    }
+
+    /// The add-ons `project_id` is linked to (its own among them).
+    pub fn addons_linked_to(&self, project_id: &str) -> Result<Vec<AddonRecord>> {
+        Ok(self
+            .all_addons()?
+            .into_iter()
+            .filter(|addon| addon.links.iter().any(|p| p == project_id))
+            .collect())
+    }
+
+    /// Adds (`link`) or removes `project_id` from the add-on's links; the add-on as it is
+    /// now, `None` when it does not exist.
+    pub fn set_addon_link(
+        &self,
+        id: &str,
+        project_id: &str,
+        link: bool,
+    ) -> Result<Option<AddonRecord>> {
+        let txn = self.write()?;
+        let updated = {
+            let mut table = txn.open_table(tables::ADDONS)?;
+            let addon: Option<AddonRecord> = get_record(&table, "addons", id)?;
+            let Some(mut addon) = addon else {
+                return Ok(None);
+            };
+            addon.links.retain(|p| p != project_id);
+            if link {
+                addon.links.push(project_id.to_owned());
+            }
+            put_record(&mut table, id, &addon)?;
+            addon
+        };
+        txn.commit()?;
+        Ok(Some(updated))
+    }
+
+    pub fn delete_addon(&self, id: &str) -> Result<Option<AddonRecord>> {
+        let txn = self.write()?;
+        let removed = {
+            let mut table = txn.open_table(tables::ADDONS)?;
+            let removed = get_record(&table, "addons", id)?;
+            table.remove(id)?;
+            removed
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+}
