@@ -98,7 +98,9 @@ impl Jobs {
             message: None,
         };
         let stored = record.clone();
-        self.store.call(move |s| s.put_job_run(&stored)).await?;
+        self.store
+            .call(move |s| s.put_queued_job_run(&stored))
+            .await?;
         let active = self.register(&record);
         if request.interactive {
             self.wait_for_client(

@@ -187,34 +187,47 @@ impl Jobs {
     async fn tick(self: &Arc<Self>, now_ms: u64) -> Result<Option<u64>, crate::store::StoreError> {
         let jobs = self.store.call(|s| s.all_cron_jobs()).await?;
         let mut earliest: Option<u64> = None;
+        let mut decided = Vec::new();
         for mut job in jobs.into_iter().filter(|job| job.enabled) {
             let Some((schedule, zone)) = timing(&job) else {
                 continue;
             };
             let last = job.last_due_ms.unwrap_or(job.created_ms);
-            let dealt_with = match due(&schedule, &zone, last, now_ms) {
-                Due::Nothing => None,
-                Due::Fire { at_ms } => {
-                    self.fire(&job, at_ms, None).await;
-                    Some(at_ms)
+            let decision = due(&schedule, &zone, last, now_ms);
+            match decision {
+                Due::Nothing => {}
+                Due::Fire { at_ms }
+                | Due::Missed {
+                    latest_ms: at_ms, ..
+                } => {
+                    job.last_due_ms = Some(at_ms);
+                    decided.push((job.clone(), decision));
                 }
-                Due::Missed { latest_ms, count } => {
-                    self.missed(&job, latest_ms, count).await;
-                    Some(latest_ms)
-                }
-            };
-            if let Some(at_ms) = dealt_with {
-                job.last_due_ms = Some(at_ms);
-                let stored = job.clone();
-                self.store
-                    .call(move |s| s.update_cron_job_due(&stored))
-                    .await?;
             }
             let last = job.last_due_ms.unwrap_or(job.created_ms);
             if let Some(next) = schedule.next_after(&zone, timestamp(last)) {
                 let next = millis(next);
                 earliest = Some(earliest.map_or(next, |e: u64| e.min(next)));
             }
+        }
+        if decided.is_empty() {
+            return Ok(earliest);
+        }
+        // Every due time dealt with is recorded in one commit, then the runs start side by
+        // side: the last of many jobs due at once does not wait for the others' starts.
+        let dues: Vec<CronJobRecord> = decided.iter().map(|(job, _)| job.clone()).collect();
+        self.store
+            .call(move |s| s.update_cron_jobs_due(&dues))
+            .await?;
+        for (job, decision) in decided {
+            let jobs = self.clone();
+            tokio::spawn(async move {
+                match decision {
+                    Due::Fire { at_ms } => jobs.fire(&job, at_ms, None).await,
+                    Due::Missed { latest_ms, count } => jobs.missed(&job, latest_ms, count).await,
+                    Due::Nothing => {}
+                }
+            });
         }
         Ok(earliest)
     }

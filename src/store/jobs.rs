@@ -122,6 +122,18 @@ pub struct CronJobRecord {
 }
 
 impl Store {
+    /// Writes a run just queued without waiting for the disk: the next durable commit (its
+    /// start or end, or any other write) persists it; a crash in between loses a run that had
+    /// not started.
+    pub fn put_queued_job_run(&self, run: &JobRunRecord) -> Result<()> {
+        let mut txn = self.write()?;
+        txn.set_durability(redb::Durability::None)
+            .map_err(|e| super::StoreError::Db(e.to_string()))?;
+        put_record(&mut txn.open_table(tables::JOB_RUNS)?, &run.id, run)?;
+        txn.commit()?;
+        Ok(())
+    }
+
     pub fn put_job_run(&self, run: &JobRunRecord) -> Result<()> {
         let txn = self.write()?;
         put_record(&mut txn.open_table(tables::JOB_RUNS)?, &run.id, run)?;
@@ -216,18 +228,19 @@ impl Store {
         Ok(true)
     }
 
-    /// Records the last due time the scheduler dealt with, if the job still exists (a change
-    /// made meanwhile through the API is kept).
-    pub fn update_cron_job_due(&self, job: &CronJobRecord) -> Result<()> {
+    /// Records the last due time the scheduler dealt with of each job that still exists, in
+    /// one commit (a change made meanwhile through the API is kept).
+    pub fn update_cron_jobs_due(&self, jobs: &[CronJobRecord]) -> Result<()> {
         let txn = self.write()?;
         {
             let mut table = txn.open_table(tables::CRON_JOBS)?;
-            let stored: Option<CronJobRecord> = get_record(&table, "cron_jobs", &job.id)?;
-            let Some(mut stored) = stored else {
-                return Ok(());
-            };
-            stored.last_due_ms = job.last_due_ms;
-            put_record(&mut table, &job.id, &stored)?;
+            for job in jobs {
+                let stored: Option<CronJobRecord> = get_record(&table, "cron_jobs", &job.id)?;
+                if let Some(mut stored) = stored {
+                    stored.last_due_ms = job.last_due_ms;
+                    put_record(&mut table, &job.id, &stored)?;
+                }
+            }
         }
         txn.commit()?;
         Ok(())
