@@ -1,6 +1,7 @@
 //! `slipway doctor`: checks the machine against the config — kernel namespaces, cgroup
 //! controllers, nftables, the listen ports, that `*.<apps_domain>` and the control host
-//! resolve to this machine, free disk under `data_dir`, and `Config::advice()` — and says
+//! resolve to this machine, free disk under `data_dir`, the add-ons' packages, and
+//! `Config::advice()` — and says
 //! what to fix. `main.rs` runs it and exits 1 when a check fails (it blocks Slipway), 0 when
 //! there are only warnings. The evaluations are pure functions of what was read, so the unit
 //! tests feed them machines this one is not.
@@ -99,7 +100,26 @@ pub fn run(config: &Config) -> Vec<Check> {
     for advice in config.advice() {
         checks.push(Check::new("config", Status::Warn, advice));
     }
+    checks.push(addon_packages(Path::new("/")));
     checks
+}
+
+/// Whether the add-on services' packages are installed under `root` (a warning when not:
+/// everything else works, creating that kind of add-on is refused with the same advice).
+pub fn addon_packages(root: &Path) -> Check {
+    use crate::addons::AddonKind;
+    let missing: Vec<String> = [AddonKind::Postgres, AddonKind::Redis]
+        .into_iter()
+        .filter_map(|kind| kind.check_installed(root).err())
+        .collect();
+    match missing.is_empty() {
+        true => Check::new(
+            "addons",
+            Status::Ok,
+            "postgresql-15 and redis-server are installed: add-ons can be created",
+        ),
+        false => Check::new("addons", Status::Warn, missing.join("; ")),
+    }
 }
 
 /// 1 when any check failed, else 0.
@@ -404,6 +424,23 @@ mod tests {
         let blocked = port("http_listen", addr, again(), false);
         assert_eq!(blocked.status, Status::Fail);
         assert!(blocked.message.contains("change http_listen"));
+    }
+
+    #[test]
+    fn missing_addon_packages_are_a_warning_that_names_them() {
+        let empty = tempfile::tempdir().unwrap();
+        let check = addon_packages(empty.path());
+        assert_eq!(check.status, Status::Warn);
+        assert!(
+            check.message.contains("apt-get install postgresql-15"),
+            "{}",
+            check.message
+        );
+        assert!(
+            check.message.contains("apt-get install redis-server"),
+            "{}",
+            check.message
+        );
     }
 
     #[test]
