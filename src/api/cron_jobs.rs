@@ -232,14 +232,7 @@ pub async fn run_now(
         .start(&project, request)
         .await
         .map_err(start_error)?;
-    let status_url = format!("{}/api/runs/{}", ctx.control_url(), run.id);
-    Ok(Reply::json(&types::RunAccepted {
-        run_id: run.id,
-        state: run.state,
-        logs_url: format!("{status_url}/logs"),
-        tty_url: None,
-        status_url,
-    }))
+    Ok(Reply::json(&super::runs::accepted(ctx, &run)))
 }
 
 pub async fn history(

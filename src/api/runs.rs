@@ -74,6 +74,11 @@ pub async fn create(
         .start(&project, request)
         .await
         .map_err(start_error)?;
+    Ok(Reply::json(&accepted(ctx, &record)))
+}
+
+/// The answer to a run just started: where to follow it (and attach to it, if interactive).
+pub(super) fn accepted(ctx: &Context, record: &JobRunRecord) -> types::RunAccepted {
     let status_url = format!("{}/api/runs/{}", ctx.control_url(), record.id);
     let tty_url = record.interactive.then(|| {
         let url = format!("{status_url}/tty");
@@ -82,13 +87,13 @@ pub async fn create(
             None => url.replacen("http://", "ws://", 1),
         }
     });
-    Ok(Reply::json(&types::RunAccepted {
+    types::RunAccepted {
         run_id: record.id.clone(),
         state: record.state,
         logs_url: format!("{status_url}/logs"),
         tty_url,
         status_url,
-    }))
+    }
 }
 
 /// A command as given, refused when empty, too long or holding a NUL.
