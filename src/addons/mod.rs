@@ -11,8 +11,13 @@
 //! can reach it. The password is sealed with `secret.key` and only shown by
 //! `GET /api/addons/{id}/credentials`.
 
+mod backup;
 pub mod engine;
+mod restore;
+mod schedule;
+mod scripts;
 mod start;
+mod step;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,7 +32,9 @@ use crate::store::records::ProjectRecord;
 use crate::store::Store;
 use crate::supervisor::Supervisor;
 
+pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
+pub use restore::RestoreTarget;
 
 /// The add-on service, shared by the API.
 pub struct Addons {
@@ -41,6 +48,10 @@ pub struct Addons {
     loopback: bool,
     /// Where the packages' programs are looked for (`/`).
     programs_root: PathBuf,
+    /// Add-ons a backup or restore is running on (`backup::Busy`).
+    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Good backups kept per add-on.
+    backup_keep: usize,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -51,6 +62,9 @@ pub struct AddonRequest {
     pub disk_mb: u64,
     pub env_name: Option<String>,
     pub mode: RedisMode,
+    /// Linked to its project from the start (a restored copy is not: it is linked in place
+    /// of the original when the user says so).
+    pub link: bool,
 }
 
 /// Why an add-on was not made or changed.
@@ -62,6 +76,9 @@ pub enum AddonError {
     /// It did not start (`ADDON_FAILED`).
     #[error("{0}")]
     Failed(String),
+    /// A backup or restore of it is running: 409.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -75,6 +92,7 @@ impl Addons {
         pipeline: Arc<Pipeline>,
         data_dir: PathBuf,
         loopback: bool,
+        backup_keep: usize,
     ) -> Arc<Addons> {
         Arc::new(Addons {
             store,
@@ -85,6 +103,8 @@ impl Addons {
             data_dir,
             loopback,
             programs_root: PathBuf::from("/"),
+            busy: Arc::default(),
+            backup_keep,
         })
     }
 
@@ -157,7 +177,10 @@ impl Addons {
                 RedisMode::Persistent => "persistent".into(),
                 RedisMode::Cache => "cache".into(),
             },
-            links: vec![project.id.clone()],
+            links: match request.link {
+                true => vec![project.id.clone()],
+                false => Vec::new(),
+            },
             link_index,
             address,
             port,
@@ -193,16 +216,27 @@ impl Addons {
         Ok(())
     }
 
-    /// Stops it and removes its data and address.
+    /// Stops it and removes its data, its backups and its address.
     async fn remove(&self, addon: &AddonRecord) {
         self.supervisor.stop_deployment(&addon.id, None).await;
         let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
-        let app_dir = self.empty_app_dir(addon);
+        let (backups, app_dir) = (self.backups_volume(addon), self.empty_app_dir(addon));
         let _ = tokio::task::spawn_blocking(move || {
             volumes.remove(&volume);
+            volumes.remove(&backups);
             let _ = std::fs::remove_dir_all(app_dir);
         })
         .await;
+        let id = addon.id.clone();
+        let _ = self
+            .store
+            .call(move |s| {
+                for backup in s.addon_backups(&id)? {
+                    s.delete_addon_backup(&backup.id)?;
+                }
+                Ok::<_, crate::store::StoreError>(())
+            })
+            .await;
         self.runner.release_link(addon.link_index);
     }
 
@@ -212,9 +246,11 @@ impl Addons {
         &self,
         mut survivors: HashMap<String, AppHandle>,
     ) -> Result<usize, crate::store::StoreError> {
+        self.interrupted_backups().await?;
         let addons = self.store.call(|s| s.all_addons()).await?;
         for addon in &addons {
             self.runner.claim_link(addon.link_index);
+            self.interrupted_restore(addon).await;
         }
         let mut restored = 0;
         for addon in addons {

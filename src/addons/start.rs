@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::engine::{self, AddonKind, RedisMode, POSTGRES_MAJOR};
+use super::step::Step;
 use super::Addons;
 use crate::formation::InstanceId;
-use crate::sandbox::{AppHandle, StepKind, StepSpec};
+use crate::sandbox::AppHandle;
 use crate::store::addons::AddonRecord;
 use crate::store::records::ProjectRecord;
 use crate::supervisor::{AppSpec, FirstFailure};
@@ -133,48 +134,18 @@ impl Addons {
             initdb = postgres_bin("initdb"),
             postgres = postgres_bin("postgres"),
         );
-        let spec = StepSpec {
-            name: format!("slipway-{}-init", addon.id),
-            kind: StepKind::OneOff {
-                output: self.empty_app_dir(addon),
-                data_dir: self.volume(addon).dir,
-            },
+        self.run_step(Step {
+            addon,
+            what: "initdb",
+            uid: project.uid,
+            data_dir: self.volume(addon).dir,
             command,
-            env: vec![
-                ("PATH".into(), crate::pipeline::STEP_PATH.into()),
-                ("LANG".into(), "C.UTF-8".into()),
-            ],
-            project_uid: project.uid,
-            memory_mb: addon.memory_mb.max(128),
-            pids: engine::postgres_pids(addon.memory_mb),
-            cpus: 1.0,
-            stop_grace: Duration::from_secs(5),
-            limited_dirs: Vec::new(),
-            tty: None,
-            reach: Vec::new(),
-            serve_port: None,
-            link: None,
-        };
-        let runner = self.runner.clone();
-        let mut running = tokio::task::spawn_blocking(move || runner.spawn(spec))
-            .await
-            .expect("blocking task")
-            .map_err(|e| format!("initdb could not start: {e}"))?;
-        let mut output = String::new();
-        if let Some(mut stderr) = running.stderr.take() {
-            let _ =
-                tokio::time::timeout(Duration::from_secs(60), stderr.read_to_string(&mut output))
-                    .await;
-        }
-        match tokio::time::timeout(Duration::from_secs(60), running.wait()).await {
-            Ok(Ok(exit)) if exit.success() => Ok(()),
-            Ok(Ok(exit)) => Err(format!("initdb {}: {}", exit.describe(), output.trim())),
-            Ok(Err(error)) => Err(format!("initdb could not be waited for: {error}")),
-            Err(_) => {
-                running.kill();
-                Err("initdb took more than 60 s".into())
-            }
-        }
+            env: Vec::new(),
+            reach: None,
+            timeout: Duration::from_secs(60),
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The server under the supervisor (adopting `adopt`), ready once it answers.

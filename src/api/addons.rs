@@ -75,12 +75,18 @@ pub async fn create(
         ));
     }
     let project = find(ctx, id_or_slug).await?;
+    let env_name = create
+        .env_name
+        .clone()
+        .unwrap_or_else(|| kind.default_env_name().to_owned());
+    env_name_free(ctx, &project.id, &env_name, "").await?;
     let request = AddonRequest {
         kind,
         memory_mb,
         disk_mb,
         env_name: create.env_name,
         mode,
+        link: true,
     };
     let addon = ctx
         .addons
@@ -90,9 +96,11 @@ pub async fn create(
     Ok(Reply::json(&view(ctx, addon).await))
 }
 
-fn addon_error(error: AddonError) -> ApiError {
+pub(super) fn addon_error(error: AddonError) -> ApiError {
     match error {
-        AddonError::Unavailable(message) => ApiError::new(ErrorCode::Conflict, message),
+        AddonError::Unavailable(message) | AddonError::Busy(message) => {
+            ApiError::new(ErrorCode::Conflict, message)
+        }
         AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
         AddonError::Store(error) => ApiError::internal(error),
     }
@@ -123,7 +131,7 @@ pub async fn list(
     }))
 }
 
-async fn record(ctx: &Context, id: &str) -> Result<AddonRecord, ApiError> {
+pub(super) async fn record(ctx: &Context, id: &str) -> Result<AddonRecord, ApiError> {
     let key = id.to_owned();
     ctx.store
         .call(move |s| s.addon(&key))
@@ -173,11 +181,8 @@ pub async fn set_link(
 ) -> Result<Reply, ApiError> {
     let project = find(ctx, project_id_or_slug).await?;
     let addon = record(ctx, id).await?;
-    if !link && project.id == addon.project_id {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            "an add-on stays linked to the project that made it; delete the add-on instead",
-        ));
+    if link {
+        env_name_free(ctx, &project.id, &addon.env_name, &addon.id).await?;
     }
     let (key, project_id) = (addon.id.clone(), project.id.clone());
     let updated = ctx
@@ -186,6 +191,34 @@ pub async fn set_link(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no add-on {id:?}")))?;
     Ok(Reply::json(&view(ctx, updated).await))
+}
+
+/// 409 when another add-on linked to `project_id` gives its apps `env_name` already.
+async fn env_name_free(
+    ctx: &Context,
+    project_id: &str,
+    env_name: &str,
+    addon_id: &str,
+) -> Result<(), ApiError> {
+    let project = project_id.to_owned();
+    let linked = ctx
+        .store
+        .call(move |s| s.addons_linked_to(&project))
+        .await?;
+    match linked
+        .iter()
+        .find(|other| other.env_name == env_name && other.id != addon_id)
+    {
+        Some(other) => Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the project's apps get {env_name} from {} already: unlink it first, or give \
+                 this add-on another envName",
+                other.id
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 pub async fn credentials(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
@@ -209,7 +242,7 @@ pub async fn credentials(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError
     }))
 }
 
-async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
+pub(super) async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
     let used = ctx.addons.disk_used_bytes(&addon).await;
     types::Addon {
         id: addon.id,
@@ -226,5 +259,6 @@ async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
         host: addon.address.to_string(),
         port: addon.port,
         created_at: crate::ids::rfc3339(addon.created_ms),
+        message: addon.message,
     }
 }

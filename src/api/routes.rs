@@ -125,7 +125,7 @@ macro_rules! route_table {
 
         /// Runs the handler of a route a token opened.
         #[allow(unused_variables)]
-        pub(super) async fn handle_route(
+        async fn handle_route(
             route: Route,
             $ctx: &std::sync::Arc<Context>,
             $request: ApiRequest,
@@ -139,7 +139,7 @@ macro_rules! route_table {
 
         /// Runs the handler of a public route (`RouteSpec::public`).
         #[allow(unused_variables)]
-        pub(super) async fn handle_public(
+        async fn handle_public(
             route: Route,
             $ctx: &std::sync::Arc<Context>,
             $request: http::Request<hyper::body::Incoming>,

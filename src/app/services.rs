@@ -133,7 +133,7 @@ impl Services {
         if restored_domains > 0 {
             tracing::info!(domains = restored_domains, "custom domains routed");
         }
-        let flusher = tokio::spawn(self.hub.clone().run_flusher(logs));
+        let flusher = tokio::spawn(self.hub.clone().run_flusher(logs.clone()));
         // Add-ons (`adn_…:postgres.1`) are the add-on service's to adopt; the rest are apps.
         let (addons, apps): (HashMap<_, _>, HashMap<_, _>) = survivors
             .into_iter()
@@ -142,6 +142,11 @@ impl Services {
         if restored > 0 {
             tracing::info!(addons = restored, "add-ons running");
         }
+        tokio::spawn(
+            self.addons
+                .clone()
+                .schedule_backups(self.ctx.config.addons.backup_interval_h, logs),
+        );
         self.pipeline.restore(apps).await?;
         let ended = self.jobs.recover().await?;
         if ended > 0 {
@@ -188,6 +193,7 @@ fn jobs_and_addons(
         pipeline.clone(),
         config.data_dir.clone(),
         base.sandbox.mode() == SandboxMode::None,
+        config.addons.backup_keep,
     );
     (jobs, addons)
 }

@@ -7,10 +7,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod addons;
 mod cidr;
 mod domains;
 mod jobs;
 mod raw;
+pub use addons::AddonsConfig;
 pub use cidr::Cidr;
 pub use domains::{under_suffix, DomainsConfig};
 pub use jobs::JobsConfig;
@@ -51,6 +53,7 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     pub domains: DomainsConfig,
     pub jobs: JobsConfig,
+    pub addons: AddonsConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
 }

@@ -39,6 +39,8 @@ pub(super) struct RawConfig {
     domains: super::domains::RawDomains,
     #[serde(default)]
     jobs: super::jobs::RawJobs,
+    #[serde(default)]
+    addons: super::addons::RawAddons,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -108,6 +110,7 @@ impl Config {
         let domains = raw.domains.validate(dev)?;
         let sandbox = raw.sandbox.validate(dev)?;
         let jobs = raw.jobs.validate()?;
+        let addons = raw.addons.validate()?;
         Ok(Config {
             data_dir,
             apps_domain,
@@ -126,6 +129,7 @@ impl Config {
             notifications,
             domains,
             jobs,
+            addons,
             dev,
         })
     }

@@ -1,10 +1,10 @@
 //! The bodies a subscription receives: `json` (`{event, at, project, deployment, url,
-//! error, run, job}`, signed with HMAC-SHA256) or `slack` (`{"text": …}`, which Slack, Mattermost and
+//! error, run, job, addon}`, signed with HMAC-SHA256) or `slack` (`{"text": …}`, which Slack, Mattermost and
 //! Discord's Slack-compatible hooks take).
 
 use super::{Event, EventKind};
 
-/// `{event, at, project, deployment, url, error, run, job}`; absent fields are `null`.
+/// `{event, at, project, deployment, url, error, run, job, addon}`; absent fields are `null`.
 pub fn json_body(event: &Event) -> String {
     serde_json::json!({
         "event": event.kind.as_str(),
@@ -15,6 +15,7 @@ pub fn json_body(event: &Event) -> String {
         "error": event.error,
         "run": event.run,
         "job": event.job,
+        "addon": event.addon,
     })
     .to_string()
 }
@@ -54,6 +55,10 @@ pub fn slack_body(event: &Event) -> String {
             let run = event.run.as_deref().unwrap_or("?");
             format!("Slipway: run {run} of {project} failed: {error}")
         }
+        EventKind::AddonBackupFailed => {
+            let addon = event.addon.as_deref().unwrap_or("?");
+            format!("Slipway: a backup of add-on {addon} of {project} failed: {error}")
+        }
     };
     let escaped = text
         .replace('&', "&amp;")
@@ -84,6 +89,7 @@ mod tests {
             error: Some("build <failed> & stopped".into()),
             run: None,
             job: None,
+            addon: None,
         };
         let json: serde_json::Value = serde_json::from_str(&json_body(&event)).unwrap();
         assert_eq!(json["event"], "deployment.failed");

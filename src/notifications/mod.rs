@@ -46,10 +46,11 @@ pub enum EventKind {
     RunFailed,
     CronFailed,
     CronTimedOut,
+    AddonBackupFailed,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::DeploymentStarted,
         EventKind::DeploymentSucceeded,
         EventKind::DeploymentFailed,
@@ -61,6 +62,7 @@ impl EventKind {
         EventKind::RunFailed,
         EventKind::CronFailed,
         EventKind::CronTimedOut,
+        EventKind::AddonBackupFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +78,7 @@ impl EventKind {
             EventKind::RunFailed => "run.failed",
             EventKind::CronFailed => "cron.failed",
             EventKind::CronTimedOut => "cron.timed_out",
+            EventKind::AddonBackupFailed => "addon.backup_failed",
         }
     }
 
@@ -100,6 +103,8 @@ pub struct Event {
     /// The one-off or cron run (`run_…`) and its cron job (`crn_…`), for run events.
     pub run: Option<String>,
     pub job: Option<String>,
+    /// The add-on (`adn_…`), for add-on events.
+    pub addon: Option<String>,
 }
 
 impl Event {
@@ -113,7 +118,13 @@ impl Event {
             error: None,
             run: None,
             job: None,
+            addon: None,
         }
+    }
+
+    pub fn addon(mut self, id: &str) -> Event {
+        self.addon = Some(id.to_owned());
+        self
     }
 
     pub fn project(mut self, slug: &str) -> Event {

@@ -50,12 +50,17 @@ impl Pipeline {
             .collect()
     }
 
-    /// The project's live server deployment, if any.
     /// The disk-limited volumes (add-ons keep their data on one of their own).
     pub fn volumes(&self) -> &crate::disk::Volumes {
         self.workspaces.volumes()
     }
 
+    /// Where events for notifications go (add-ons send theirs too).
+    pub fn notifier(&self) -> &crate::notifications::Notifier {
+        &self.notifier
+    }
+
+    /// The project's live server deployment, if any.
     pub async fn live_server(
         &self,
         project: &ProjectRecord,

@@ -4,6 +4,7 @@
 //! [`Store::call`], which runs them on the blocking pool. A second daemon on the same data dir
 //! is refused at open by an exclusive lock on `<data_dir>/slipway.lock`.
 
+pub mod addon_backups;
 pub mod addons;
 mod audit;
 mod deployments;
@@ -161,6 +162,7 @@ impl Store {
             txn.open_table(tables::JOB_RUNS)?;
             txn.open_table(tables::CRON_JOBS)?;
             txn.open_table(tables::ADDONS)?;
+            txn.open_table(tables::ADDON_BACKUPS)?;
             txn.open_table(tables::AUDIT)?;
             txn.open_table(tables::IDEMPOTENCY)?;
             txn.open_table(tables::NOTIFICATIONS)?;

@@ -43,6 +43,8 @@ pub const JOB_RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("job_run
 pub const CRON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("cron_jobs");
 /// `adn_…` → `AddonRecord` (issue 34).
 pub const ADDONS: TableDefinition<&str, &[u8]> = TableDefinition::new("addons");
+/// `bak_…` → `AddonBackupRecord`: an add-on's backups and whether each was proven.
+pub const ADDON_BACKUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("addon_backups");
 /// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
 /// something, written in the same transaction as the change.
 pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");

@@ -56,6 +56,14 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("PUT /api/addons/{addonId}/links/{projectId}", "deploy"),
         ("DELETE /api/addons/{addonId}/links/{projectId}", "deploy"),
         ("GET /api/addons/{addonId}/credentials", "deploy"),
+        ("POST /api/addons/{addonId}/backups", "deploy"),
+        ("GET /api/addons/{addonId}/backups", "read"),
+        ("GET /api/addons/{addonId}/backups/{backupId}", "read"),
+        (
+            "POST /api/addons/{addonId}/backups/{backupId}/verify",
+            "deploy",
+        ),
+        ("POST /api/addons/{addonId}/restore", "admin"),
         ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
         ("GET /api/projects/{projectId}/cron-jobs", "read"),
@@ -228,6 +236,7 @@ async fn every_route_answers_each_scope_as_the_contract_says() {
             .replace("{deploymentId}", &deployment_id)
             .replace("{runId}", &one_off)
             .replace("{jobId}", "crn_missing")
+            .replace("{backupId}", "bak_missing")
             .replace("{addonId}", addon.as_deref().unwrap_or("adn_missing"))
             .replace("{key}", "NOPE")
             .replace("{tokenId}", "tok_missing")

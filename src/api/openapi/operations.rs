@@ -129,8 +129,13 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         // A package missing, no address; it did not start.
         Route::CreateAddon => &[Conflict, AddonFailed],
         Route::DeleteAddon => &[InvalidQuery, Conflict, AddonFailed],
-        Route::UnlinkAddon => &[Conflict],
-        Route::ListAddons | Route::GetAddon | Route::LinkAddon | Route::AddonCredentials => &[],
+        // Another linked add-on gives the project the same variable.
+        Route::LinkAddon => &[Conflict],
+        Route::ListAddons | Route::GetAddon | Route::UnlinkAddon | Route::AddonCredentials => &[],
+        // A backup or restore running; a backup that is not good.
+        Route::CreateAddonBackup | Route::VerifyAddonBackup => &[Conflict],
+        Route::RestoreAddon => &[Conflict, AddonFailed],
+        Route::ListAddonBackups | Route::GetAddonBackup => &[],
         Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         _ => return None,
     })

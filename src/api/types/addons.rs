@@ -61,6 +61,8 @@ pub struct Addon {
     pub host: String,
     pub port: u16,
     pub created_at: String,
+    /// What it is doing or why it failed, in words (a restore running, a restore failed).
+    pub message: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -98,4 +100,59 @@ pub struct DeleteAddonQuery {
 pub struct AddonDeleted {
     pub id: String,
     pub deleted: bool,
+}
+
+pub use crate::store::addon_backups::{BackupKind, BackupState};
+
+/// A backup of an add-on, and whether restoring it proved it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonBackup {
+    pub id: String,
+    pub addon_id: String,
+    /// `logical` (`pg_dump -Fc` of the `app` database) or `rdb` (Redis).
+    pub kind: BackupKind,
+    /// `manual` or `schedule`.
+    pub trigger: String,
+    /// `running` → `verifying` → `ok` or `failed`; only `ok` backups restore.
+    pub state: BackupState,
+    /// When it was started.
+    pub at: String,
+    pub bytes: u64,
+    /// SHA-256 of the file, hex; checked again before every restore.
+    pub sha256: String,
+    pub verified_at: Option<String>,
+    /// What the throw-away restore held: rows per table (`schema.table`), or keys per Redis
+    /// database.
+    pub check: Option<BackupCheck>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The counts a backup's proof found.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct BackupCheck {
+    pub tables: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonBackupList {
+    /// Newest first.
+    pub backups: Vec<AddonBackup>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /api/addons/{addonId}/restore`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestoreAddon {
+    /// A backup of this add-on in state `ok`.
+    #[schemars(regex(pattern = r"^bak_[a-z2-7]{24}$"))]
+    pub backup_id: String,
+    /// `new` (a new add-on with the same settings, not linked) or `in-place` (the data is
+    /// replaced once the restored copy is proven).
+    #[schemars(regex(pattern = r"^(new|in-place)$"))]
+    pub target: String,
 }

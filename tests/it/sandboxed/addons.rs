@@ -14,7 +14,7 @@ use crate::support::{missing_tool, TestDaemon};
 const SERVER: &str = "exec python3 -m http.server $PORT";
 
 /// Runs `command` in `project` and returns (state, stdout).
-async fn run(daemon: &TestDaemon, project: &str, command: &str) -> (String, String) {
+pub(super) async fn run(daemon: &TestDaemon, project: &str, command: &str) -> (String, String) {
     let started = daemon
         .api(
             "POST",

@@ -1,0 +1,136 @@
+//! An add-on's backups and restores (issue 34): `POST/GET /api/addons/{addonId}/backups`,
+//! `GET …/backups/{backupId}`, `POST …/backups/{backupId}/verify` (prove it again: a file
+//! that changed since is `failed`), `POST /api/addons/{addonId}/restore`. The work is the
+//! `addons` module's (`backup.rs`, `restore.rs`); this file checks bodies and shapes answers.
+
+use std::sync::Arc;
+
+use super::addons::{addon_error, record, view};
+use super::json::read_json_object;
+use super::reply::Reply;
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
+use crate::addons::RestoreTarget;
+use crate::store::addon_backups::{AddonBackupRecord, BackupState};
+
+/// `POST /api/addons/{addonId}/backups` → 202, the backup (`running`).
+pub async fn create(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    let backup = ctx
+        .addons
+        .start_backup(&addon, "manual")
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&backup_view(backup)))
+}
+
+pub async fn list(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let page = super::paging::parse(request.uri().query())?;
+    let addon = record(ctx, id).await?;
+    let backups = ctx.store.call(move |s| s.addon_backups(&addon.id)).await?;
+    let (backups, next_cursor) = super::paging::paginate(
+        backups,
+        |backup| (backup.created_ms, backup.id.clone()),
+        super::paging::Order::NewestFirst,
+        &page,
+    );
+    Ok(Reply::json(&types::AddonBackupList {
+        backups: backups.into_iter().map(backup_view).collect(),
+        next_cursor,
+    }))
+}
+
+/// The backup `backup_id` of the add-on `id` (404 for another add-on's).
+async fn backup_record(
+    ctx: &Context,
+    id: &str,
+    backup_id: &str,
+) -> Result<AddonBackupRecord, ApiError> {
+    let key = backup_id.to_owned();
+    ctx.store
+        .call(move |s| s.addon_backup(&key))
+        .await?
+        .filter(|backup| backup.addon_id == id)
+        .ok_or_else(|| ApiError::not_found(format!("add-on {id} has no backup {backup_id:?}")))
+}
+
+pub async fn get(ctx: &Arc<Context>, id: &str, backup_id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    let backup = backup_record(ctx, &addon.id, backup_id).await?;
+    Ok(Reply::json(&backup_view(backup)))
+}
+
+/// `POST …/backups/{backupId}/verify` → 202, the backup (`verifying`).
+pub async fn verify(ctx: &Arc<Context>, id: &str, backup_id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    let backup = backup_record(ctx, &addon.id, backup_id).await?;
+    if !matches!(backup.state, BackupState::Ok) {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "backup {backup_id} is {}: only a finished, good backup is verified again",
+                state_word(backup.state)
+            ),
+        ));
+    }
+    let backup = ctx
+        .addons
+        .start_verify(&addon, backup)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&backup_view(backup)))
+}
+
+/// `POST /api/addons/{addonId}/restore` → 202, the add-on restored into (`starting`).
+pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<Reply, ApiError> {
+    let body = read_json_object(&request)?;
+    let asked: types::RestoreAddon = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|error| {
+            ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("{error}; expected {{\"backupId\", \"target\": \"new\" | \"in-place\"}}"),
+            )
+        })?;
+    let target = match asked.target.as_str() {
+        "new" => RestoreTarget::New,
+        "in-place" => RestoreTarget::InPlace,
+        other => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("`target` {other:?} must be \"new\" or \"in-place\""),
+            ))
+        }
+    };
+    let addon = record(ctx, id).await?;
+    let backup = backup_record(ctx, &addon.id, &asked.backup_id).await?;
+    let into = ctx
+        .addons
+        .start_restore(&addon, &backup, target)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&view(ctx, into).await))
+}
+
+fn state_word(state: BackupState) -> &'static str {
+    match state {
+        BackupState::Running => "running",
+        BackupState::Verifying => "verifying",
+        BackupState::Ok => "ok",
+        BackupState::Failed => "failed",
+    }
+}
+
+fn backup_view(backup: AddonBackupRecord) -> types::AddonBackup {
+    types::AddonBackup {
+        id: backup.id,
+        addon_id: backup.addon_id,
+        kind: backup.kind,
+        trigger: backup.trigger,
+        state: backup.state,
+        at: crate::ids::rfc3339(backup.created_ms),
+        bytes: backup.bytes,
+        sha256: backup.sha256,
+        verified_at: backup.verified_ms.map(crate::ids::rfc3339),
+        check: backup.check.map(|tables| types::BackupCheck { tables }),
+        error: backup.error,
+    }
+}

@@ -1,0 +1,50 @@
+//! `[addons]`: how often add-ons are backed up on their own, and how many good backups each
+//! keeps (issue 34).
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// `[addons]`, validated.
+#[derive(Debug, Clone)]
+pub struct AddonsConfig {
+    /// `backup_interval_h` (default 24; 0 turns scheduled backups off): an add-on whose
+    /// newest backup is older than this is backed up (and the backup proven).
+    pub backup_interval_h: u64,
+    /// `backup_keep` (default 7): the good backups kept per add-on; older ones go.
+    pub backup_keep: usize,
+}
+
+impl Default for AddonsConfig {
+    fn default() -> Self {
+        AddonsConfig {
+            backup_interval_h: 24,
+            backup_keep: 7,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAddons {
+    backup_interval_h: Option<u64>,
+    backup_keep: Option<usize>,
+}
+
+impl RawAddons {
+    pub(super) fn validate(self) -> Result<AddonsConfig, ConfigError> {
+        let defaults = AddonsConfig::default();
+        let keep = self.backup_keep.unwrap_or(defaults.backup_keep);
+        if keep == 0 {
+            return Err(ConfigError::Invalid {
+                key: "addons.backup_keep".into(),
+                message: "must be greater than 0 (a backup is kept until a newer one is proven)"
+                    .into(),
+            });
+        }
+        Ok(AddonsConfig {
+            backup_interval_h: self.backup_interval_h.unwrap_or(defaults.backup_interval_h),
+            backup_keep: keep,
+        })
+    }
+}
