@@ -83,6 +83,15 @@ pub enum AddonError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// Where add-ons live on this machine.
+pub struct Place {
+    pub data_dir: PathBuf,
+    /// Sandbox mode none: every add-on listens on 127.0.0.1, on a port of its own.
+    pub loopback: bool,
+    /// Good backups kept per add-on (`[addons] backup_keep`).
+    pub backup_keep: usize,
+}
+
 impl Addons {
     pub fn new(
         store: Store,
@@ -90,9 +99,7 @@ impl Addons {
         runner: Arc<dyn Runner>,
         supervisor: Arc<Supervisor>,
         pipeline: Arc<Pipeline>,
-        data_dir: PathBuf,
-        loopback: bool,
-        backup_keep: usize,
+        place: Place,
     ) -> Arc<Addons> {
         Arc::new(Addons {
             store,
@@ -100,11 +107,11 @@ impl Addons {
             runner,
             supervisor,
             pipeline,
-            data_dir,
-            loopback,
+            data_dir: place.data_dir,
+            loopback: place.loopback,
             programs_root: PathBuf::from("/"),
             busy: Arc::default(),
-            backup_keep,
+            backup_keep: place.backup_keep,
         })
     }
 

@@ -191,9 +191,11 @@ fn jobs_and_addons(
         base.sandbox.clone(),
         supervisor.clone(),
         pipeline.clone(),
-        config.data_dir.clone(),
-        base.sandbox.mode() == SandboxMode::None,
-        config.addons.backup_keep,
+        crate::addons::Place {
+            data_dir: config.data_dir.clone(),
+            loopback: base.sandbox.mode() == SandboxMode::None,
+            backup_keep: config.addons.backup_keep,
+        },
     );
     (jobs, addons)
 }
