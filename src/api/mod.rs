@@ -34,6 +34,7 @@ mod source;
 mod table;
 mod tokens;
 pub mod types;
+mod websocket;
 
 use http::{HeaderValue, Request, Response, StatusCode};
 

@@ -125,10 +125,11 @@ async fn dispatch(
     };
     tracing::debug!(token = %caller.token_id, route = ?spec.route, "api request");
     let method = request.method().clone();
-    if method == Method::GET || method == Method::HEAD {
+    if (method == Method::GET || method == Method::HEAD) && !audit::audits_read(spec.route) {
         return serve(ctx, request, spec, params, caller).await;
     }
-    // A request that changes something leaves an audit entry, committed with its change.
+    // A request that changes something, or reads a secret, leaves an audit entry, committed
+    // with its change.
     let entry = audit::draft(ctx, &caller, client, &method, spec, &params).await;
     let scoped = Some(Arc::new(entry.clone()));
     let result = crate::store::AUDIT

@@ -440,6 +440,14 @@ route_table! {
         query: None,
         handle: addons::credentials(ctx, params.get(0)),
     }
+    AddonTunnel: GET "/api/addons/{addonId}/tunnel" {
+        needs: Deploy, target: Addon, success: SWITCHING_PROTOCOLS,
+        summary: "Connect to the add-on from outside (audited): upgrades to a WebSocket carrying one TCP connection to it, binary frames both ways",
+        request: None,
+        response: ResponseBody::WebSocket,
+        query: None,
+        handle: addons::tunnel(ctx, params.get(0), request),
+    }
     ListDomains: GET "/api/projects/{projectId}/domains" {
         needs: Read, target: Project, success: OK,
         summary: "List the project's custom domains with their certificate state",
