@@ -4,6 +4,7 @@
 //! subnet and uid range, so tests (and a daemon already running on the machine) do not meet.
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
+mod addon_tunnel;
 mod addons;
 mod attacks;
 mod backup;

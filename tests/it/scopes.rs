@@ -56,6 +56,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("PUT /api/addons/{addonId}/links/{projectId}", "deploy"),
         ("DELETE /api/addons/{addonId}/links/{projectId}", "deploy"),
         ("GET /api/addons/{addonId}/credentials", "deploy"),
+        ("GET /api/addons/{addonId}/tunnel", "deploy"),
         ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
         ("GET /api/projects/{projectId}/cron-jobs", "read"),
