@@ -1,6 +1,6 @@
 //! The audit log: one entry for every API request that changes something (every method but
-//! GET and HEAD) or reads an add-on's secrets ([`audits_read`]: its credentials, a tunnel to
-//! it), written in the same store transaction as the change (through
+//! GET and HEAD) or reads an add-on's secrets (its credentials, a tunnel to it: see
+//! `request::audits_read`), written in the same store transaction as the change (through
 //! [`crate::store::AUDIT`]), or on its own when nothing changed (a refusal, an error) or when the
 //! final status differs from the one recorded with the change. `GET /api/audit` (admin) pages
 //! through it, newest first. The public routes (webhooks, deploy hooks) are open to anyone:
@@ -18,15 +18,6 @@ use super::routes::{RouteSpec, Target};
 use super::{paging, types, ApiError, ApiRequest, Context, Params};
 use crate::auth::Caller;
 use crate::store::records::AuditRecord;
-
-/// Whether a GET of `route` is audited as a change is: it hands out an add-on's password or a
-/// connection to it.
-pub fn audits_read(route: super::Route) -> bool {
-    matches!(
-        route,
-        super::Route::AddonCredentials | super::Route::AddonTunnel
-    )
-}
 
 /// The entry a request will leave, before it runs (status: the route's success).
 pub async fn draft(
