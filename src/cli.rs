@@ -219,8 +219,7 @@ pub enum ClientCommand {
         #[command(subcommand)]
         action: AddonsAction,
     },
-    /// Reach an add-on from this machine through the API (no public port): `slipway db
-    /// proxy|connect`.
+    /// Reach an add-on from here through the API (no public port): `slipway db proxy|connect`.
     Db {
         #[command(subcommand)]
         action: DbAction,
@@ -261,21 +260,25 @@ pub enum AddonsAction {
     },
     /// One add-on's state, size and links (never its password).
     Show {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         /// Print the API's JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Delete an add-on and its data (`--confirm` repeats its id).
+    /// Delete an add-on and its data.
     Delete {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
-        #[arg(long, value_name = "ADDON", required = true)]
+        /// Its id again: deleting it deletes its data.
+        #[arg(long, value_name = "ADDON")]
         confirm: String,
     },
     /// Link another project: its next deployment gets the URL and may connect.
     Link {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         #[arg(value_name = "PROJECT")]
@@ -283,6 +286,7 @@ pub enum AddonsAction {
     },
     /// Unlink a project (from its next deployment on).
     Unlink {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         #[arg(value_name = "PROJECT")]
@@ -290,6 +294,7 @@ pub enum AddonsAction {
     },
     /// The add-on's URL, user and password (the read is audited).
     Credentials {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         /// Print the API's JSON.
@@ -315,6 +320,7 @@ pub enum DbAction {
     /// Listen on 127.0.0.1 and carry every connection to the add-on through the API, until
     /// Ctrl-C; prints the URL to connect to.
     Proxy {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         /// The local port (default: the kind's, 5432 or 6379; 0: any free port).
@@ -324,6 +330,7 @@ pub enum DbAction {
     /// Run `psql` or `redis-cli` here against the add-on (through a proxy on a free local
     /// port; the password in its environment) and exit with its exit code.
     Connect {
+        /// The add-on's id (adn_…).
         #[arg(value_name = "ADDON")]
         id: String,
         /// Passed on to psql / redis-cli, e.g. `-- -c 'select 1'`.
