@@ -1,7 +1,7 @@
 //! An add-on reached from outside without a public port (issue 34): `slipway db connect`
 //! runs the local psql / redis-cli through `GET /api/addons/{addonId}/tunnel`, `slipway db
 //! proxy` serves any local client, a read token is refused the tunnel, and the tunnel is
-//! audited. Real PostgreSQL 15 and Redis in namespaced sandboxes; the real `slipway` binary.
+//! audited; `slipway addons` makes, lists, shows, links and deletes them. Real PostgreSQL 15 and Redis in namespaced sandboxes; the real `slipway` binary.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -233,4 +233,74 @@ async fn addon_tunnel_carries_psql_and_redis_cli_from_outside() {
         routes.contains(&("/api/addons/{addonId}/credentials".to_owned(), 200)),
         "{routes:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addon_tunnel_slipway_addons_manages_them() {
+    let test = "addon_tunnel_slipway_addons_manages_them";
+    if tools_missing(test) {
+        return;
+    }
+    let Some(sandboxed) = Sandboxed::start(test, "") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    daemon.deploy_page("shop", "<h1>shop</h1>").await;
+    daemon.deploy_page("blog", "<h1>blog</h1>").await;
+    let args = [
+        "addons",
+        "create",
+        "redis",
+        "--mode",
+        "cache",
+        "--project",
+        "shop",
+    ];
+    let (code, stdout, stderr) = slipway(daemon, &args).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("redis (cache)") && stdout.contains("running"),
+        "{stdout}"
+    );
+    let id = stdout
+        .split_whitespace()
+        .find(|word| word.starts_with("adn_"))
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .to_owned();
+
+    let (_, listed, _) = slipway(daemon, &["addons", "list", "--project", "shop"]).await;
+    assert!(listed.lines().next().unwrap().starts_with("ID"), "{listed}");
+    assert!(listed.contains(&id), "{listed}");
+    let (_, json, _) = slipway(daemon, &["addons", "list", "--project", "shop", "--json"]).await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["addons"][0]["id"], id.as_str(), "{json}");
+    let (_, shown, _) = slipway(daemon, &["addons", "show", &id]).await;
+    assert!(
+        shown.contains("REDIS_URL") && !shown.contains("password"),
+        "{shown}"
+    );
+    let (_, credentials, _) = slipway(daemon, &["addons", "credentials", &id]).await;
+    assert!(
+        credentials.starts_with("url       redis://default:"),
+        "{credentials}"
+    );
+
+    let (code, linked, stderr) = slipway(daemon, &["addons", "link", &id, "blog"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(linked.contains("linked blog"), "{linked}");
+    let (code, _, stderr) = slipway(daemon, &["addons", "unlink", &id, "blog"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = slipway(daemon, &["addons", "unlink", &id, "shop"]).await;
+    assert_eq!(code, Some(1), "the owner stays linked: {stderr}");
+    assert!(stderr.contains("CONFLICT"), "{stderr}");
+
+    let (code, _, stderr) =
+        slipway(daemon, &["addons", "delete", &id, "--confirm", "adn_other"]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    let (code, deleted, stderr) =
+        slipway(daemon, &["addons", "delete", &id, "--confirm", &id]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(deleted.contains(&format!("deleted {id}")), "{deleted}");
+    let gone = daemon.api("GET", &format!("/api/addons/{id}"), None).await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
 }
