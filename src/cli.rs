@@ -1,6 +1,6 @@
 //! The command line: server side (`serve`, `check-config`, `token`, `ca`, `backup`,
 //! `restore`, `doctor`), client side
-//! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`, `scale`, `ps`, …; run by
+//! (`login`, `deploy`, `logs`, `env`, `projects`, `rollback`, `scale`, `ps`, `addons`, `db`, …; run by
 //! `client::main`) and the
 //! hidden `sandbox-exec` helper entry. Parsing only; `main.rs` acts on it.
 
@@ -213,6 +213,129 @@ pub enum ClientCommand {
             value_name = "COMMAND"
         )]
         command: Vec<String>,
+    },
+    /// PostgreSQL and Redis add-ons: `slipway addons list|create|show|delete|link|unlink|credentials`.
+    Addons {
+        #[command(subcommand)]
+        action: AddonsAction,
+    },
+    /// Reach an add-on from here through the API (no public port): `slipway db proxy|connect`.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddonsAction {
+    /// The add-ons a project is linked to.
+    List {
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, value_name = "SLUG")]
+        project: Option<String>,
+        /// Print the API's JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an add-on linked to the project (its production gets the URL from its next
+    /// deployment); waits until it accepts connections.
+    Create {
+        #[arg(value_enum)]
+        kind: AddonKindArg,
+        /// Its memory limit in MiB (default 256); its settings follow from it.
+        #[arg(long, value_name = "MB")]
+        memory: Option<u32>,
+        /// Its data volume in MiB (default 1024).
+        #[arg(long, value_name = "MB")]
+        disk: Option<u32>,
+        /// The variable linked apps get (default DATABASE_URL / REDIS_URL).
+        #[arg(long, value_name = "NAME")]
+        env_name: Option<String>,
+        /// Redis only: `cache` keeps nothing on disk and evicts least recently used keys.
+        #[arg(long, value_enum)]
+        mode: Option<AddonModeArg>,
+        /// The project (default: `project` in ./slipway.toml).
+        #[arg(long, value_name = "SLUG")]
+        project: Option<String>,
+    },
+    /// One add-on's state, size and links (never its password).
+    Show {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete an add-on and its data.
+    Delete {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// Its id again: deleting it deletes its data.
+        #[arg(long, value_name = "ADDON")]
+        confirm: String,
+    },
+    /// Link another project: its next deployment gets the URL and may connect.
+    Link {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        #[arg(value_name = "PROJECT")]
+        project: String,
+    },
+    /// Unlink a project (from its next deployment on).
+    Unlink {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        #[arg(value_name = "PROJECT")]
+        project: String,
+    },
+    /// The add-on's URL, user and password (the read is audited).
+    Credentials {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AddonKindArg {
+    Postgres,
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AddonModeArg {
+    Persistent,
+    Cache,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbAction {
+    /// Listen on 127.0.0.1 and carry every connection to the add-on through the API, until
+    /// Ctrl-C; prints the URL to connect to.
+    Proxy {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// The local port (default: the kind's, 5432 or 6379; 0: any free port).
+        #[arg(long, value_name = "N")]
+        port: Option<u16>,
+    },
+    /// Run `psql` or `redis-cli` here against the add-on (through a proxy on a free local
+    /// port; the password in its environment) and exit with its exit code.
+    Connect {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// Passed on to psql / redis-cli, e.g. `-- -c 'select 1'`.
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<String>,
     },
 }
 

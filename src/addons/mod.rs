@@ -9,7 +9,8 @@
 //! A link gives a project's production its URL and the sandbox allowance to connect to the
 //! add-on's address and port (`pipeline::links`, `sandbox` `reach`/`serve_port`); nothing else
 //! can reach it. The password is sealed with `secret.key` and only shown by
-//! `GET /api/addons/{id}/credentials`.
+//! `GET /api/addons/{id}/credentials`. From a laptop, `GET /api/addons/{id}/tunnel` carries
+//! one TCP connection to it over a WebSocket (`tunnel.rs`, `slipway db proxy|connect`).
 
 mod backup;
 pub mod engine;
@@ -18,6 +19,7 @@ mod schedule;
 mod scripts;
 mod start;
 mod step;
+pub mod tunnel;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

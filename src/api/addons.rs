@@ -1,7 +1,8 @@
 //! Add-on services (issue 34): `POST/GET /api/projects/{projectId}/addons`,
 //! `GET/DELETE /api/addons/{addonId}` (DELETE with `?confirm=<addonId>`),
-//! `PUT/DELETE /api/addons/{addonId}/links/{projectId}`, `GET …/credentials`. The work is the
-//! `addons` module's; this file checks bodies and shapes answers.
+//! `PUT/DELETE /api/addons/{addonId}/links/{projectId}`, `GET …/credentials`, `GET …/tunnel`
+//! (a WebSocket carrying one TCP connection to it). The work is the `addons` module's; this
+//! file checks bodies and shapes answers.
 
 use std::sync::Arc;
 
@@ -240,6 +241,45 @@ pub async fn credentials(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError
         port: addon.port,
         database: postgres.then(|| "app".to_owned()),
     }))
+}
+
+/// `GET /api/addons/{addonId}/tunnel`: connects to the add-on first (409 when it does not
+/// accept connections), then upgrades to a WebSocket carrying that connection
+/// (`addons::tunnel`).
+pub async fn tunnel(
+    ctx: &Arc<Context>,
+    id: &str,
+    mut request: ApiRequest,
+) -> Result<Reply, ApiError> {
+    let key = super::websocket::key(&request)?;
+    let addon = record(ctx, id).await?;
+    let tcp = crate::addons::tunnel::connect(&addon)
+        .await
+        .map_err(|why| {
+            let state = format!("{:?}", addon.state).to_lowercase();
+            ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "add-on {id} ({}) is not accepting connections (state: {state}; {why})",
+                    addon.kind
+                ),
+            )
+        })?;
+    let upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => {
+                let io = hyper_util::rt::TokioIo::new(upgraded);
+                let role = tokio_tungstenite::tungstenite::protocol::Role::Server;
+                let config = Some(crate::addons::tunnel::socket_config());
+                let socket =
+                    tokio_tungstenite::WebSocketStream::from_raw_socket(io, role, config).await;
+                crate::addons::tunnel::pump(socket, tcp).await;
+            }
+            Err(error) => tracing::debug!(%error, "an add-on tunnel's upgrade failed"),
+        }
+    });
+    Ok(super::websocket::switching_protocols(&key))
 }
 
 pub(super) async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {

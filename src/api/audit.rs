@@ -1,5 +1,6 @@
 //! The audit log: one entry for every API request that changes something (every method but
-//! GET and HEAD), written in the same store transaction as the change (through
+//! GET and HEAD) or reads an add-on's secrets (its credentials, a tunnel to it: see
+//! `request::audits_read`), written in the same store transaction as the change (through
 //! [`crate::store::AUDIT`]), or on its own when nothing changed (a refusal, an error) or when the
 //! final status differs from the one recorded with the change. `GET /api/audit` (admin) pages
 //! through it, newest first. The public routes (webhooks, deploy hooks) are open to anyone:

@@ -34,6 +34,7 @@ mod runs;
 mod source;
 mod tokens;
 pub mod types;
+mod websocket;
 
 use http::{HeaderValue, Request, Response, StatusCode};
 
@@ -480,6 +481,14 @@ route_table! {
         response: ResponseBody::Json(shape::<AddonCredentials>),
         query: None,
         handle: addons::credentials(ctx, params.get(0)),
+    }
+    AddonTunnel: GET "/api/addons/{addonId}/tunnel" {
+        needs: Deploy, target: Addon, success: SWITCHING_PROTOCOLS,
+        summary: "Connect to the add-on from outside (audited): upgrades to a WebSocket carrying one TCP connection to it, binary frames both ways",
+        request: None,
+        response: ResponseBody::WebSocket,
+        query: None,
+        handle: addons::tunnel(ctx, params.get(0), request),
     }
     CreateAddonBackup: POST "/api/addons/{addonId}/backups" {
         needs: Deploy, target: Addon, success: ACCEPTED,

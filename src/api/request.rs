@@ -125,10 +125,11 @@ async fn dispatch(
     };
     tracing::debug!(token = %caller.token_id, route = ?spec.route, "api request");
     let method = request.method().clone();
-    if method == Method::GET || method == Method::HEAD {
+    if (method == Method::GET || method == Method::HEAD) && !audits_read(spec.route) {
         return serve(ctx, request, spec, params, caller).await;
     }
-    // A request that changes something leaves an audit entry, committed with its change.
+    // A request that changes something, or reads a secret, leaves an audit entry, committed
+    // with its change.
     let entry = audit::draft(ctx, &caller, client, &method, spec, &params).await;
     let scoped = Some(Arc::new(entry.clone()));
     let result = crate::store::AUDIT
@@ -157,6 +158,12 @@ async fn dispatch(
     };
     audit::finish(ctx, spec, entry, status).await;
     result
+}
+
+/// Whether a GET of `route` is audited as a change is: it hands out an add-on's password or a
+/// connection to it.
+fn audits_read(route: Route) -> bool {
+    matches!(route, Route::AddonCredentials | Route::AddonTunnel)
 }
 
 /// A route no bearer token opens (`RouteSpec::public`): the handler authenticates the request

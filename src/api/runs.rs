@@ -248,7 +248,7 @@ pub(super) fn run_of(run: JobRunRecord) -> types::Run {
 /// by upgrading to a WebSocket (HTTP/1.1 `Upgrade: websocket`, version 13).
 pub async fn tty(ctx: &Arc<Context>, id: &str, mut request: ApiRequest) -> Result<Reply, ApiError> {
     let size = tty_size(request.uri().query())?;
-    let key = websocket_key(&request)?;
+    let key = super::websocket::key(&request)?;
     let run = record(ctx, id).await?;
     if !run.interactive {
         return Err(ApiError::new(
@@ -280,15 +280,7 @@ pub async fn tty(ctx: &Arc<Context>, id: &str, mut request: ApiRequest) -> Resul
             Err(error) => jobs.abandon_tty(pending, &error.to_string()).await,
         }
     });
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let response = http::Response::builder()
-        .status(http::StatusCode::SWITCHING_PROTOCOLS)
-        .header(http::header::CONNECTION, "upgrade")
-        .header(http::header::UPGRADE, "websocket")
-        .header(http::header::SEC_WEBSOCKET_ACCEPT, accept)
-        .body(crate::http_util::empty())
-        .expect("a valid response");
-    Ok(Reply::Whole(response))
+    Ok(super::websocket::switching_protocols(&key))
 }
 
 /// `cols` and `rows` of the terminal (default 80 × 24).
@@ -309,33 +301,4 @@ fn tty_size(query: Option<&str>) -> Result<crate::sandbox::TtySize, ApiError> {
         }
     }
     Ok(size)
-}
-
-/// The client's `Sec-WebSocket-Key` of a valid upgrade request.
-fn websocket_key(request: &ApiRequest) -> Result<String, ApiError> {
-    let header = |name: http::header::HeaderName| {
-        request
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase()
-    };
-    let upgrade = header(http::header::UPGRADE) == "websocket"
-        && header(http::header::CONNECTION)
-            .split(',')
-            .any(|token| token.trim() == "upgrade")
-        && header(http::header::SEC_WEBSOCKET_VERSION) == "13";
-    let key = request
-        .headers()
-        .get(http::header::SEC_WEBSOCKET_KEY)
-        .and_then(|v| v.to_str().ok());
-    match (upgrade, key) {
-        (true, Some(key)) => Ok(key.to_owned()),
-        _ => Err(ApiError::new(
-            ErrorCode::InvalidQuery,
-            "this endpoint is a WebSocket: send an HTTP/1.1 upgrade (Connection: Upgrade, \
-             Upgrade: websocket, Sec-WebSocket-Version: 13, Sec-WebSocket-Key)",
-        )),
-    }
 }

@@ -13,6 +13,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::WebSocketStream;
 
 use super::connect::{self, Endpoint};
 use super::credentials::Credentials;
@@ -98,6 +101,47 @@ impl ApiClient {
             serde_json::to_string_pretty(&value).unwrap_or_default()
         );
         Ok(std::process::ExitCode::SUCCESS)
+    }
+
+    /// `PUT` without a body (e.g. linking an add-on).
+    pub async fn put<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.json(Method::PUT, path, None, Bytes::new(), REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Opens the WebSocket at `path` (`/api/runs/{id}/tty`, `/api/addons/{id}/tunnel`) on a
+    /// connection of its own, with the token; an API error answer becomes its `ClientError`.
+    pub async fn websocket(
+        &self,
+        path: &str,
+        config: Option<WebSocketConfig>,
+    ) -> Result<WebSocketStream<Box<dyn connect::Io>>, ClientError> {
+        let url = self.websocket_url(path);
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|error| ClientError::Protocol(format!("the WebSocket URL {url}: {error}")))?;
+        let authorization = format!("Bearer {}", self.token)
+            .parse()
+            .map_err(|_| ClientError::Config("the token is not a valid header value".into()))?;
+        request
+            .headers_mut()
+            .insert(http::header::AUTHORIZATION, authorization);
+        let stream = self.connect().await?;
+        let opened = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            tokio_tungstenite::client_async_with_config(request, stream, config),
+        )
+        .await
+        .map_err(|_| ClientError::Timeout(format!("GET {path}: no answer within 60 s")))?;
+        match opened {
+            Ok((socket, _)) => Ok(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let body = response.body().clone().unwrap_or_default();
+                Err(parse_error(response.status().as_u16(), &body))
+            }
+            Err(other) => Err(ClientError::Protocol(format!("opening {path}: {other}"))),
+        }
     }
 
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {

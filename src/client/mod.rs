@@ -6,11 +6,14 @@
 //! Reading order: [`credentials`] (URL + token) → [`http`] over [`connect`] (HTTP/1.1,
 //! rustls, `*.localhost` as loopback) → [`deploy`] ([`project_file`], [`pack`] with
 //! [`gitignore`]) → [`follow`] (SSE via [`sse`], status polling) → [`display`] →
-//! [`commands`] (the smaller commands), [`formation`] (`scale`, `ps`).
+//! [`commands`] (the smaller commands), [`formation`] (`scale`, `ps`), [`addons`] and [`db`]
+//! (`db proxy|connect`: an add-on through the API's tunnel).
 
+pub mod addons;
 pub mod commands;
 pub mod connect;
 pub mod credentials;
+pub mod db;
 pub mod deploy;
 pub mod display;
 pub mod domains;
@@ -150,6 +153,8 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             };
             runs::run(&api()?, args).await
         }
+        ClientCommand::Addons { action } => addons::addons(&api()?, action).await,
+        ClientCommand::Db { action } => db::db(api()?, action).await,
     }
 }
 

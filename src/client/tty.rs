@@ -10,7 +10,6 @@ use std::os::fd::AsFd;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::http::ApiClient;
@@ -58,27 +57,8 @@ fn local_size() -> (u16, u16) {
 /// Attaches to run `run_id` and runs the session to its end.
 pub async fn attach(api: &ApiClient, run_id: &str) -> Result<(), ClientError> {
     let (cols, rows) = local_size();
-    let url = api.websocket_url(&format!("/api/runs/{run_id}/tty?cols={cols}&rows={rows}"));
-    let mut request = url
-        .as_str()
-        .into_client_request()
-        .map_err(|error| ClientError::Protocol(format!("the terminal URL {url}: {error}")))?;
-    let authorization = format!("Bearer {}", api.token())
-        .parse()
-        .map_err(|_| ClientError::Config("the token is not a valid header value".into()))?;
-    request
-        .headers_mut()
-        .insert(http::header::AUTHORIZATION, authorization);
-    let stream = api.connect().await?;
-    let (socket, _) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .map_err(|error| match error {
-            tokio_tungstenite::tungstenite::Error::Http(response) => {
-                let body = response.body().clone().unwrap_or_default();
-                super::http::parse_error(response.status().as_u16(), &body)
-            }
-            other => ClientError::Protocol(format!("attaching the terminal: {other}")),
-        })?;
+    let path = format!("/api/runs/{run_id}/tty?cols={cols}&rows={rows}");
+    let socket = api.websocket(&path, None).await?;
     let _raw = RawMode::enter();
     let (mut sink, mut stream) = socket.split();
     let mut resized = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())

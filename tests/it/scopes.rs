@@ -64,6 +64,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "deploy",
         ),
         ("POST /api/addons/{addonId}/restore", "admin"),
+        ("GET /api/addons/{addonId}/tunnel", "deploy"),
         ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),
         ("GET /api/projects/{projectId}/cron-jobs", "read"),

@@ -17,7 +17,7 @@ use operations::{
 
 use super::routes::{RequestBody, ResponseBody, RouteSpec};
 use super::types::ErrorEnvelope;
-use super::ROUTES;
+use super::{Route, ROUTES};
 use crate::error_code::ErrorCode;
 
 /// The document; serialize it to get the JSON.
@@ -278,11 +278,19 @@ fn success(spec: &RouteSpec, generators: &mut Generators) -> ResponseObject {
             links: BTreeMap::new(),
         },
         ResponseBody::WebSocket => ResponseObject {
-            description: "Switching Protocols: a WebSocket. Binary frames carry the terminal's \
-                          bytes both ways; the client's text frame {\"resize\": [cols, rows]} \
-                          resizes it; the last server text frame is {\"exit\", \"state\", \
-                          \"message\"}"
-                .into(),
+            description: match spec.route {
+                Route::AddonTunnel => {
+                    "Switching Protocols: a WebSocket carrying one TCP connection to the \
+                     add-on: binary frames both ways; either side's end closes both"
+                }
+                _ => {
+                    "Switching Protocols: a WebSocket. Binary frames carry the terminal's \
+                     bytes both ways; the client's text frame {\"resize\": [cols, rows]} \
+                     resizes it; the last server text frame is {\"exit\", \"state\", \
+                     \"message\"}"
+                }
+            }
+            .into(),
             content: BTreeMap::new(),
             links: BTreeMap::new(),
         },

@@ -136,6 +136,8 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         Route::CreateAddonBackup | Route::VerifyAddonBackup => &[Conflict],
         Route::RestoreAddon => &[Conflict, AddonFailed],
         Route::ListAddonBackups | Route::GetAddonBackup => &[],
+        // Not an upgrade request; the add-on does not accept connections.
+        Route::AddonTunnel => &[InvalidQuery, Conflict],
         Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         _ => return None,
     })
@@ -277,12 +279,12 @@ pub(super) fn describe(status: u16) -> &'static str {
 
 /// The request headers an operation reads besides `Authorization` and `Idempotency-Key`:
 /// (name, description, schema). All optional.
-/// The headers an operation cannot do without: a terminal's WebSocket upgrade.
+/// The headers an operation cannot do without: a WebSocket upgrade (a terminal, a tunnel).
 pub(super) fn required_headers(
     route: Route,
 ) -> Vec<(&'static str, &'static str, serde_json::Value)> {
     match route {
-        Route::AttachRun => vec![
+        Route::AttachRun | Route::AddonTunnel => vec![
             (
                 "Connection",
                 "Upgrade",

@@ -1,0 +1,236 @@
+//! `slipway addons list|create|show|delete|link|unlink|credentials`: a project's PostgreSQL
+//! and Redis add-ons over `/api/projects/{projectId}/addons` and `/api/addons/{addonId}`.
+//! Tables and values go to stdout, notes to stderr; `--json` prints the API's answer.
+
+use std::process::ExitCode;
+
+use crate::api::types::{Addon, AddonCredentials, AddonDeleted, AddonList, CreateAddon};
+use crate::cli::{AddonKindArg, AddonModeArg, AddonsAction};
+
+use super::commands::project_or_here;
+use super::display::table;
+use super::http::ApiClient;
+use super::usage::human_bytes;
+use super::{path_segment, ClientError};
+
+pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, ClientError> {
+    match action {
+        AddonsAction::List { project, json } => {
+            let project = project_or_here(project.as_deref())?;
+            let path = format!("/api/projects/{}/addons?limit=1000", path_segment(&project));
+            if json {
+                return api.print_json(&path).await;
+            }
+            let list: AddonList = api.get(&path).await?;
+            match list.addons.is_empty() {
+                true => eprintln!(
+                    "{project} has no add-ons: `slipway addons create postgres` makes one"
+                ),
+                false => print!("{}", addons_table(&list.addons)),
+            }
+        }
+        AddonsAction::Create {
+            kind,
+            memory,
+            disk,
+            env_name,
+            mode,
+            project,
+        } => {
+            let project = project_or_here(project.as_deref())?;
+            let body = CreateAddon {
+                kind: match kind {
+                    AddonKindArg::Postgres => "postgres",
+                    AddonKindArg::Redis => "redis",
+                }
+                .to_owned(),
+                memory_mb: memory,
+                disk_mb: disk,
+                env_name,
+                mode: mode.map(|mode| {
+                    match mode {
+                        AddonModeArg::Persistent => "persistent",
+                        AddonModeArg::Cache => "cache",
+                    }
+                    .to_owned()
+                }),
+            };
+            eprintln!("Creating a {} add-on for {project} …", body.kind);
+            let path = format!("/api/projects/{}/addons", path_segment(&project));
+            let addon: Addon = api.post_json(&path, &body).await?;
+            print!("{}", addons_table(std::slice::from_ref(&addon)));
+            eprintln!(
+                "{project}'s production gets {} from its next deployment; `slipway db connect {}` \
+                 opens a console",
+                addon.env_name, addon.id
+            );
+        }
+        AddonsAction::Show { id, json } => {
+            let path = format!("/api/addons/{}", path_segment(&id));
+            if json {
+                return api.print_json(&path).await;
+            }
+            let addon: Addon = api.get(&path).await?;
+            print!("{}", details(&addon));
+        }
+        AddonsAction::Delete { id, confirm } => {
+            let path = format!(
+                "/api/addons/{}?confirm={}",
+                path_segment(&id),
+                path_segment(&confirm)
+            );
+            let deleted: AddonDeleted = api.delete(&path).await?;
+            println!("deleted {} and its data", deleted.id);
+        }
+        AddonsAction::Link { id, project } => {
+            let addon = set_link(api, &id, &project, true).await?;
+            println!(
+                "{}: linked {project} (links: {})",
+                addon.id,
+                addon.links.join(", ")
+            );
+            eprintln!("(its next production deployment gets {})", addon.env_name);
+        }
+        AddonsAction::Unlink { id, project } => {
+            let addon = set_link(api, &id, &project, false).await?;
+            println!(
+                "{}: unlinked {project} (links: {})",
+                addon.id,
+                addon.links.join(", ")
+            );
+            eprintln!("(from its next deployment on)");
+        }
+        AddonsAction::Credentials { id, json } => {
+            let path = format!("/api/addons/{}/credentials", path_segment(&id));
+            if json {
+                return api.print_json(&path).await;
+            }
+            let credentials: AddonCredentials = api.get(&path).await?;
+            print!("{}", credentials_text(&credentials));
+            eprintln!("(reachable from linked projects only; from here: `slipway db proxy {id}`)");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_link(
+    api: &ApiClient,
+    id: &str,
+    project: &str,
+    link: bool,
+) -> Result<Addon, ClientError> {
+    let path = format!(
+        "/api/addons/{}/links/{}",
+        path_segment(id),
+        path_segment(project)
+    );
+    match link {
+        true => api.put(&path).await,
+        false => api.delete(&path).await,
+    }
+}
+
+/// ID, KIND, VERSION, STATE, MEMORY, DISK (used / size), ENV, LINKS.
+pub fn addons_table(addons: &[Addon]) -> String {
+    let mut rows = vec![[
+        "ID", "KIND", "VERSION", "STATE", "MEMORY", "DISK", "ENV", "LINKS",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for addon in addons {
+        rows.push(vec![
+            addon.id.clone(),
+            kind_and_mode(addon),
+            addon.version.clone(),
+            state(addon),
+            format!("{} MiB", addon.memory_mb),
+            disk(addon),
+            addon.env_name.clone(),
+            addon.links.len().to_string(),
+        ]);
+    }
+    table(&rows)
+}
+
+/// `slipway addons show`: one field a line.
+pub fn details(addon: &Addon) -> String {
+    let rows: Vec<Vec<String>> = [
+        ("id", addon.id.clone()),
+        ("kind", kind_and_mode(addon)),
+        ("version", addon.version.clone()),
+        ("state", state(addon)),
+        ("project", addon.project_id.clone()),
+        ("memory", format!("{} MiB", addon.memory_mb)),
+        ("disk", disk(addon)),
+        ("env", addon.env_name.clone()),
+        ("address", format!("{}:{}", addon.host, addon.port)),
+        ("links", addon.links.join(", ")),
+        ("created", addon.created_at.clone()),
+    ]
+    .into_iter()
+    .map(|(name, value)| vec![name.to_owned(), value])
+    .collect();
+    table(&rows)
+}
+
+/// `slipway addons credentials`: url, then the parts.
+pub fn credentials_text(credentials: &AddonCredentials) -> String {
+    let mut rows = vec![vec!["url".to_owned(), credentials.url.clone()]];
+    if let Some(user) = &credentials.user {
+        rows.push(vec!["user".into(), user.clone()]);
+    }
+    rows.push(vec!["password".into(), credentials.password.clone()]);
+    rows.push(vec!["host".into(), credentials.host.clone()]);
+    rows.push(vec!["port".into(), credentials.port.to_string()]);
+    if let Some(database) = &credentials.database {
+        rows.push(vec!["database".into(), database.clone()]);
+    }
+    table(&rows)
+}
+
+fn kind_and_mode(addon: &Addon) -> String {
+    match addon.mode.as_str() {
+        "cache" => format!("{} (cache)", addon.kind),
+        _ => addon.kind.clone(),
+    }
+}
+
+fn state(addon: &Addon) -> String {
+    format!("{:?}", addon.state).to_lowercase()
+}
+
+fn disk(addon: &Addon) -> String {
+    format!(
+        "{} / {} MiB",
+        human_bytes(addon.disk_used_bytes),
+        addon.disk_mb
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addon() -> Addon {
+        serde_json::from_value(serde_json::json!({
+            "id": "adn_x", "kind": "redis", "version": "7.0.15", "projectId": "prj_1",
+            "state": "running", "memoryMb": 256, "diskMb": 1024, "diskUsedBytes": 2048,
+            "envName": "REDIS_URL", "mode": "cache", "links": ["prj_1", "prj_2"],
+            "host": "10.1.0.5", "port": 6379, "createdAt": "2026-11-27T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn tables_read_well() {
+        let text = addons_table(&[addon()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("ID     KIND"), "{text}");
+        assert!(lines[1].contains("redis (cache)"), "{text}");
+        assert!(lines[1].contains("running"), "{text}");
+        assert!(lines[1].ends_with("REDIS_URL  2"), "{text}");
+        let shown = details(&addon());
+        assert!(shown.contains("address  10.1.0.5:6379\n"), "{shown}");
+        assert!(shown.contains("links    prj_1, prj_2\n"), "{shown}");
+    }
+}
