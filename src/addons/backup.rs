@@ -238,6 +238,7 @@ impl Addons {
                 tracing::warn!(addon = %addon.id, backup = %record.id, %error, "an add-on backup failed");
                 record.state = BackupState::Failed;
                 record.error = Some(error.clone());
+                (record.verified_ms, record.check) = (None, None);
                 let file = self.backups_volume(addon).dir.join(&record.file);
                 let _ = tokio::fs::remove_file(file).await;
                 let slug = self.owner(addon).await.map(|p| p.slug).unwrap_or_default();
@@ -323,7 +324,12 @@ impl Addons {
         let dir = self.step_path(&volume);
         let command = match addon.kind.as_str() {
             "redis" => scripts::redis_verify(&dir, &record.file, &record.id),
-            _ => scripts::postgres_verify(&dir, &record.file, &record.id, addon.memory_mb),
+            _ => {
+                let head = super::transfer::head_of(&volume.dir.join(&record.file)).await;
+                let custom = super::transfer::ImportFormat::of(&head)
+                    == super::transfer::ImportFormat::PgCustom;
+                scripts::postgres_verify(&dir, &record.file, &record.id, addon.memory_mb, custom)
+            }
         };
         let output = self
             .run_step(Step {

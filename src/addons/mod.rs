@@ -19,6 +19,7 @@ mod schedule;
 mod scripts;
 mod start;
 mod step;
+mod transfer;
 pub mod tunnel;
 
 use std::collections::HashMap;
@@ -81,6 +82,9 @@ pub enum AddonError {
     /// A backup or restore of it is running: 409.
     #[error("{0}")]
     Busy(String),
+    /// What was sent cannot be what it should be (an import of the wrong kind): 400.
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }

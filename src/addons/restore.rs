@@ -168,7 +168,9 @@ impl Addons {
     ) -> Result<(), String> {
         let project = self.owner(into).await?;
         let path = format!("{}/{}", self.step_path(&source.volume), source.file);
-        let custom = is_custom_dump(&source.volume.dir.join(source.file)).await;
+        let head = super::transfer::head_of(&source.volume.dir.join(source.file)).await;
+        let custom =
+            super::transfer::ImportFormat::of(&head) == super::transfer::ImportFormat::PgCustom;
         let host = into.address.to_string();
         let password = self.password(into)?;
         let step = |what, command| Step {
@@ -284,20 +286,6 @@ fn check_counts(
             "the restored copy holds {found:?}, the backup held {expected:?}; nothing was replaced"
         )),
         _ => Ok(()),
-    }
-}
-
-/// Whether a file is a `pg_dump -Fc` archive (it starts `PGDMP`) rather than SQL text.
-async fn is_custom_dump(path: &Path) -> bool {
-    let mut head = [0u8; 5];
-    match tokio::fs::File::open(path).await {
-        Ok(mut file) => {
-            tokio::io::AsyncReadExt::read_exact(&mut file, &mut head)
-                .await
-                .is_ok()
-                && &head == b"PGDMP"
-        }
-        Err(_) => false,
     }
 }
 

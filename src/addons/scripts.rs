@@ -36,11 +36,19 @@ pub fn postgres_dump(dir: &str, file: &str, host: &str, port: u16) -> String {
 
 /// A throw-away PostgreSQL in `{dir}/.verify-{name}`, `{file}` restored into its `app`
 /// database, its row counts on stdout; removed however it ends.
-pub fn postgres_verify(dir: &str, file: &str, name: &str, memory_mb: u64) -> String {
+pub fn postgres_verify(dir: &str, file: &str, name: &str, memory_mb: u64, custom: bool) -> String {
     let settings: Vec<String> = engine::postgres_settings(memory_mb)
         .into_iter()
         .map(|(name, value)| format!("-c {name}={value}"))
         .collect();
+    let load = match custom {
+        true => format!(
+            "pg_restore -h \"$V\" -U slipway -d app --exit-on-error --no-owner --no-acl {dir}/{file}"
+        ),
+        false => format!(
+            "psql -X -q -v ON_ERROR_STOP=1 -h \"$V\" -U slipway -d app -f {dir}/{file} >/dev/null"
+        ),
+    };
     format!(
         "set -e\nV={dir}/.verify-{name}\nrm -rf \"$V\"\nmkdir -p \"$V\"\n\
          trap 'pg_ctl -D \"$V/pg\" -m immediate stop >/dev/null 2>&1 || true; rm -rf \"$V\"' EXIT\n\
@@ -49,7 +57,7 @@ pub fn postgres_verify(dir: &str, file: &str, name: &str, memory_mb: u64) -> Str
          -c unix_socket_directories=$V -c fsync=off -c full_page_writes=off {}\" start >/dev/null \
          || {{ cat \"$V/log\" >&2; exit 1; }}\n\
          createdb -h \"$V\" -U slipway app\n\
-         pg_restore -h \"$V\" -U slipway -d app --exit-on-error --no-owner --no-acl {dir}/{file}\n\
+         {load}\n\
          psql -X -q -v ON_ERROR_STOP=1 -h \"$V\" -U slipway -d app -tA <<'SQL'\n\
          {COUNT_TABLES}\n\
          SQL\n",

@@ -134,3 +134,85 @@ fn backup_view(backup: AddonBackupRecord) -> types::AddonBackup {
         error: backup.error,
     }
 }
+
+/// `GET /api/addons/{addonId}/export[?backupId=bak_…]`: a good backup's file (a new one,
+/// taken and proven, when none is named), `application/octet-stream`, with its id and
+/// SHA-256 in `X-Slipway-Backup` and `X-Slipway-Sha256`.
+pub async fn export(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let mut wanted = None;
+    for pair in request
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("backupId", value)) if !value.is_empty() => wanted = Some(value.to_owned()),
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidQuery,
+                    format!("{pair:?}: the query takes backupId (a backup of this add-on)"),
+                ))
+            }
+        }
+    }
+    let addon = record(ctx, id).await?;
+    let backup = match wanted {
+        Some(backup_id) => Some(backup_record(ctx, &addon.id, &backup_id).await?),
+        None => None,
+    };
+    let (backup, path) = ctx
+        .addons
+        .export(&addon, backup)
+        .await
+        .map_err(addon_error)?;
+    let file = tokio::fs::File::open(&path).await.map_err(|error| {
+        ApiError::new(
+            ErrorCode::Conflict,
+            format!("the file of backup {} cannot be read: {error}", backup.id),
+        )
+    })?;
+    let stream = tokio_util::io::ReaderStream::new(file);
+    let body = http_body_util::StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+        chunk
+            .map(hyper::body::Frame::data)
+            .map_err(|error| Box::new(error) as crate::http_util::BodyError)
+    }));
+    let response = http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/octet-stream")
+        .header(http::header::CONTENT_LENGTH, backup.bytes)
+        .header(
+            http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{}-{}\"", addon.id, backup.file),
+        )
+        .header("x-slipway-backup", backup.id.as_str())
+        .header("x-slipway-sha256", backup.sha256.as_str())
+        .body(http_body_util::BodyExt::boxed(body))
+        .map_err(ApiError::internal)?;
+    Ok(Reply::Whole(response))
+}
+
+/// `PUT /api/addons/{addonId}/import` (the file as the body) → 202, the backup it became
+/// (`verifying`); restored in place once proven.
+pub async fn import(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<Reply, ApiError> {
+    let upload = request
+        .extensions()
+        .get::<Arc<super::spool::Spooled>>()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("the upload was not spooled"))?;
+    if upload.bytes == 0 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the body is empty: send a `pg_dump -Fc` file, SQL text, or a Redis RDB",
+        ));
+    }
+    let addon = record(ctx, id).await?;
+    let backup = ctx
+        .addons
+        .start_import(&addon, &upload.path)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&backup_view(backup)))
+}

@@ -103,6 +103,7 @@ pub(super) fn addon_error(error: AddonError) -> ApiError {
             ApiError::new(ErrorCode::Conflict, message)
         }
         AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
+        AddonError::Invalid(message) => ApiError::new(ErrorCode::InvalidBody, message),
         AddonError::Store(error) => ApiError::internal(error),
     }
 }

@@ -32,6 +32,7 @@ mod request;
 mod routes;
 mod runs;
 mod source;
+mod spool;
 mod tokens;
 pub mod types;
 mod websocket;
@@ -489,6 +490,22 @@ route_table! {
         response: ResponseBody::WebSocket,
         query: None,
         handle: addons::tunnel(ctx, params.get(0), request),
+    }
+    ExportAddon: GET "/api/addons/{addonId}/export" {
+        needs: Deploy, target: Addon, success: OK,
+        summary: "Download a good backup's file (pg_dump -Fc or RDB): the one named by backupId, else a new backup taken and proven first",
+        request: None,
+        response: ResponseBody::Binary,
+        query: Some(fields::<ExportQuery>),
+        handle: addon_backups::export(ctx, params.get(0), &request),
+    }
+    ImportAddon: PUT "/api/addons/{addonId}/import" {
+        needs: Admin, target: Addon, success: ACCEPTED,
+        summary: "Replace the add-on's data with a file (pg_dump -Fc, SQL text, or RDB): kept as a backup, proven, then restored in place",
+        request: Some(RequestBody::Upload),
+        response: ResponseBody::Json(shape::<AddonBackup>),
+        query: None,
+        handle: addon_backups::import(ctx, params.get(0), request),
     }
     CreateAddonBackup: POST "/api/addons/{addonId}/backups" {
         needs: Deploy, target: Addon, success: ACCEPTED,

@@ -226,8 +226,21 @@ async fn serve(
         _ => json::MAX_JSON_BYTES,
     };
     let (parts, body) = request.into_parts();
-    let body = json::read_body(Request::from_parts(parts.clone(), body), limit).await?;
-    let request = Request::from_parts(parts, body);
+    let mut spooled = None;
+    let body = match spec.request {
+        Some(RequestBody::Upload) => {
+            let dir = ctx.config.data_dir.join("tmp");
+            let max = ctx.config.addons.import_max_mb * 1024 * 1024;
+            let request = Request::from_parts(parts.clone(), body);
+            spooled = Some(super::spool::spool(request, max, &dir).await?);
+            bytes::Bytes::new()
+        }
+        _ => json::read_body(Request::from_parts(parts.clone(), body), limit).await?,
+    };
+    let mut request = Request::from_parts(parts, body);
+    if let Some(file) = spooled {
+        request.extensions_mut().insert(file);
+    }
     let keeper = idempotency::Keeper {
         store: &ctx.store,
         secrets: &ctx.secrets,

@@ -43,6 +43,9 @@ pub enum RequestBody {
     Json(Shape),
     /// A `.tar.gz` archive as the raw body (`Content-Type: application/gzip`).
     Archive,
+    /// Any bytes (`application/octet-stream`), spooled to a file rather than held in memory
+    /// (`spool.rs`); the handler finds a [`super::spool::Spooled`] in the extensions.
+    Upload,
 }
 
 pub enum ResponseBody {
@@ -53,6 +56,8 @@ pub enum ResponseBody {
     PrometheusText,
     /// `101 Switching Protocols` to a WebSocket (an interactive run's terminal).
     WebSocket,
+    /// A file's bytes (`application/octet-stream`): an add-on's export.
+    Binary,
 }
 
 /// A reference to `T`'s schema (a named component, or inline for a simple type).

@@ -13,6 +13,8 @@ pub struct AddonsConfig {
     pub backup_interval_h: u64,
     /// `backup_keep` (default 7): the good backups kept per add-on; older ones go.
     pub backup_keep: usize,
+    /// `import_max_mb` (default 10240): the largest body `PUT /api/addons/{id}/import` takes.
+    pub import_max_mb: u64,
 }
 
 impl Default for AddonsConfig {
@@ -20,6 +22,7 @@ impl Default for AddonsConfig {
         AddonsConfig {
             backup_interval_h: 24,
             backup_keep: 7,
+            import_max_mb: 10240,
         }
     }
 }
@@ -29,6 +32,7 @@ impl Default for AddonsConfig {
 pub(super) struct RawAddons {
     backup_interval_h: Option<u64>,
     backup_keep: Option<usize>,
+    import_max_mb: Option<u64>,
 }
 
 impl RawAddons {
@@ -45,6 +49,7 @@ impl RawAddons {
         Ok(AddonsConfig {
             backup_interval_h: self.backup_interval_h.unwrap_or(defaults.backup_interval_h),
             backup_keep: keep,
+            import_max_mb: self.import_max_mb.unwrap_or(defaults.import_max_mb),
         })
     }
 }

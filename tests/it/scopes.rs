@@ -64,6 +64,8 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "deploy",
         ),
         ("POST /api/addons/{addonId}/restore", "admin"),
+        ("GET /api/addons/{addonId}/export", "deploy"),
+        ("PUT /api/addons/{addonId}/import", "admin"),
         ("GET /api/addons/{addonId}/tunnel", "deploy"),
         ("GET /api/runs/{runId}/tty", "deploy"),
         ("POST /api/projects/{projectId}/cron-jobs", "deploy"),

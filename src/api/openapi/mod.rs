@@ -269,6 +269,11 @@ fn success(spec: &RouteSpec, generators: &mut Generators) -> ResponseObject {
             content: media(JSON, shape(&mut generators.responses)),
             links: links(spec.route),
         },
+        ResponseBody::Binary => ResponseObject {
+            description: "The file's bytes (application/octet-stream)".into(),
+            content: upload_content(),
+            links: BTreeMap::new(),
+        },
         ResponseBody::PrometheusText => ResponseObject {
             description: "The Prometheus text exposition format, version 0.0.4".into(),
             content: media(
@@ -348,6 +353,7 @@ fn error_response(status: &str, codes: &[ErrorCode], envelope: &Schema) -> Respo
 fn request_body(spec: &RouteSpec, generators: &mut Generators) -> Option<RequestBodyObject> {
     let content = match spec.request.as_ref()? {
         RequestBody::Json(shape) => media(JSON, shape(&mut generators.requests)),
+        RequestBody::Upload => upload_content(),
         RequestBody::Archive => {
             // The same bytes under either type; generators know `application/octet-stream`.
             let mut gzip = generators.requests.subschema_for::<String>();
@@ -365,6 +371,15 @@ fn request_body(spec: &RouteSpec, generators: &mut Generators) -> Option<Request
         required: true,
         content,
     })
+}
+
+/// Any bytes, as `application/octet-stream`.
+fn upload_content() -> BTreeMap<&'static str, MediaType> {
+    let binary = Schema::try_from(serde_json::json!({
+        "type": "string", "format": "binary", "contentMediaType": "application/octet-stream"
+    }))
+    .unwrap_or_default();
+    media("application/octet-stream", binary)
 }
 
 fn media(media_type: &'static str, schema: Schema) -> BTreeMap<&'static str, MediaType> {

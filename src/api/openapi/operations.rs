@@ -28,6 +28,7 @@ pub(super) fn error_codes(spec: &RouteSpec) -> Vec<ErrorCode> {
             PayloadTooLarge,
         ]),
         Some(RequestBody::Archive) => codes.extend([InvalidContentType, PayloadTooLarge]),
+        Some(RequestBody::Upload) => codes.push(PayloadTooLarge),
         None => {}
     }
     if spec.method == http::Method::POST {
@@ -135,6 +136,10 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         // A backup or restore running; a backup that is not good.
         Route::CreateAddonBackup | Route::VerifyAddonBackup => &[Conflict],
         Route::RestoreAddon => &[Conflict, AddonFailed],
+        // A backup that is not good, or busy; the new backup failed.
+        Route::ExportAddon => &[Conflict, AddonFailed],
+        // Not the add-on's kind of file, empty; a backup or restore running.
+        Route::ImportAddon => &[InvalidBody, Conflict],
         Route::ListAddonBackups | Route::GetAddonBackup => &[],
         // Not an upgrade request; the add-on does not accept connections.
         Route::AddonTunnel => &[InvalidQuery, Conflict],

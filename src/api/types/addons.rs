@@ -156,3 +156,13 @@ pub struct RestoreAddon {
     #[schemars(regex(pattern = r"^(new|in-place)$"))]
     pub target: String,
 }
+
+/// The query of `GET /api/addons/{addonId}/export`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportQuery {
+    /// A good backup of this add-on; without it a new backup is taken and proven first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^bak_[a-z2-7]{24}$"))]
+    pub backup_id: Option<String>,
+}

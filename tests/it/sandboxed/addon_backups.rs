@@ -172,6 +172,89 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     .await;
     assert_eq!((state.as_str(), out.trim()), ("succeeded", "3"), "{out}");
 
+    // Export: a proven backup's file; imported into another add-on, the same rows.
+    let exported = daemon
+        .api(
+            "GET",
+            &format!("/api/addons/{pg}/export?backupId={bak}"),
+            None,
+        )
+        .await;
+    assert_eq!(exported.status, 200, "{}", exported.text());
+    assert!(exported.body.starts_with(b"PGDMP"));
+    assert_eq!(exported.header("x-slipway-sha256"), good["sha256"].as_str());
+    let fresh = daemon
+        .api("GET", &format!("/api/addons/{pg}/export"), None)
+        .await;
+    assert_eq!(fresh.status, 200, "{}", fresh.text());
+    assert_ne!(
+        fresh.header("x-slipway-backup"),
+        Some(bak.as_str()),
+        "a new backup"
+    );
+    let other = daemon
+        .api(
+            "POST",
+            "/api/projects/shop/addons",
+            Some(
+                json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128, "envName": "OTHER_URL"}),
+            ),
+        )
+        .await;
+    assert_eq!(other.status, 201, "{}", other.text());
+    let other = other.json()["id"].as_str().unwrap().to_owned();
+    let import = |body: Vec<u8>| {
+        let (daemon, other) = (daemon, other.clone());
+        async move {
+            let token = daemon.token.clone();
+            let path = format!("/api/addons/{other}/import");
+            let started = daemon
+                .api_as(&token, "PUT", &path, Some("application/octet-stream"), body)
+                .await;
+            assert_eq!(started.status, 202, "{}", started.text());
+            let id = started.json()["id"].as_str().unwrap().to_owned();
+            let path = format!("/api/addons/{other}/backups/{id}");
+            let backup = wait_until(daemon, &path, "state", &["running", "verifying"]).await;
+            let addon = wait_until(
+                daemon,
+                &format!("/api/addons/{other}"),
+                "state",
+                &["starting"],
+            )
+            .await;
+            (backup, addon)
+        }
+    };
+    let (imported, addon) = import(exported.body.to_vec()).await;
+    assert_eq!(imported["state"], "ok", "{imported}");
+    assert_eq!(
+        (addon["state"].as_str(), addon["message"].as_str()),
+        (Some("running"), None),
+        "{addon}"
+    );
+    let rows = "psql \"$OTHER_URL\" -tAc 'select count(*) from t'";
+    assert_eq!(run(daemon, "shop", rows).await.1.trim(), "3");
+    let sql = b"create table z (a int); insert into z values (1), (2);".to_vec();
+    let (imported, _) = import(sql).await;
+    assert_eq!(
+        imported["check"]["tables"],
+        json!({"public.z": 2}),
+        "{imported}"
+    );
+    let rows = "psql \"$OTHER_URL\" -tAc 'select count(*) from z'";
+    assert_eq!(run(daemon, "shop", rows).await.1.trim(), "2");
+    let (imported, addon) = import(b"this is not sql;".to_vec()).await;
+    assert_eq!(imported["state"], "failed", "{imported}");
+    assert!(
+        addon["message"].as_str().unwrap().contains("unchanged"),
+        "{addon}"
+    );
+    assert_eq!(
+        run(daemon, "shop", rows).await.1.trim(),
+        "2",
+        "the data it had"
+    );
+
     // A file changed after its proof is failed when proven again, and never restores.
     let file = daemon
         .data_dir()
@@ -220,13 +303,17 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
         .api("GET", &format!("/api/addons/{pg}/backups"), None)
         .await
         .json();
-    let good_ones: Vec<&Value> = listed["backups"]
+    let states: Vec<(&str, &str)> = listed["backups"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|b| b["state"] == "ok")
+        .map(|b| (b["id"].as_str().unwrap(), b["state"].as_str().unwrap()))
         .collect();
-    assert!(good_ones.is_empty(), "{listed}");
+    assert!(
+        states.contains(&(bad["id"].as_str().unwrap(), "failed")),
+        "{listed}"
+    );
+    assert!(states.contains(&(bak.as_str(), "failed")), "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
