@@ -49,6 +49,8 @@ pub struct AdminResponse {
 pub struct AdminState {
     pub tokens: Arc<Tokens>,
     pub supervisor: Arc<crate::supervisor::Supervisor>,
+    /// Backs the add-ons up for the appliance's backup.
+    pub addons: Arc<crate::addons::Addons>,
     pub store: crate::store::Store,
     pub data_dir: PathBuf,
     pub ca_root_pem: Box<dyn Fn() -> Option<String> + Send + Sync>,
@@ -144,9 +146,17 @@ async fn backup(stream: UnixStream, state: Arc<AdminState>) -> std::io::Result<(
     // The backup freezes each volume while it reads it: a reader that stops taking the
     // archive must not keep the apps' writes waiting for long.
     stream.set_write_timeout(Some(BACKUP_WRITE_TIMEOUT))?;
+    // The add-ons' data go in as backups taken (and proven) now, their volumes held still
+    // until the archive is written.
+    let (held, addon_trees) = state.addons.for_appliance_backup().await;
     tokio::task::spawn_blocking(move || {
+        let _held = held;
         let mut out = std::io::BufWriter::new(stream);
-        let snapshot = crate::backup::Snapshot::take(&state.store, &state.data_dir);
+        let snapshot =
+            crate::backup::Snapshot::take(&state.store, &state.data_dir).map(|mut snapshot| {
+                snapshot.addon_trees = addon_trees;
+                snapshot
+            });
         let response = match &snapshot {
             Ok(snapshot) => AdminResponse {
                 ok: true,

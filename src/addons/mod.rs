@@ -12,6 +12,7 @@
 //! `GET /api/addons/{id}/credentials`. From a laptop, `GET /api/addons/{id}/tunnel` carries
 //! one TCP connection to it over a WebSocket (`tunnel.rs`, `slipway db proxy|connect`).
 
+mod appliance;
 mod backup;
 pub mod engine;
 mod restore;
@@ -256,13 +257,20 @@ impl Addons {
     /// At start: every add-on's address is claimed; the running ones an earlier daemon left
     /// are adopted, the others started again. `survivors` are the add-ons' leftovers.
     pub async fn restore(
-        &self,
+        self: &Arc<Self>,
         mut survivors: HashMap<String, AppHandle>,
     ) -> Result<usize, crate::store::StoreError> {
         self.interrupted_backups().await?;
-        let addons = self.store.call(|s| s.all_addons()).await?;
-        for addon in &addons {
-            self.runner.claim_link(addon.link_index);
+        let mut addons = self.store.call(|s| s.all_addons()).await?;
+        for addon in &mut addons {
+            let address = self.runner.claim_link(addon.link_index);
+            if address != addon.address && !self.loopback {
+                // Another sandbox.subnet here (an appliance restored on another machine): the
+                // link's address is this subnet's; linked apps get the new URL as they start.
+                addon.address = address;
+                let stored = addon.clone();
+                self.store.call(move |s| s.put_addon(&stored)).await?;
+            }
             self.interrupted_restore(addon).await;
         }
         let mut restored = 0;
@@ -277,7 +285,14 @@ impl Addons {
             };
             let key = start::instance_key(&addon);
             let adopt = survivors.remove(&key);
-            match self.run(&project, &addon, adopt).await {
+            if adopt.is_none() && self.data_missing(&addon) {
+                // In the background: the daemon serves meanwhile, the add-on says so.
+                let this = self.clone();
+                tokio::spawn(async move { this.rebuild_in_background(project, addon).await });
+                continue;
+            }
+            let started = self.run(&project, &addon, adopt).await;
+            match started {
                 Ok(()) => restored += 1,
                 Err(message) => {
                     tracing::error!(addon = %addon.id, %message, "an add-on did not start again")

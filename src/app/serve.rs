@@ -198,6 +198,7 @@ fn admin_state(base: &Base, services: &Services) -> Arc<crate::admin::AdminState
     Arc::new(crate::admin::AdminState {
         tokens: base.tokens.clone(),
         supervisor: services.supervisor.clone(),
+        addons: services.addons.clone(),
         store: base.store.clone(),
         data_dir: base.config.data_dir.clone(),
         ca_root_pem: Box::new(move || admin_tls.as_ref().and_then(|tls| tls.root_pem())),

@@ -135,6 +135,9 @@ impl Place {
             }
             ["appdata", name] if name.ends_with(".img.restored") => Place::Other,
             ["appdata", _] => Place::VolumeDir,
+            // An add-on's backups volume (its data volume is never archived: its backups are).
+            ["addons", name] if name.ends_with("-backups.img") => Place::VolumeImage,
+            ["addons", name] if name.ends_with("-backups") => Place::VolumeDir,
             _ => Place::Other,
         }
     }

@@ -17,6 +17,9 @@ use crate::store::Store;
 pub struct Snapshot {
     path: PathBuf,
     pub header: Header,
+    /// The add-ons' backups volumes to archive (`addons/<id>-backups`): each holds a dump
+    /// taken for this backup (`Addons::for_appliance_backup`); their data volumes never are.
+    pub addon_trees: Vec<String>,
 }
 
 impl Drop for Snapshot {
@@ -45,6 +48,7 @@ impl Snapshot {
                 projects: 0,
                 live_deployments: Vec::new(),
             },
+            addon_trees: Vec::new(),
         };
         let info = store.snapshot_to(&snapshot.path)?;
         snapshot.header.schema_version = info.schema_version;
@@ -80,6 +84,7 @@ impl Snapshot {
             )?;
         }
         let mut trees = vec!["sources".to_owned(), "appdata".to_owned()];
+        trees.extend(self.addon_trees.iter().cloned());
         for deployment in &self.header.live_deployments {
             trees.push(format!("deployments/{deployment}"));
         }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::addons::run;
 use super::Sandboxed;
-use crate::support::{missing_tool, TestDaemon};
+use crate::support::{missing_tool, DaemonOptions, TestDaemon};
 
 const SERVER: &str = "exec python3 -m http.server $PORT";
 
@@ -361,4 +361,97 @@ async fn a_redis_backup_is_proven_and_restores_its_keys() {
 
     let copy = restore(daemon, &redis, &bak, "new").await;
     assert_eq!(copy["state"], "running", "{copy}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_appliance_backup_brings_add_ons_back_with_their_data() {
+    let test = "the_appliance_backup_brings_add_ons_back_with_their_data";
+    if !installed(test) {
+        return;
+    }
+    let Some(mut original) = Sandboxed::start(test, "") else {
+        return;
+    };
+    let daemon = &original.daemon;
+    daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644)],
+            json!({"startCommand": SERVER}),
+        )
+        .await;
+    for kind in ["postgres", "redis"] {
+        let created = daemon
+            .api(
+                "POST",
+                "/api/projects/shop/addons",
+                Some(json!({"kind": kind, "memoryMb": 128, "diskMb": 128})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.text());
+    }
+    let write = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -tAc 'create table t (x int); \
+                 insert into t select generate_series(1, 42)' && \
+                 redis-cli -u \"$REDIS_URL\" --no-auth-warning MSET a 1 b 2";
+    let (state, out) = run(daemon, "shop", write).await;
+    assert_eq!(state, "succeeded", "{out}");
+
+    let archive = original.daemon.dir.path().join("backup.tar.gz");
+    tokio::task::block_in_place(|| crate::operator::backup::backup(&original.daemon, &archive));
+    let names = list(&archive);
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("-backups/bak_") && n.ends_with(".dump")),
+        "the archive holds the add-on's dump: {names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("/pgdata/") || n.ends_with("appendonly.aof.manifest")),
+        "never a copy of a live data dir: {names:?}"
+    );
+    assert_eq!(original.daemon.stop(), Some(0));
+    assert!(original.daemon.stop_apps().status.success());
+
+    let restored = Sandboxed::start_prepared(test, DaemonOptions::default(), "", |dir| {
+        crate::operator::backup::restore(&archive, dir);
+    })
+    .expect("the sandbox ran once");
+    let daemon = &restored.daemon;
+    // Their data volumes are missing: each is made again from its backup, in the background.
+    let addons = daemon.api("GET", "/api/projects/shop/addons", None).await.json();
+    for addon in addons["addons"].as_array().unwrap() {
+        let path = format!("/api/addons/{}", addon["id"].as_str().unwrap());
+        let now = wait_until(daemon, &path, "state", &["starting"]).await;
+        assert_eq!(now["state"], "running", "{now}");
+    }
+    let read = "psql \"$DATABASE_URL\" -tAc 'select count(*) from t' && \
+                redis-cli -u \"$REDIS_URL\" --no-auth-warning MGET a b";
+    let (state, out) = run(daemon, "shop", read).await;
+    assert_eq!(
+        (state.as_str(), out.trim()),
+        ("succeeded", "42\n1\n2"),
+        "{out}"
+    );
+    let addons = daemon
+        .api("GET", "/api/projects/shop/addons", None)
+        .await
+        .json();
+    for addon in addons["addons"].as_array().unwrap() {
+        assert_eq!(addon["state"], "running", "{addon}");
+    }
+}
+
+/// The names in a `.tar.gz`.
+fn list(archive: &std::path::Path) -> Vec<String> {
+    let output = std::process::Command::new("tar")
+        .arg("tzf")
+        .arg(archive)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
