@@ -73,13 +73,18 @@ impl Addons {
 
     /// [`Addons::rebuild`], the add-on `starting` meanwhile and `running` or `failed` after.
     pub(super) async fn rebuild_in_background(&self, project: ProjectRecord, addon: AddonRecord) {
-        let message = Some("its data volume is missing: making it again from its newest good backup".to_owned());
+        let message = Some(
+            "its data volume is missing: making it again from its newest good backup".to_owned(),
+        );
         let _ = self.set_state(&addon, AddonState::Starting, message).await;
         let (state, message) = match self.rebuild(&project, &addon).await {
             Ok(()) => (AddonState::Running, None),
             Err(error) => {
                 tracing::error!(addon = %addon.id, %error, "an add-on could not be made again");
-                (AddonState::Failed, Some(format!("could not be made again: {error}")))
+                (
+                    AddonState::Failed,
+                    Some(format!("could not be made again: {error}")),
+                )
             }
         };
         let _ = self.set_state(&addon, state, message).await;

@@ -7,11 +7,12 @@
 //! `failed` with why, its file removed, and an `addon.backup_failed` event sent.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::AddonKind;
+use super::files::hash_file;
 use super::scripts;
 use super::step::Step;
 use super::{AddonError, Addons};
@@ -325,9 +326,9 @@ impl Addons {
         let command = match addon.kind.as_str() {
             "redis" => scripts::redis_verify(&dir, &record.file, &record.id),
             _ => {
-                let head = super::transfer::head_of(&volume.dir.join(&record.file)).await;
-                let custom = super::transfer::ImportFormat::of(&head)
-                    == super::transfer::ImportFormat::PgCustom;
+                let head = super::files::head_of(&volume.dir.join(&record.file)).await;
+                let custom =
+                    super::files::ImportFormat::of(&head) == super::files::ImportFormat::PgCustom;
                 scripts::postgres_verify(&dir, &record.file, &record.id, addon.memory_mb, custom)
             }
         };
@@ -401,30 +402,4 @@ fn show_counts(counts: &BTreeMap<String, u64>) -> String {
         true => "no tables".into(),
         false => parts.join(", "),
     }
-}
-
-/// A file's length and SHA-256 (hex), read in a blocking thread.
-pub(super) async fn hash_file(path: PathBuf) -> Result<(u64, String), String> {
-    tokio::task::spawn_blocking(move || hash_file_blocking(&path))
-        .await
-        .expect("blocking task")
-}
-
-fn hash_file_blocking(path: &Path) -> Result<(u64, String), String> {
-    use std::io::Read;
-    let mut file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-    let (mut buffer, mut total) = (vec![0u8; 1 << 16], 0u64);
-    loop {
-        let n = file
-            .read(&mut buffer)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        context.update(&buffer[..n]);
-        total += n as u64;
-    }
-    Ok((total, crate::ids::hex(context.finish().as_ref())))
 }

@@ -15,6 +15,7 @@
 mod appliance;
 mod backup;
 pub mod engine;
+mod files;
 mod restore;
 mod schedule;
 mod scripts;

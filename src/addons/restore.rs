@@ -147,7 +147,7 @@ impl Addons {
         let project = self.owner(into).await?;
         self.prepare_volume(&source.volume, project.uid).await?;
         if let Some((bytes, sha256)) = source.written {
-            let found = super::backup::hash_file(source.volume.dir.join(source.file)).await?;
+            let found = super::files::hash_file(source.volume.dir.join(source.file)).await?;
             if (found.0, found.1.as_str()) != (bytes, sha256) {
                 return Err(format!(
                     "{} changed since it was written and proven (SHA-256 {}, expected {sha256})",
@@ -168,9 +168,8 @@ impl Addons {
     ) -> Result<(), String> {
         let project = self.owner(into).await?;
         let path = format!("{}/{}", self.step_path(&source.volume), source.file);
-        let head = super::transfer::head_of(&source.volume.dir.join(source.file)).await;
-        let custom =
-            super::transfer::ImportFormat::of(&head) == super::transfer::ImportFormat::PgCustom;
+        let head = super::files::head_of(&source.volume.dir.join(source.file)).await;
+        let custom = super::files::ImportFormat::of(&head) == super::files::ImportFormat::PgCustom;
         let host = into.address.to_string();
         let password = self.password(into)?;
         let step = |what, command| Step {

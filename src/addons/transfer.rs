@@ -9,55 +9,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::backup::hash_file;
+use super::files::{hash_file, head_of, ImportFormat};
 use super::restore::Source;
 use super::{AddonError, Addons};
 use crate::store::addon_backups::{AddonBackupRecord, BackupState};
 use crate::store::addons::{AddonRecord, AddonState};
-
-/// What an uploaded file is, from its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportFormat {
-    /// `pg_dump -Fc` (starts `PGDMP`).
-    PgCustom,
-    /// SQL text for `psql`.
-    Sql,
-    /// A Redis RDB (starts `REDIS`).
-    Rdb,
-}
-
-impl ImportFormat {
-    pub fn of(head: &[u8]) -> ImportFormat {
-        if head.starts_with(b"PGDMP") {
-            ImportFormat::PgCustom
-        } else if head.starts_with(b"REDIS") {
-            ImportFormat::Rdb
-        } else {
-            ImportFormat::Sql
-        }
-    }
-
-    fn extension(self) -> &'static str {
-        match self {
-            ImportFormat::PgCustom => "dump",
-            ImportFormat::Sql => "sql",
-            ImportFormat::Rdb => "rdb",
-        }
-    }
-}
-
-/// The first bytes of a file (empty when it cannot be read).
-pub(super) async fn head_of(path: &Path) -> Vec<u8> {
-    let mut head = vec![0u8; 8];
-    let Ok(mut file) = tokio::fs::File::open(path).await else {
-        return Vec::new();
-    };
-    let n = tokio::io::AsyncReadExt::read(&mut file, &mut head)
-        .await
-        .unwrap_or(0);
-    head.truncate(n);
-    head
-}
 
 impl Addons {
     /// The file of a good backup to export: `backup` when given, else a new backup, taken
@@ -169,18 +125,5 @@ impl Addons {
             this.finish_restore(&addon, source, busy).await;
         });
         Ok(record)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_are_told_by_their_first_bytes() {
-        assert_eq!(ImportFormat::of(b"PGDMP\x01\x0f"), ImportFormat::PgCustom);
-        assert_eq!(ImportFormat::of(b"REDIS0010"), ImportFormat::Rdb);
-        assert_eq!(ImportFormat::of(b"CREATE TABLE"), ImportFormat::Sql);
-        assert_eq!(ImportFormat::of(b""), ImportFormat::Sql);
     }
 }

@@ -420,7 +420,10 @@ async fn the_appliance_backup_brings_add_ons_back_with_their_data() {
     .expect("the sandbox ran once");
     let daemon = &restored.daemon;
     // Their data volumes are missing: each is made again from its backup, in the background.
-    let addons = daemon.api("GET", "/api/projects/shop/addons", None).await.json();
+    let addons = daemon
+        .api("GET", "/api/projects/shop/addons", None)
+        .await
+        .json();
     for addon in addons["addons"].as_array().unwrap() {
         let path = format!("/api/addons/{}", addon["id"].as_str().unwrap());
         let now = wait_until(daemon, &path, "state", &["starting"]).await;
