@@ -17,10 +17,12 @@ pub mod engine;
 mod restore;
 mod schedule;
 mod scripts;
+mod resize;
 mod start;
 mod step;
 mod transfer;
 pub mod tunnel;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,6 +40,7 @@ use crate::supervisor::Supervisor;
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
 pub use restore::RestoreTarget;
+pub use resize::AddonChange;
 
 /// The add-on service, shared by the API.
 pub struct Addons {
@@ -55,6 +58,8 @@ pub struct Addons {
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Good backups kept per add-on.
     backup_keep: usize,
+    /// Changes of running add-ons (`resize.rs`) one at a time.
+    changes: tokio::sync::Mutex<()>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -76,6 +81,9 @@ pub enum AddonError {
     /// The machine cannot run it (a package missing, no address left): 409.
     #[error("{0}")]
     Unavailable(String),
+    /// The change asked for is not possible (shrinking a disk): 409.
+    #[error("{0}")]
+    Refused(String),
     /// It did not start (`ADDON_FAILED`).
     #[error("{0}")]
     Failed(String),
@@ -118,6 +126,7 @@ impl Addons {
             programs_root: PathBuf::from("/"),
             busy: Arc::default(),
             backup_keep: place.backup_keep,
+            changes: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -90,7 +90,7 @@ impl Addons {
     }
 
     /// Postgres: the password file initdb reads (then removes); Redis: its config file.
-    async fn write_secret_file(
+    pub(super) async fn write_secret_file(
         &self,
         project: &ProjectRecord,
         addon: &AddonRecord,

@@ -37,7 +37,10 @@ impl Volumes {
         ioctl::set_capacity(device.as_fd()).map_err(|error| {
             io::Error::new(
                 error.kind(),
-                format!("{} did not take its image's new size: {error}", path.display()),
+                format!(
+                    "{} did not take its image's new size: {error}",
+                    path.display()
+                ),
             )
         })?;
         let output = Command::new("resize2fs")

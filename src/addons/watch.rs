@@ -1,0 +1,173 @@
+//! The add-ons' disk alerts: every `addons.disk_check_interval_s` (30 s) each add-on's volume
+//! is measured, and a use crossing 80 % or 90 % of it sends `addon.disk_high` once; the alert
+//! is re-armed when the use falls back below the mark (after a grow, or a cleanup). Jumping
+//! from under 80 % past 90 % between two checks is one event, at 90 %. What was crossed is
+//! kept in memory: a daemon that starts with an add-on above a mark says so once more.
+//! Only disk-limited volumes (their own filesystem) are watched: a plain directory shares the
+//! host's disk, which is not the add-on's to fill. Started by `app::serve` with the daemon.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Addons;
+use crate::notifications::{Event, EventKind, Notifier};
+use crate::store::addons::AddonRecord;
+
+/// The marks, percent of the volume, lowest first.
+pub const MARKS: [u8; 2] = [80, 90];
+
+/// The highest mark `used` of `total` bytes is at or above (0: under every mark).
+pub fn mark(used: u64, total: u64) -> u8 {
+    if total == 0 {
+        return 0;
+    }
+    let percent = used.saturating_mul(100) / total;
+    MARKS
+        .iter()
+        .rev()
+        .copied()
+        .find(|mark| percent >= u64::from(*mark))
+        .unwrap_or(0)
+}
+
+/// Whether moving from mark `before` to `now` is a crossing to tell (upward only).
+pub fn crossed(before: u8, now: u8) -> bool {
+    now > before
+}
+
+/// The watcher; [`DiskWatch::check`] is one round.
+pub struct DiskWatch {
+    addons: Arc<Addons>,
+    notifier: Notifier,
+    /// Add-on id → the mark it was at, at the last check.
+    marks: Mutex<HashMap<String, u8>>,
+}
+
+impl DiskWatch {
+    pub fn new(addons: Arc<Addons>, notifier: Notifier) -> Arc<DiskWatch> {
+        Arc::new(DiskWatch {
+            addons,
+            notifier,
+            marks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Checks every `interval` until `shutdown`.
+    pub async fn run(self: Arc<Self>, interval: Duration, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            self.check().await;
+        }
+    }
+
+    /// One round: measures every add-on and sends an event for each crossing; the events sent.
+    pub async fn check(&self) -> Vec<Event> {
+        let addons = match self.addons.store.call(|s| s.all_addons()).await {
+            Ok(addons) => addons,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the add-ons to check their disks");
+                return Vec::new();
+            }
+        };
+        let mut sent = Vec::new();
+        for addon in addons {
+            let Some((used, total)) = self.addons.limited_disk_use(&addon).await else {
+                continue;
+            };
+            let now = mark(used, total);
+            let before = self
+                .marks
+                .lock()
+                .expect("marks poisoned")
+                .insert(addon.id.clone(), now)
+                .unwrap_or(0);
+            if !crossed(before, now) {
+                continue;
+            }
+            let event = self.event(&addon, now, used, total).await;
+            self.notifier.emit(event.clone());
+            sent.push(event);
+        }
+        let ids: Vec<String> = sent.iter().filter_map(|e| e.addon.clone()).collect();
+        if !ids.is_empty() {
+            tracing::warn!(addons = ?ids, "add-on disks past an alert mark");
+        }
+        sent
+    }
+
+    async fn event(&self, addon: &AddonRecord, mark: u8, used: u64, total: u64) -> Event {
+        let project_id = addon.project_id.clone();
+        let slug = self
+            .addons
+            .store
+            .call(move |s| s.find_project(&project_id))
+            .await
+            .ok()
+            .flatten()
+            .map(|project| project.slug);
+        let mut event = Event::new(EventKind::AddonDiskHigh)
+            .addon(&addon.id)
+            .error(&format!(
+                "{} disk past {mark} %: {} of {} MB used ({} %); grow it with PATCH \
+                 /api/addons/{} {{\"diskMb\": …}}",
+                addon.kind,
+                used >> 20,
+                total >> 20,
+                used.saturating_mul(100) / total.max(1),
+                addon.id
+            ));
+        event.project = slug;
+        event
+    }
+}
+
+impl Addons {
+    /// (used, size) in bytes of the add-on's volume when it is a filesystem of its own.
+    async fn limited_disk_use(&self, addon: &AddonRecord) -> Option<(u64, u64)> {
+        let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
+        tokio::task::spawn_blocking(move || {
+            volumes.limited_device(&volume).ok()??;
+            let stat = nix::sys::statvfs::statvfs(&volume.dir).ok()?;
+            let size = stat.blocks().saturating_mul(stat.fragment_size());
+            let used = (stat.blocks() - stat.blocks_free()).saturating_mul(stat.fragment_size());
+            Some((used, size))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_and_crossings() {
+        assert_eq!(mark(0, 100), 0);
+        assert_eq!(mark(79, 100), 0);
+        assert_eq!(mark(80, 100), 80);
+        assert_eq!(mark(89, 100), 80);
+        assert_eq!(mark(90, 100), 90);
+        assert_eq!(mark(100, 100), 90);
+        assert_eq!(mark(5, 0), 0);
+        // Up past 80, then 90: two events; back under 80 re-arms; 80 → 90 → 85 is no event.
+        let uses = [10, 85, 86, 95, 85, 95, 50, 92];
+        let mut before = 0;
+        let mut told = Vec::new();
+        for used in uses {
+            let now = mark(used, 100);
+            if crossed(before, now) {
+                told.push(now);
+            }
+            before = now;
+        }
+        assert_eq!(told, vec![80, 90, 90, 90]);
+    }
+}
