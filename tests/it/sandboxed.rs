@@ -6,6 +6,7 @@
 
 mod addon_backups;
 mod addon_tunnel;
+mod addon_ops;
 mod addons;
 mod attacks;
 mod backup;
