@@ -4,7 +4,8 @@
 //! from under 80 % past 90 % between two checks is one event, at 90 %. What was crossed is
 //! kept in memory: a daemon that starts with an add-on above a mark says so once more.
 //! Only disk-limited volumes (their own filesystem) are watched: a plain directory shares the
-//! host's disk, which is not the add-on's to fill. Started by `app::serve` with the daemon.
+//! host's disk, which is not the add-on's to fill. Each round's measures are also what
+//! `slipway_addon_disk_used_bytes` shows. Started by `app::serve` with the daemon.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Addons;
+use crate::metrics::addons::AddonDisk;
+use crate::metrics::DaemonMetrics;
 use crate::notifications::{Event, EventKind, Notifier};
 use crate::store::addons::AddonRecord;
 
@@ -42,15 +45,21 @@ pub fn crossed(before: u8, now: u8) -> bool {
 pub struct DiskWatch {
     addons: Arc<Addons>,
     notifier: Notifier,
+    metrics: Arc<DaemonMetrics>,
     /// Add-on id → the mark it was at, at the last check.
     marks: Mutex<HashMap<String, u8>>,
 }
 
 impl DiskWatch {
-    pub fn new(addons: Arc<Addons>, notifier: Notifier) -> Arc<DiskWatch> {
+    pub fn new(
+        addons: Arc<Addons>,
+        notifier: Notifier,
+        metrics: Arc<DaemonMetrics>,
+    ) -> Arc<DiskWatch> {
         Arc::new(DiskWatch {
             addons,
             notifier,
+            metrics,
             marks: Mutex::new(HashMap::new()),
         })
     }
@@ -76,10 +85,22 @@ impl DiskWatch {
             }
         };
         let mut sent = Vec::new();
+        let mut measured = std::collections::BTreeMap::new();
         for addon in addons {
-            let Some((used, total)) = self.addons.limited_disk_use(&addon).await else {
+            let Some(disk) = self.addons.disk_use(&addon).await else {
                 continue;
             };
+            let (used, total) = (disk.used, disk.size);
+            measured.insert(
+                addon.id.clone(),
+                AddonDisk {
+                    project_id: addon.project_id.clone(),
+                    used_bytes: used,
+                },
+            );
+            if !disk.limited {
+                continue;
+            }
             let now = mark(used, total);
             let before = self
                 .marks
@@ -94,6 +115,7 @@ impl DiskWatch {
             self.notifier.emit(event.clone());
             sent.push(event);
         }
+        self.metrics.addon_disks.set(measured);
         let ids: Vec<String> = sent.iter().filter_map(|e| e.addon.clone()).collect();
         if !ids.is_empty() {
             tracing::warn!(addons = ?ids, "add-on disks past an alert mark");
@@ -127,16 +149,28 @@ impl DiskWatch {
     }
 }
 
+/// An add-on's volume measured, in bytes.
+struct DiskUse {
+    used: u64,
+    size: u64,
+    /// A filesystem of its own (else `used` and `size` are the host disk's).
+    limited: bool,
+}
+
 impl Addons {
-    /// (used, size) in bytes of the add-on's volume when it is a filesystem of its own.
-    async fn limited_disk_use(&self, addon: &AddonRecord) -> Option<(u64, u64)> {
+    /// Its volume's use, `None` when it cannot be read (being made, or gone).
+    async fn disk_use(&self, addon: &AddonRecord) -> Option<DiskUse> {
         let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
         tokio::task::spawn_blocking(move || {
-            volumes.limited_device(&volume).ok()??;
+            let limited = matches!(volumes.limited_device(&volume), Ok(Some(_)));
             let stat = nix::sys::statvfs::statvfs(&volume.dir).ok()?;
             let size = stat.blocks().saturating_mul(stat.fragment_size());
             let used = (stat.blocks() - stat.blocks_free()).saturating_mul(stat.fragment_size());
-            Some((used, size))
+            Some(DiskUse {
+                used,
+                size,
+                limited,
+            })
         })
         .await
         .ok()

@@ -189,6 +189,7 @@ fn start_control_tasks(
     let disk_watch = crate::addons::watch::DiskWatch::new(
         services.addons.clone(),
         services.ctx.notifier.clone(),
+        services.daemon_metrics.clone(),
     );
     shutdown.spawn(disk_watch.run(
         Duration::from_secs(config.addons.disk_check_interval_s),

@@ -155,7 +155,7 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let second = wait_postmaster(&id, Some(first), Duration::from_secs(30)).await;
+    wait_postmaster(&id, Some(first), Duration::from_secs(30)).await;
     let read = "select sum(x) from t";
     let answered = eventually(Duration::from_secs(30), || async {
         let (state, out) = psql(daemon, read).await;
@@ -163,6 +163,10 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
     })
     .await;
     assert!(answered, "{:?}", psql(daemon, read).await);
+    let second = postmaster_pid(&id).expect("a postmaster serves");
+    // A restarted instance counts as started after the supervisor's 2 s grace; a daemon that
+    // stops before that stops it rather than leaving it running (supervisor::app_loop).
+    tokio::time::sleep(Duration::from_secs(3)).await;
 
     // The daemon restarts: the same postmaster goes on serving, data intact.
     sandboxed.daemon.restart();
@@ -172,17 +176,27 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
     assert_eq!(
         postmaster_pid(&id),
         Some(second),
-        "the next daemon adopted the running postmaster"
+        "the next daemon adopted the running postmaster: {}",
+        daemon.log_text()
     );
 
     // A new memory limit: settings derived again, the server restarted with them.
-    let patched = daemon
-        .api(
+    let patched = tokio::time::timeout(
+        Duration::from_secs(45),
+        daemon.api(
             "PATCH",
             &format!("/api/addons/{id}"),
             Some(json!({"memoryMb": 128})),
-        )
-        .await;
+        ),
+    )
+    .await;
+    let Ok(patched) = patched else {
+        let logs = daemon
+            .api("GET", &format!("/api/addons/{id}/logs"), None)
+            .await
+            .text();
+        panic!("PATCH took long: {}\n{logs}", daemon.log_text());
+    };
     assert_eq!(patched.status, 200, "{}", patched.text());
     assert_eq!(patched.json()["memoryMb"], 128);
     let third = wait_postmaster(&id, Some(second), Duration::from_secs(10)).await;
@@ -295,6 +309,11 @@ async fn a_full_disk_fails_writes_alerts_and_grows_until_writes_resume() {
         .as_u64()
         .unwrap();
     assert!(used > 80 << 20, "{used}");
+    let metrics = daemon.api("GET", "/api/metrics", None).await.text();
+    let up = format!("slipway_addon_up{{addon=\"{id}\",project=\"shop\"}} 1");
+    assert!(metrics.contains(&up), "{metrics}");
+    let disk = format!("slipway_addon_disk_used_bytes{{addon=\"{id}\",project=\"shop\"}} ");
+    assert!(metrics.contains(&disk), "{metrics}");
 
     // Grown: writes go on.
     let grown = daemon
