@@ -14,10 +14,10 @@
 
 mod backup;
 pub mod engine;
+mod resize;
 mod restore;
 mod schedule;
 mod scripts;
-mod resize;
 mod start;
 mod step;
 mod transfer;
@@ -39,8 +39,8 @@ use crate::supervisor::Supervisor;
 
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
-pub use restore::RestoreTarget;
 pub use resize::AddonChange;
+pub use restore::RestoreTarget;
 
 /// The add-on service, shared by the API.
 pub struct Addons {

@@ -101,9 +101,7 @@ pub(super) fn addon_error(error: AddonError) -> ApiError {
     match error {
         AddonError::Unavailable(message)
         | AddonError::Busy(message)
-        | AddonError::Refused(message) => {
-            ApiError::new(ErrorCode::Conflict, message)
-        }
+        | AddonError::Refused(message) => ApiError::new(ErrorCode::Conflict, message),
         AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
         AddonError::Invalid(message) => ApiError::new(ErrorCode::InvalidBody, message),
         AddonError::Store(error) => ApiError::internal(error),
