@@ -238,9 +238,11 @@ impl Addons {
         Ok(())
     }
 
-    /// Stops it and removes its data, its backups and its address.
+    /// Stops it and removes its data, its backups, its logs and its address.
     async fn remove(&self, addon: &AddonRecord) {
         self.supervisor.stop_deployment(&addon.id, None).await;
+        // Its log followers end; its lines go.
+        self.pipeline.hub().remove(&addon.id);
         let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
         let (backups, app_dir) = (self.backups_volume(addon), self.empty_app_dir(addon));
         let _ = tokio::task::spawn_blocking(move || {
@@ -256,6 +258,7 @@ impl Addons {
                 for backup in s.addon_backups(&id)? {
                     s.delete_addon_backup(&backup.id)?;
                 }
+                s.delete_logs(&id)?;
                 Ok::<_, crate::store::StoreError>(())
             })
             .await;

@@ -86,6 +86,12 @@ impl DiskWatch {
         };
         let mut sent = Vec::new();
         let mut measured = std::collections::BTreeMap::new();
+        let ids: std::collections::HashSet<String> = addons.iter().map(|a| a.id.clone()).collect();
+        // Deleted add-ons are forgotten.
+        self.marks
+            .lock()
+            .expect("marks poisoned")
+            .retain(|id, _| ids.contains(id));
         for addon in addons {
             let Some(disk) = self.addons.disk_use(&addon).await else {
                 continue;

@@ -1,12 +1,16 @@
 //! Running a real PostgreSQL add-on (issue 34's must-shows): `kill -9` of its postmaster →
 //! the supervisor starts it again with the data intact; a daemon restart adopts it (the same
-//! postmaster pid); a new memory limit restarts it with the new settings; its logs show the
-//! server's startup; a small disk fills up → writes fail, `addon.disk_high` arrives, the disk
-//! grows (`PATCH … {"diskMb"}`) and writes go on — online (the same pid) where the kernel lets
-//! the daemon grow a mounted filesystem (`CAP_SYS_RESOURCE`), with a restart elsewhere.
+//! postmaster pid); a new memory limit restarts it with the new settings; its logs (a page,
+//! and a stream that ends when the add-on is deleted) show the server's startup; a small disk
+//! fills up → writes fail, `addon.disk_high` arrives, the disk grows (`PATCH … {"diskMb"}`)
+//! and writes go on — online (the same pid) where the kernel lets the daemon grow a mounted
+//! filesystem (`CAP_SYS_RESOURCE`), with a restart elsewhere.
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 
 use super::Sandboxed;
@@ -102,6 +106,49 @@ async fn wait_postmaster(addon: &str, not: Option<u32>, within: Duration) -> u32
                 panic!("no postmaster for {addon} (other than {not:?}) within {within:?}")
             }
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Follows the add-on's log stream until its text holds `until`, then calls `then` and reads
+/// on until the stream ends; the text read. Panics if either takes longer than 30 s.
+async fn follow_logs<F: std::future::Future<Output = ()>>(
+    daemon: &TestDaemon,
+    addon: &str,
+    until: &str,
+    then: F,
+) -> String {
+    let stream = tokio::net::TcpStream::connect(daemon.http).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::get(format!("/api/addons/{addon}/logs/stream"))
+        .header("host", "slipway.localhost")
+        .header("authorization", format!("Bearer {}", daemon.token))
+        .body(Empty::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    let mut text = String::new();
+    let mut then = Some(then);
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .unwrap_or_else(|_| panic!("the log stream stalled: {text}"));
+        let Some(frame) = frame else {
+            return text;
+        };
+        if let Ok(data) = frame.unwrap().into_data() {
+            text.push_str(std::str::from_utf8(&data).unwrap());
+        }
+        if text.contains(until) {
+            if let Some(then) = then.take() {
+                then.await;
+            }
         }
     }
 }
@@ -236,6 +283,21 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
         (Some(128), Some(128))
     );
     assert_eq!(postmaster_pid(&id), Some(third), "nothing restarted");
+
+    // The stream replays the server's output and follows it until the add-on is deleted.
+    let delete = async {
+        let deleted = daemon
+            .api("DELETE", &format!("/api/addons/{id}?confirm={id}"), None)
+            .await;
+        assert_eq!(deleted.status, 200, "{}", deleted.text());
+    };
+    let streamed = follow_logs(daemon, &id, "ready to accept connections", delete).await;
+    assert!(streamed.contains("event: log"), "{streamed}");
+    assert!(streamed.contains("event: end"), "{streamed}");
+    let gone = daemon
+        .api("GET", &format!("/api/addons/{id}/logs"), None)
+        .await;
+    assert_eq!(gone.status, 404, "{}", gone.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
