@@ -5,8 +5,8 @@
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
 mod addon_backups;
-mod addon_tunnel;
 mod addon_ops;
+mod addon_tunnel;
 mod addons;
 mod attacks;
 mod backup;
