@@ -1,5 +1,6 @@
 //! `[addons]`: how often add-ons are backed up on their own, how many good backups each
-//! keeps, and how often their disks are checked for the 80 % and 90 % alerts (issue 34).
+//! keeps, the largest import, and how often their disks are checked for the 80 % and 90 %
+//! alerts (issue 34).
 
 use serde::Deserialize;
 
