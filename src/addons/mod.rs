@@ -16,6 +16,7 @@ mod appliance;
 mod backup;
 pub mod engine;
 mod files;
+mod resize;
 mod restore;
 mod schedule;
 mod scripts;
@@ -23,6 +24,7 @@ mod start;
 mod step;
 mod transfer;
 pub mod tunnel;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,6 +41,7 @@ use crate::supervisor::Supervisor;
 
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
+pub use resize::AddonChange;
 pub use restore::RestoreTarget;
 
 /// The add-on service, shared by the API.
@@ -57,6 +60,8 @@ pub struct Addons {
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Good backups kept per add-on.
     backup_keep: usize,
+    /// Changes of running add-ons (`resize.rs`) one at a time.
+    changes: tokio::sync::Mutex<()>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -78,6 +83,9 @@ pub enum AddonError {
     /// The machine cannot run it (a package missing, no address left): 409.
     #[error("{0}")]
     Unavailable(String),
+    /// The change asked for is not possible (shrinking a disk): 409.
+    #[error("{0}")]
+    Refused(String),
     /// It did not start (`ADDON_FAILED`).
     #[error("{0}")]
     Failed(String),
@@ -120,6 +128,7 @@ impl Addons {
             programs_root: PathBuf::from("/"),
             busy: Arc::default(),
             backup_keep: place.backup_keep,
+            changes: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -231,9 +240,11 @@ impl Addons {
         Ok(())
     }
 
-    /// Stops it and removes its data, its backups and its address.
+    /// Stops it and removes its data, its backups, its logs and its address.
     async fn remove(&self, addon: &AddonRecord) {
         self.supervisor.stop_deployment(&addon.id, None).await;
+        // Its log followers end; its lines go.
+        self.pipeline.hub().remove(&addon.id);
         let (volumes, volume) = (self.pipeline.volumes().clone(), self.volume(addon));
         let (backups, app_dir) = (self.backups_volume(addon), self.empty_app_dir(addon));
         let _ = tokio::task::spawn_blocking(move || {
@@ -249,6 +260,7 @@ impl Addons {
                 for backup in s.addon_backups(&id)? {
                     s.delete_addon_backup(&backup.id)?;
                 }
+                s.delete_logs(&id)?;
                 Ok::<_, crate::store::StoreError>(())
             })
             .await;

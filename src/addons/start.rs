@@ -90,7 +90,7 @@ impl Addons {
     }
 
     /// Postgres: the password file initdb reads (then removes); Redis: its config file.
-    async fn write_secret_file(
+    pub(super) async fn write_secret_file(
         &self,
         project: &ProjectRecord,
         addon: &AddonRecord,
@@ -227,20 +227,19 @@ fn redis_config(addon: &AddonRecord, password: &str, data: &str, listen: &str) -
     )
 }
 
-/// Whether the server answers its protocol: PostgreSQL's SSL request gets `N` or `S`, Redis's
-/// `PING` an answer line (`-NOAUTH` without the password).
+/// Whether the server answers its protocol: PostgreSQL asks a startup message for
+/// authentication (`R`) — while it starts or recovers from a crash it answers an error (`E`,
+/// "not yet accepting connections") instead, as `pg_isready` tells; Redis's `PING` gets an
+/// answer line (`-NOAUTH` without the password).
 async fn answers(kind: AddonKind, address: std::net::SocketAddr) -> bool {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
         let mut reply = [0u8; 1];
         match kind {
             AddonKind::Postgres => {
-                stream
-                    .write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
-                    .await
-                    .ok()?;
+                stream.write_all(&postgres_startup()).await.ok()?;
                 stream.read_exact(&mut reply).await.ok()?;
-                Some(reply[0] == b'N' || reply[0] == b'S')
+                Some(reply[0] == b'R')
             }
             AddonKind::Redis => {
                 stream.write_all(b"PING\r\n").await.ok()?;
@@ -254,6 +253,16 @@ async fn answers(kind: AddonKind, address: std::net::SocketAddr) -> bool {
         .ok()
         .flatten()
         .unwrap_or(false)
+}
+
+/// A protocol 3.0 startup message for user `slipway`, database `app` (no password is sent:
+/// the connection ends at the server's authentication request).
+fn postgres_startup() -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0slipway\0database\0app\0\0");
+    let mut message = (body.len() as u32 + 4).to_be_bytes().to_vec();
+    message.extend_from_slice(&body);
+    message
 }
 
 /// After a `-`: whether the error is Redis's `-LOADING` (not ready yet).

@@ -1,8 +1,8 @@
 //! Add-on services (issue 34): `POST/GET /api/projects/{projectId}/addons`,
 //! `GET/DELETE /api/addons/{addonId}` (DELETE with `?confirm=<addonId>`),
 //! `PUT/DELETE /api/addons/{addonId}/links/{projectId}`, `GET …/credentials`, `GET …/tunnel`
-//! (a WebSocket carrying one TCP connection to it). The work is the `addons` module's; this
-//! file checks bodies and shapes answers.
+//! (a WebSocket carrying one TCP connection to it); `PATCH` and the logs are `addon_ops.rs`'s.
+//! The work is the `addons` module's; this file checks bodies and shapes answers.
 
 use std::sync::Arc;
 
@@ -99,9 +99,9 @@ pub async fn create(
 
 pub(super) fn addon_error(error: AddonError) -> ApiError {
     match error {
-        AddonError::Unavailable(message) | AddonError::Busy(message) => {
-            ApiError::new(ErrorCode::Conflict, message)
-        }
+        AddonError::Unavailable(message)
+        | AddonError::Busy(message)
+        | AddonError::Refused(message) => ApiError::new(ErrorCode::Conflict, message),
         AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
         AddonError::Invalid(message) => ApiError::new(ErrorCode::InvalidBody, message),
         AddonError::Store(error) => ApiError::internal(error),

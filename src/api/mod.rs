@@ -5,6 +5,7 @@
 //! envelope (`error.rs`); a success is the handler's `Reply` with the route's status.
 
 mod addon_backups;
+mod addon_ops;
 mod addons;
 mod audit;
 mod context;
@@ -451,6 +452,14 @@ route_table! {
         query: None,
         handle: addons::get(ctx, params.get(0)),
     }
+    PatchAddon: PATCH "/api/addons/{addonId}" {
+        needs: Admin, target: Addon, success: OK,
+        summary: "Grow an add-on's disk online, or change its memory limit (with a restart)",
+        request: Some(RequestBody::Json(shape::<PatchAddon>)),
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addon_ops::patch(ctx, params.get(0), request),
+    }
     DeleteAddon: DELETE "/api/addons/{addonId}" {
         needs: Admin, target: Addon, success: OK,
         summary: "Delete an add-on and its data (?confirm=<addonId>)",
@@ -474,6 +483,22 @@ route_table! {
         response: ResponseBody::Json(shape::<Addon>),
         query: None,
         handle: addons::set_link(ctx, params.get(0), params.get(1), false),
+    }
+    AddonLogs: GET "/api/addons/{addonId}/logs" {
+        needs: Read, target: Addon, success: OK,
+        summary: "Get the add-on server's output (since, limit, stream)",
+        request: None,
+        response: ResponseBody::Json(shape::<AddonLogPage>),
+        query: Some(fields::<LogQuery>),
+        handle: addon_ops::logs(ctx, params.get(0), &request),
+    }
+    AddonLogStream: GET "/api/addons/{addonId}/logs/stream" {
+        needs: Read, target: Addon, success: OK,
+        summary: "Stream the add-on server's output as Server-Sent Events",
+        request: None,
+        response: ResponseBody::EventStream,
+        query: Some(fields::<LogQuery>),
+        handle: addon_ops::stream(ctx, params.get(0), &request),
     }
     AddonCredentials: GET "/api/addons/{addonId}/credentials" {
         needs: Deploy, target: Addon, success: OK,

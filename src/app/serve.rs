@@ -1,6 +1,6 @@
 //! The third step: the listeners open, the router threads serve visitors, and the control
 //! plane's long-lived tasks (the API listener, metrics, notifications, the admin socket,
-//! renewals, maintenance) run until the daemon's shutdown, each tracked by `Shutdown`.
+//! renewals, the add-ons' disk watch, maintenance) run until the daemon's shutdown, each tracked by `Shutdown`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,7 +151,8 @@ fn proxy_settings(config: &Config) -> ProxySettings {
     }
 }
 
-/// The metrics listener, notification deliveries, the admin socket and maintenance.
+/// The metrics listener, notification deliveries, the admin socket, the add-ons' disk watch
+/// and maintenance.
 fn start_control_tasks(
     base: &Base,
     services: &Services,
@@ -185,6 +186,15 @@ fn start_control_tasks(
             .clone()
             .run_scheduler(shutdown.root.child_token()),
     );
+    let disk_watch = crate::addons::watch::DiskWatch::new(
+        services.addons.clone(),
+        services.ctx.notifier.clone(),
+        services.daemon_metrics.clone(),
+    );
+    shutdown.spawn(disk_watch.run(
+        Duration::from_secs(config.addons.disk_check_interval_s),
+        shutdown.root.child_token(),
+    ));
     shutdown.spawn(maintain(
         base.store.clone(),
         base.tokens.clone(),

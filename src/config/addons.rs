@@ -1,5 +1,6 @@
-//! `[addons]`: how often add-ons are backed up on their own, and how many good backups each
-//! keeps (issue 34).
+//! `[addons]`: how often add-ons are backed up on their own, how many good backups each
+//! keeps, the largest import, and how often their disks are checked for the 80 % and 90 %
+//! alerts (issue 34).
 
 use serde::Deserialize;
 
@@ -15,6 +16,9 @@ pub struct AddonsConfig {
     pub backup_keep: usize,
     /// `import_max_mb` (default 10240): the largest body `PUT /api/addons/{id}/import` takes.
     pub import_max_mb: u64,
+    /// `disk_check_interval_s` (default 30, 1 to 3600): seconds between two checks of every
+    /// add-on's disk use (`addon.disk_full` events, `slipway_addon_disk_used_bytes`).
+    pub disk_check_interval_s: u64,
 }
 
 impl Default for AddonsConfig {
@@ -23,6 +27,7 @@ impl Default for AddonsConfig {
             backup_interval_h: 24,
             backup_keep: 7,
             import_max_mb: 10240,
+            disk_check_interval_s: 30,
         }
     }
 }
@@ -33,6 +38,7 @@ pub(super) struct RawAddons {
     backup_interval_h: Option<u64>,
     backup_keep: Option<usize>,
     import_max_mb: Option<u64>,
+    disk_check_interval_s: Option<u64>,
 }
 
 impl RawAddons {
@@ -46,10 +52,20 @@ impl RawAddons {
                     .into(),
             });
         }
+        let interval = self
+            .disk_check_interval_s
+            .unwrap_or(defaults.disk_check_interval_s);
+        if !(1..=3600).contains(&interval) {
+            return Err(ConfigError::Invalid {
+                key: "addons.disk_check_interval_s".into(),
+                message: "must be from 1 to 3600".into(),
+            });
+        }
         Ok(AddonsConfig {
             backup_interval_h: self.backup_interval_h.unwrap_or(defaults.backup_interval_h),
             backup_keep: keep,
             import_max_mb: self.import_max_mb.unwrap_or(defaults.import_max_mb),
+            disk_check_interval_s: interval,
         })
     }
 }

@@ -105,7 +105,7 @@ fn attach(backing: &File, image: &Path) -> io::Result<(File, PathBuf)> {
 }
 
 /// The loop device `backing` is attached to already (whole file, from offset 0), if any.
-fn attached(backing: &File) -> io::Result<Option<(File, PathBuf)>> {
+pub(super) fn attached(backing: &File) -> io::Result<Option<(File, PathBuf)>> {
     use std::os::unix::fs::MetadataExt;
     let meta = backing.metadata()?;
     let Ok(entries) = std::fs::read_dir("/sys/block") else {

@@ -9,7 +9,8 @@
 //!
 //! Without root or `mkfs.ext4` (`sandbox.mode = "none"` on a laptop), volumes are plain
 //! directories and only the reserve check applies. Called by the pipeline and the API;
-//! `portable.rs` is what backups need of volumes (freezing, rebuilding restored ones).
+//! `portable.rs` is what backups need of volumes (freezing, rebuilding restored ones);
+//! `grow.rs` grows a volume in use (an add-on's disk).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use std::process::{Command, Stdio};
 
 use crate::error_code::ErrorCode;
 
+mod grow;
 mod loopdev;
 mod portable;
 pub use portable::{thaw_all_under, Frozen};
@@ -292,7 +294,7 @@ pub fn available_bytes(path: &Path) -> io::Result<u64> {
     Ok((stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64))
 }
 
-fn is_mount_point(dir: &Path) -> bool {
+pub(super) fn is_mount_point(dir: &Path) -> bool {
     let Ok(canonical) = dir.canonicalize() else {
         return false;
     };

@@ -1,12 +1,14 @@
 //! The daemon's counters: per-project request counters and latency histograms that the
 //! router's hot path bumps ([`ProjectMetrics`], reached through the route snapshot), the
 //! provisioning counters the pipeline bumps ([`DaemonMetrics`]), the Prometheus text writer
-//! ([`exposition`]) and the process figures read from `/proc/self` ([`process`]).
+//! ([`exposition`]), the process figures read from `/proc/self` ([`process`]) and the
+//! add-ons' disk use the disk watch measures ([`addons`]).
 //!
 //! Architecture invariant: recording is a handful of relaxed atomic adds on memory allocated
 //! when the project entered the route table; no lock, no allocation, no syscall per request.
 //! This module depends on no other module of the crate.
 
+pub mod addons;
 pub mod exposition;
 pub mod process;
 
@@ -183,6 +185,8 @@ pub struct DaemonMetrics {
     /// Unix seconds when the daemon started (the counters' reset time).
     pub started_unix: u64,
     pub router_load: Arc<RouterLoad>,
+    /// The add-ons' disk use, as last measured.
+    pub addon_disks: addons::AddonDisks,
 }
 
 impl DaemonMetrics {
@@ -192,6 +196,7 @@ impl DaemonMetrics {
             run_duration: Histogram::new(RUN_BUCKETS),
             started_unix,
             router_load: Arc::new(RouterLoad::new(router_threads)),
+            addon_disks: Default::default(),
         }
     }
 

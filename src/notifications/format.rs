@@ -59,6 +59,10 @@ pub fn slack_body(event: &Event) -> String {
             let addon = event.addon.as_deref().unwrap_or("?");
             format!("Slipway: a backup of add-on {addon} of {project} failed: {error}")
         }
+        EventKind::AddonDiskFull => {
+            let addon = event.addon.as_deref().unwrap_or("?");
+            format!("Slipway: the disk of add-on {addon} of {project} is filling up: {error}")
+        }
     };
     let escaped = text
         .replace('&', "&amp;")

@@ -1,6 +1,6 @@
 //! Outbound webhooks: subscriptions (`POST /api/notifications`), the events the daemon emits
 //! (deployments, release commands, runs and cron jobs, app crashes, certificate failures,
-//! active domains) and their delivery.
+//! active domains, add-ons' failed backups and filling disks) and their delivery.
 //!
 //! [`Notifier::emit`] turns an event into one queued delivery per subscription that wants it,
 //! with the body fixed at that moment (`format.rs`), in the store; each subscription's queue
@@ -11,7 +11,8 @@
 //! queue (at least once; `X-Slipway-Delivery` lets a receiver drop a repeat).
 //! `destination.rs` keeps webhooks away from internal addresses.
 //! Callers: the pipeline (deployment events), the supervisor (`app.crashed`), `app.rs` (the
-//! TLS failure hook), the API handlers (subscriptions).
+//! TLS failure hook), the API handlers (subscriptions), the add-ons (`addon.backup_failed`,
+//! `addon.disk_full` from `addons::watch`).
 
 pub mod delivery;
 pub mod destination;
@@ -47,10 +48,11 @@ pub enum EventKind {
     CronFailed,
     CronTimedOut,
     AddonBackupFailed,
+    AddonDiskFull,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::DeploymentStarted,
         EventKind::DeploymentSucceeded,
         EventKind::DeploymentFailed,
@@ -63,6 +65,7 @@ impl EventKind {
         EventKind::CronFailed,
         EventKind::CronTimedOut,
         EventKind::AddonBackupFailed,
+        EventKind::AddonDiskFull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -79,6 +82,7 @@ impl EventKind {
             EventKind::CronFailed => "cron.failed",
             EventKind::CronTimedOut => "cron.timed_out",
             EventKind::AddonBackupFailed => "addon.backup_failed",
+            EventKind::AddonDiskFull => "addon.disk_full",
         }
     }
 

@@ -55,6 +55,11 @@ impl Pipeline {
         self.workspaces.volumes()
     }
 
+    /// The log hub (an add-on's server output is a channel of it, `adn_…`).
+    pub fn hub(&self) -> &std::sync::Arc<crate::logs::LogHub> {
+        &self.hub
+    }
+
     /// Where events for notifications go (add-ons send theirs too).
     pub fn notifier(&self) -> &crate::notifications::Notifier {
         &self.notifier

@@ -98,6 +98,28 @@ impl Store {
         Ok(Some(updated))
     }
 
+    /// Changes the add-on with `change` in one transaction; the add-on as it is now, `None`
+    /// when it does not exist.
+    pub fn update_addon(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut AddonRecord),
+    ) -> Result<Option<AddonRecord>> {
+        let txn = self.write()?;
+        let updated = {
+            let mut table = txn.open_table(tables::ADDONS)?;
+            let addon: Option<AddonRecord> = get_record(&table, "addons", id)?;
+            let Some(mut addon) = addon else {
+                return Ok(None);
+            };
+            change(&mut addon);
+            put_record(&mut table, id, &addon)?;
+            addon
+        };
+        txn.commit()?;
+        Ok(Some(updated))
+    }
+
     pub fn delete_addon(&self, id: &str) -> Result<Option<AddonRecord>> {
         let txn = self.write()?;
         let removed = {

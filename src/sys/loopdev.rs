@@ -1,7 +1,7 @@
 //! The loop device ioctls (`linux/loop.h`) and the kernel structs they take: asking
 //! `/dev/loop-control` for a free device, attaching a backing file, reading and setting a
-//! device's status, detaching it. The policy (which device, what to do when one is taken)
-//! is `disk::loopdev`'s.
+//! device's status, detaching it, telling it its backing file grew. The policy (which
+//! device, what to do when one is taken) is `disk::loopdev`'s.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -12,6 +12,7 @@ const LOOP_SET_FD: libc::c_ulong = 0x4C00;
 const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
 const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
 
 /// `LO_FLAGS_AUTOCLEAR`: the device is let go when its last user (the mount) closes it.
 pub const LO_FLAGS_AUTOCLEAR: u32 = 4;
@@ -117,6 +118,15 @@ pub fn set_status(device: BorrowedFd<'_>, info: &LoopInfo64) -> io::Result<()> {
 pub fn clear_fd(device: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: LOOP_CLR_FD takes no argument.
     if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CLR_FD, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `LOOP_SET_CAPACITY`: `device` reads its backing file's size again (after it grew).
+pub fn set_capacity(device: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: LOOP_SET_CAPACITY takes no argument.
+    if unsafe { libc::ioctl(device.as_raw_fd(), LOOP_SET_CAPACITY, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

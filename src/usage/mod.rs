@@ -1,10 +1,11 @@
 //! What the daemon measures, gathered at scrape time: each project's traffic counters (from
 //! the route snapshot), its app's memory and CPU (from the app's cgroups through the runner),
-//! its build cache, certificate expiry (TLS), provisioning runs, and the process's own
-//! figures. Rendered as the Prometheus page (`prometheus.rs`: `GET /metrics` on
+//! its build cache, certificate expiry (TLS), provisioning runs, the add-ons (`addons.rs`),
+//! and the process's own figures. Rendered as the Prometheus page (`prometheus.rs`: `GET /metrics` on
 //! `metrics_listen`, served by `server.rs`, and `GET /api/metrics`) and as one project's JSON
 //! ([`ProjectUsage`]: `GET /api/projects/{projectId}/usage`). Built by `app.rs`.
 
+mod addons;
 mod prometheus;
 pub mod server;
 

@@ -16,6 +16,7 @@ pub(super) fn render(
 ) -> String {
     let mut page = Exposition::new();
     project_families(&mut page, projects);
+    super::addons::addon_families(observatory, &mut page, projects);
     if let Audience::Operator = audience {
         daemon_families(observatory, &mut page);
     }

@@ -5,6 +5,7 @@
 //! Tests skip with a printed reason without root, namespaces, `ip` or `nft`.
 
 mod addon_backups;
+mod addon_ops;
 mod addon_tunnel;
 mod addons;
 mod attacks;

@@ -143,6 +143,10 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         Route::ListAddonBackups | Route::GetAddonBackup => &[],
         // Not an upgrade request; the add-on does not accept connections.
         Route::AddonTunnel => &[InvalidQuery, Conflict],
+        // Shrinking a disk, a backup or restore running; the disk did not grow or the server
+        // did not start again.
+        Route::PatchAddon => &[Conflict, AddonFailed],
+        Route::AddonLogs | Route::AddonLogStream => &[],
         Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         _ => return None,
     })
@@ -194,6 +198,8 @@ pub(super) fn links(route: Route) -> BTreeMap<&'static str, Link> {
         Route::CreateAddon => &[
             ("GetAddon", &[("addonId", ID)]),
             ("AddonCredentials", &[("addonId", ID)]),
+            ("PatchAddon", &[("addonId", ID)]),
+            ("AddonLogs", &[("addonId", ID)]),
         ],
         Route::CreateRun | Route::RunCronJob => &[
             ("GetRun", &[("runId", RUN_ID)]),

@@ -4,6 +4,7 @@
 //! (the provisioning status, log lines) are re-exported here; the log endpoints' shapes are in
 //! [`logs`], the error code as it travels in [`wire_code`].
 
+mod addon_ops;
 mod addons;
 mod audit;
 mod domains;
@@ -22,6 +23,7 @@ pub use crate::error_code::ErrorCode;
 pub use crate::logs::{LogLine, LogStream};
 pub use crate::pipeline::{ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, StepState};
+pub use addon_ops::*;
 pub use addons::*;
 pub use audit::*;
 pub use domains::*;

@@ -1,0 +1,84 @@
+//! An add-on's operations: `PATCH /api/addons/{addonId}` (grow its disk online, change its
+//! memory limit with a restart) and its server's output, `GET /api/addons/{addonId}/logs`
+//! and `…/logs/stream` (the log channel the supervisor fills for `adn_…:postgres.1`, keyed by
+//! the add-on's id, served as a run's). The work is the `addons` module's.
+
+use std::sync::Arc;
+
+use super::addons::{addon_error, record, view};
+use super::json::read_json_object;
+use super::reply::Reply;
+use super::{types, ApiError, ApiRequest, Context, ErrorCode};
+use crate::addons::AddonChange;
+
+pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<Reply, ApiError> {
+    let body = read_json_object(&request)?;
+    let patch: types::PatchAddon = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|error| {
+            ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("{error}; expected {{\"diskMb\", \"memoryMb\"}}"),
+            )
+        })?;
+    let change = AddonChange {
+        disk_mb: patch.disk_mb.map(u64::from),
+        memory_mb: patch.memory_mb.map(u64::from),
+    };
+    if change.disk_mb.is_none() && change.memory_mb.is_none() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "nothing to change: give `diskMb`, `memoryMb` or both",
+        ));
+    }
+    if change
+        .disk_mb
+        .is_some_and(|mb| !(64..=1_048_576).contains(&mb))
+        || change
+            .memory_mb
+            .is_some_and(|mb| !(64..=65536).contains(&mb))
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "`memoryMb` must be from 64 to 65536 and `diskMb` from 64 to 1048576",
+        ));
+    }
+    let addon = record(ctx, id).await?;
+    let changed = ctx
+        .addons
+        .change(&addon.id, change)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&view(ctx, changed).await))
+}
+
+pub async fn logs(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let query = super::logs::parse_query(request.uri().query())?;
+    let addon = record(ctx, id).await?;
+    let hub = ctx.hub.clone();
+    let key = addon.id.clone();
+    let (lines, has_more) = ctx
+        .store
+        .call(move |_| hub.read(&key, query.since, query.limit, query.stream))
+        .await?;
+    let next_since = lines.last().map(|l| l.seq).unwrap_or(query.since);
+    Ok(Reply::json(&types::AddonLogPage {
+        addon_id: addon.id,
+        logs: lines,
+        next_since,
+        has_more,
+    }))
+}
+
+/// Live until the add-on is deleted (or the client goes).
+pub async fn stream(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
+    let (query, since) = super::logs::stream_query(request)?;
+    let addon = record(ctx, id).await?;
+    Ok(super::logs::event_stream(
+        ctx.hub.clone(),
+        addon.id,
+        since,
+        query.stream,
+        false,
+        None,
+    ))
+}

@@ -1,0 +1,40 @@
+//! The shapes of an add-on's operations: `PATCH /api/addons/{addonId}` (grow its disk, change
+//! its memory) and its server's output (`GET /api/addons/{addonId}/logs`), issue 34.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::LogLine;
+
+/// `PATCH /api/addons/{addonId}`: what changes (at least one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PatchAddon {
+    /// A larger data volume, MiB: it grows online, the server keeps running. Smaller is 409.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
+    #[schemars(range(min = 64, max = 1048576))]
+    pub disk_mb: Option<u32>,
+    /// A new memory limit, MiB: the settings are derived again and the server restarts (a
+    /// short interruption).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::json::whole_number"
+    )]
+    #[schemars(range(min = 64, max = 65536))]
+    pub memory_mb: Option<u32>,
+}
+
+/// A page of an add-on server's output (`GET /api/addons/{addonId}/logs`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonLogPage {
+    pub addon_id: String,
+    pub logs: Vec<LogLine>,
+    pub next_since: u64,
+    pub has_more: bool,
+}
