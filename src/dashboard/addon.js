@@ -101,6 +101,7 @@ function linksCard(addon, slugs, path, draw) {
       h("button", { class: "danger unlink", "data-project": slug, "aria-label": `Unlink ${slug}`, onclick: (/** @type {Event} */ e) =>
         act(e.target, async () => {
           draw(await api("DELETE", `${path}/links/${enc(id)}`));
+          document.getElementById("link-project")?.focus();
           flash(`${slug} is unlinked: its next deployment no longer gets ${addon.envName}.`, "info");
         }) }, "Unlink")];
   });
@@ -109,6 +110,7 @@ function linksCard(addon, slugs, path, draw) {
   const link = async () => {
     const name = slug.value.trim();
     draw(await api("PUT", `${path}/links/${enc(name)}`));
+    document.getElementById("link-project")?.focus();
     flash(`${name} is linked: its next deployment gets ${addon.envName}.`, "info");
   };
   return [h("h2", { id: "addon-links-title" }, "Linked projects"),

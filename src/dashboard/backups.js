@@ -38,7 +38,7 @@ export async function backupsSection(addon, base, refreshAddon) {
     const focused = document.activeElement instanceof HTMLElement && list.contains(document.activeElement)
       ? document.activeElement.dataset.focus : undefined;
     list.replaceChildren(backupTable(backups, open, { verify, restore }));
-    if (focused) list.querySelector(`[data-focus="${CSS.escape(focused)}"]`)?.focus();
+    if (focused) /** @type {HTMLElement | null} */ (list.querySelector(`[data-focus="${CSS.escape(focused)}"]`))?.focus();
     const followed = watched && backups.find((/** @type {any} */ b) => b.id === watched);
     if (followed && !unfinished(followed.state)) {
       status.textContent = followed.state === "ok" ? `Backup ${followed.id} is ok: a throw-away restore proved it.`
