@@ -244,6 +244,9 @@ async fn the_addons_tab_creates_backs_up_links_and_deletes_a_redis_addon() {
         .await;
     let expected: Vec<String> = tables.iter().map(|(db, n)| format!("{db}: {n}")).collect();
     assert_eq!(listed, json!(expected));
+    browser
+        .eval("document.querySelector('#backups-title').scrollIntoView()")
+        .await;
     shoot(&mut browser, "addon-backups").await;
 
     // Link another project by its name, then unlink it.
@@ -256,7 +259,10 @@ async fn the_addons_tab_creates_backs_up_links_and_deletes_a_redis_addon() {
         )
         .await;
     let links = get(daemon, &format!("/api/addons/{id}")).await["links"].clone();
-    assert!(links.as_array().unwrap().contains(&json!(blog_id)), "{links}");
+    assert!(
+        links.as_array().unwrap().contains(&json!(blog_id)),
+        "{links}"
+    );
     browser.click("button.unlink[data-project=blog]").await;
     browser
         .wait_for(
@@ -265,7 +271,10 @@ async fn the_addons_tab_creates_backs_up_links_and_deletes_a_redis_addon() {
         )
         .await;
     let links = get(daemon, &format!("/api/addons/{id}")).await["links"].clone();
-    assert!(!links.as_array().unwrap().contains(&json!(blog_id)), "{links}");
+    assert!(
+        !links.as_array().unwrap().contains(&json!(blog_id)),
+        "{links}"
+    );
 
     // The credentials, only when asked for.
     let before = credential_reads(daemon, &id).await;
