@@ -57,6 +57,21 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("runs.js"),
     ),
     (
+        "/assets/addons.js",
+        "text/javascript; charset=utf-8",
+        include_str!("addons.js"),
+    ),
+    (
+        "/assets/addon.js",
+        "text/javascript; charset=utf-8",
+        include_str!("addon.js"),
+    ),
+    (
+        "/assets/backups.js",
+        "text/javascript; charset=utf-8",
+        include_str!("backups.js"),
+    ),
+    (
         "/assets/notifications.js",
         "text/javascript; charset=utf-8",
         include_str!("notifications.js"),

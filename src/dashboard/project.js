@@ -1,11 +1,12 @@
 // One project: deployments with live logs (redeploy, rollback, cancel), processes (the
 // live deployment's types and instances, scaled in processes.js), jobs (one-off runs and
-// cron jobs, in jobs.js and runs.js), env vars, domains, git settings with webhook and
-// deploy hooks, previews.
+// cron jobs, in jobs.js and runs.js), add-ons (addons.js, addon.js, backups.js), env vars,
+// domains, git settings with webhook and deploy hooks, previews.
 import { api, enc, absolute, followLogs } from "./api.js";
 import { h, field, form, byId, flash, act, describe, ago, duration, badge, table } from "./ui.js";
 import { processes } from "./processes.js";
 import { jobs } from "./jobs.js";
+import { addons } from "./addons.js";
 
 /** @typedef {(body: HTMLElement, project: any, base: string, deploymentId: string | undefined, reload: () => Promise<void>) => Promise<void>} Tab */
 
@@ -13,7 +14,7 @@ import { jobs } from "./jobs.js";
 let stopFollowing = null;
 window.addEventListener("hashchange", () => { if (stopFollowing) { stopFollowing(); stopFollowing = null; } });
 
-const TABS = [["deployments", "Deployments"], ["processes", "Processes"], ["jobs", "Jobs"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
+const TABS = [["deployments", "Deployments"], ["processes", "Processes"], ["jobs", "Jobs"], ["addons", "Add-ons"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
 
 /**
  * @param {(...nodes: Node[]) => void} show
@@ -33,7 +34,7 @@ export async function projectPage(show, slug, tab, deploymentId) {
   const body = h("div");
   show(header, body);
   /** @type {Record<string, Tab>} */
-  const pages = { deployments, processes, jobs, env, domains, git, previews };
+  const pages = { deployments, processes, jobs, addons, env, domains, git, previews };
   await (pages[tab] || deployments)(body, project, base, deploymentId, () => projectPage(show, slug, tab, deploymentId));
 }
 

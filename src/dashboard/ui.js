@@ -143,3 +143,38 @@ export function table(headers, rows, narrow = [], stack = false) {
       h("td", { class: narrow.includes(i) ? "hide-narrow" : null, "data-label": stack ? headers[i] : null }, cell))))
       : h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "Nothing yet.")))));
 }
+
+/** Pending polls by name; the address changing stops them all, so a page left stops asking. */
+const polls = new Map();
+window.addEventListener("hashchange", () => { for (const timer of polls.values()) clearTimeout(timer); polls.clear(); });
+
+/**
+ * Runs `work` once after `ms`, replacing a poll of the same name that is still pending (a
+ * page drawn again never polls twice); `work` schedules the next one while something runs.
+ * @param {string} name
+ * @param {number} ms
+ * @param {() => unknown} work
+ */
+export function poll(name, ms, work) {
+  clearTimeout(polls.get(name));
+  polls.set(name, setTimeout(() => { polls.delete(name); work(); }, ms));
+}
+
+/** @param {number} bytes @returns {string} a size in words (`3.2 MiB`) */
+export function size(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = bytes / 1024, unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+/**
+ * Goes to `hash` and says `message` there (after the address change, which clears the flash).
+ * @param {string} hash
+ * @param {string} message
+ */
+export function navigate(hash, message) {
+  window.addEventListener("hashchange", () => flash(message, "info"), { once: true });
+  location.hash = hash;
+}

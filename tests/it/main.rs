@@ -7,6 +7,7 @@ mod build_cache;
 mod client;
 mod connections;
 mod dashboard;
+mod dashboard_addons;
 mod dashboard_env;
 mod dashboard_formation;
 mod dashboard_forms;

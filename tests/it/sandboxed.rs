@@ -152,6 +152,12 @@ impl Sandboxed {
 }
 
 /// Why the namespaced sandbox cannot run here, if it cannot.
+/// Why this machine cannot run a namespaced daemon, if it cannot (for tests outside this
+/// module that fall back to mode none).
+pub(crate) fn namespaces_unavailable() -> Option<String> {
+    unavailable()
+}
+
 fn unavailable() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("the namespaced sandbox needs root".into());
