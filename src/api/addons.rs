@@ -116,7 +116,7 @@ pub async fn list(
     let page = super::paging::parse(request.uri().query())?;
     let project = find(ctx, id_or_slug).await?;
     let id = project.id.clone();
-    let addons = ctx.store.call(move |s| s.addons_linked_to(&id)).await?;
+    let addons = ctx.store.call(move |s| s.addons_of(&id)).await?;
     let (addons, next_cursor) = super::paging::paginate(
         addons,
         |addon| (addon.created_ms, addon.id.clone()),

@@ -438,7 +438,7 @@ route_table! {
     }
     ListAddons: GET "/api/projects/{projectId}/addons" {
         needs: Read, target: Project, success: OK,
-        summary: "List the add-ons the project is linked to",
+        summary: "List the add-ons the project owns or is linked to",
         request: None,
         response: ResponseBody::Json(shape::<AddonList>),
         query: Some(fields::<PageQuery>),

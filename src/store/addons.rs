@@ -72,6 +72,17 @@ impl Store {
             .collect())
     }
 
+    /// The add-ons `project_id` owns or is linked to (what its add-ons list shows).
+    pub fn addons_of(&self, project_id: &str) -> Result<Vec<AddonRecord>> {
+        Ok(self
+            .all_addons()?
+            .into_iter()
+            .filter(|addon| {
+                addon.project_id == project_id || addon.links.iter().any(|p| p == project_id)
+            })
+            .collect())
+    }
+
     /// Adds (`link`) or removes `project_id` from the add-on's links; the add-on as it is
     /// now, `None` when it does not exist.
     pub fn set_addon_link(
