@@ -60,6 +60,7 @@ pub struct Addons {
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Good backups kept per add-on.
     backup_keep: usize,
+    memory_reserve_mb: u64,
     /// Changes of running add-ons (`resize.rs`) one at a time.
     changes: tokio::sync::Mutex<()>,
 }
@@ -106,6 +107,9 @@ pub struct Place {
     pub loopback: bool,
     /// Good backups kept per add-on (`[addons] backup_keep`).
     pub backup_keep: usize,
+    /// Memory kept for the system (`limits.memory_reserve_mb`): add-ons are admitted as
+    /// instances are.
+    pub memory_reserve_mb: u64,
 }
 
 impl Addons {
@@ -128,6 +132,7 @@ impl Addons {
             programs_root: PathBuf::from("/"),
             busy: Arc::default(),
             backup_keep: place.backup_keep,
+            memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
         })
     }
@@ -176,6 +181,11 @@ impl Addons {
                     .into(),
             ));
         }
+        self.admit(
+            request.memory_mb,
+            None,
+            &format!("a {} add-on", request.kind.as_str()),
+        )?;
         let (link_index, address) = self.runner.allocate_link().ok_or_else(|| {
             AddonError::Unavailable("no sandbox address is free (sandbox.subnet is full)".into())
         })?;
@@ -326,6 +336,27 @@ impl Addons {
         for addon in addons.iter().filter(|a| a.project_id == project_id) {
             let _ = self.delete(addon).await;
         }
+    }
+}
+
+impl Addons {
+    /// Refuses `memory_mb` (409) when it, with every running instance and add-on (but
+    /// `replacing`, whose limit it takes the place of), exceeds the machine's memory minus
+    /// the reserve: add-ons are admitted as process instances are.
+    fn admit(&self, memory_mb: u64, replacing: Option<&str>, what: &str) -> Result<(), AddonError> {
+        let Some(total_mb) = crate::formation::host_memory_mb() else {
+            return Ok(());
+        };
+        let held_mb = self
+            .supervisor
+            .held_memory_mb(|owner, _| Some(owner) == replacing);
+        crate::formation::Admission {
+            total_mb,
+            reserve_mb: self.memory_reserve_mb,
+            held_mb,
+        }
+        .admit(memory_mb, &format!("{what} × {memory_mb} MiB"))
+        .map_err(AddonError::Unavailable)
     }
 }
 

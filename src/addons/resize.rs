@@ -47,6 +47,13 @@ impl Addons {
             )));
         }
         let memory_mb = change.memory_mb.unwrap_or(addon.memory_mb);
+        if memory_mb > addon.memory_mb {
+            self.admit(
+                memory_mb,
+                Some(&addon.id),
+                &format!("{} ({})", addon.id, addon.kind),
+            )?;
+        }
         let disk = match disk_mb > addon.disk_mb {
             true => self.grow_online(&addon, disk_mb).await?,
             false => Disk::Same,

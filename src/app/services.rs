@@ -195,6 +195,7 @@ fn jobs_and_addons(
             data_dir: config.data_dir.clone(),
             loopback: base.sandbox.mode() == SandboxMode::None,
             backup_keep: config.addons.backup_keep,
+            memory_reserve_mb: config.limits.memory_reserve_mb,
         },
     );
     (jobs, addons)

@@ -118,6 +118,31 @@ async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
     let (state, out) = run(daemon, "other", read).await;
     assert_eq!((state.as_str(), out.trim()), ("succeeded", "42"), "{out}");
 
+    // Memory is admitted as instances' is: more than the machine has free is refused.
+    let total_mb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kb| kb / 1024);
+    if total_mb < 60_000 {
+        let refused = daemon
+            .api(
+                "POST",
+                "/api/projects/other/addons",
+                Some(json!({"kind": "redis", "memoryMb": 65536})),
+            )
+            .await;
+        assert_eq!(refused.status, 409, "{}", refused.text());
+        assert!(
+            refused.text().contains("not enough memory"),
+            "{}",
+            refused.text()
+        );
+    }
+
     // Redis, with a counter.
     let created = daemon
         .api(
