@@ -107,8 +107,8 @@ impl AppLoop {
         }
     }
 
-    /// Waits until the started instance answers on `address` (or, with no port, has kept
-    /// running for [`WORKER_GRACE`]), exits, or the loop is told to end; says so in its log
+    /// Waits until the started instance answers on `address` (or, with no port, accepts a
+    /// connection on its `serve_port` (add-ons), or has kept running for [`WORKER_GRACE`]), exits, or the loop is told to end; says so in its log
     /// and, on its first start, to [`Supervisor::start`].
     async fn arrive(
         &mut self,
@@ -118,6 +118,7 @@ impl AppLoop {
     ) -> Arrival {
         let spec = &self.spec;
         let reachable = std::mem::take(&mut running.reachable);
+        let own_address = running.address;
         let healthy = tokio::select! {
             _ = self.control.cancel.cancelled() => return Arrival::Canceled,
             exit = running.wait() => Err(exit),
@@ -126,6 +127,11 @@ impl AppLoop {
                     Some(address) => wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable).await,
                     // Adopted: it has run for longer than the grace already.
                     None if adopted => true,
+                    // An add-on has started once the port it serves accepts a connection.
+                    None if spec.serve_port.is_some() => {
+                        let served = SocketAddr::new(own_address, spec.serve_port.unwrap_or_default());
+                        wait_healthy(served, None, &spec.slug, self.health_timeout, reachable).await
+                    }
                     None => match &spec.health_command {
                         Some(command) => check::passes_within(&self.supervisor, spec, command, self.health_timeout).await,
                         None => {

@@ -81,7 +81,8 @@ pub struct AppSpec {
     pub cpus: f64,
     /// Add-ons (address and port) the instance may connect to: its project's links.
     pub reach: Vec<std::net::SocketAddrV4>,
-    /// An add-on's port other sandboxes may connect to (subject to their `reach`).
+    /// An add-on's port other sandboxes may connect to (subject to their `reach`); it has
+    /// started once that port accepts a connection.
     pub serve_port: Option<u16>,
     /// An add-on's pinned link: the same address across restarts.
     pub link: Option<u32>,
