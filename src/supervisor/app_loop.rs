@@ -107,9 +107,44 @@ impl AppLoop {
         }
     }
 
-    /// Waits until the started instance answers on `address` (or, with no port, accepts a
-    /// connection on its `serve_port` (add-ons), or has kept running for [`WORKER_GRACE`]), exits, or the loop is told to end; says so in its log
-    /// and, on its first start, to [`Supervisor::start`].
+    /// Whether a started instance became healthy: it answers on `address`; with no port, it
+    /// accepts a connection on its `serve_port` at `own_address` (add-ons), passes its health
+    /// command, or has kept running for [`WORKER_GRACE`].
+    async fn first_health(
+        &self,
+        address: Option<SocketAddr>,
+        own_address: std::net::IpAddr,
+        adopted: bool,
+        reachable: crate::sandbox::Reachable,
+    ) -> bool {
+        let spec = &self.spec;
+        let timeout = self.health_timeout;
+        match (address, spec.serve_port) {
+            (Some(address), _) => {
+                let path = spec.health_check_path.as_deref();
+                wait_healthy(address, path, &spec.slug, timeout, reachable).await
+            }
+            // Adopted: it has run for longer than the grace already.
+            (None, _) if adopted => true,
+            (None, Some(port)) => {
+                let served = SocketAddr::new(own_address, port);
+                wait_healthy(served, None, &spec.slug, timeout, reachable).await
+            }
+            (None, None) => match &spec.health_command {
+                Some(command) => {
+                    check::passes_within(&self.supervisor, spec, command, timeout).await
+                }
+                None => {
+                    tokio::time::sleep(WORKER_GRACE).await;
+                    true
+                }
+            },
+        }
+    }
+
+    /// Waits until the started instance is healthy ([`Self::first_health`]), exits, or the
+    /// loop is told to end; says so in its log and, on its first start, to
+    /// [`Supervisor::start`].
     async fn arrive(
         &mut self,
         running: &mut Running,
@@ -122,25 +157,7 @@ impl AppLoop {
         let healthy = tokio::select! {
             _ = self.control.cancel.cancelled() => return Arrival::Canceled,
             exit = running.wait() => Err(exit),
-            healthy = async {
-                match address {
-                    Some(address) => wait_healthy(address, spec.health_check_path.as_deref(), &spec.slug, self.health_timeout, reachable).await,
-                    // Adopted: it has run for longer than the grace already.
-                    None if adopted => true,
-                    // An add-on has started once the port it serves accepts a connection.
-                    None if spec.serve_port.is_some() => {
-                        let served = SocketAddr::new(own_address, spec.serve_port.unwrap_or_default());
-                        wait_healthy(served, None, &spec.slug, self.health_timeout, reachable).await
-                    }
-                    None => match &spec.health_command {
-                        Some(command) => check::passes_within(&self.supervisor, spec, command, self.health_timeout).await,
-                        None => {
-                            tokio::time::sleep(WORKER_GRACE).await;
-                            true
-                        }
-                    },
-                }
-            } => Ok(healthy),
+            healthy = self.first_health(address, own_address, adopted, reachable) => Ok(healthy),
         };
         match healthy {
             Ok(true) => {

@@ -291,8 +291,14 @@ async fn a_receiver_that_is_down_gets_the_delivery_after_a_daemon_restart() {
     assert_eq!(received.len(), 1, "{received:#?}");
     assert_signed(&received[0], &secret);
     assert_eq!(received[0].json()["project"], "site");
+    // The receiver has the body a moment before the daemon has recorded its answer.
+    let recorded = eventually(Duration::from_secs(10), || async {
+        daemon.api("GET", &path, None).await.json()["deliveries"][0]["status"] == 200
+    })
+    .await;
     let log = daemon.api("GET", &path, None).await.json();
     let last = &log["deliveries"][0];
+    assert!(recorded, "{log}");
     assert_eq!(last["status"], 200, "{log}");
     assert!(last["attempt"].as_u64().unwrap() >= 2, "{log}");
     assert_eq!(last["deliveryId"], log["deliveries"][1]["deliveryId"]);
