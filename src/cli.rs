@@ -254,6 +254,9 @@ pub enum AddonsAction {
         /// Redis only: `cache` keeps nothing on disk and evicts least recently used keys.
         #[arg(long, value_enum)]
         mode: Option<AddonModeArg>,
+        /// PostgreSQL only: point-in-time recovery (WAL archived, base backups taken).
+        #[arg(long)]
+        pitr: bool,
         /// The project (default: `project` in ./slipway.toml).
         #[arg(long, value_name = "SLUG")]
         project: Option<String>,

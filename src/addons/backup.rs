@@ -113,8 +113,19 @@ impl Addons {
         tokio::spawn(async move {
             let _busy = busy;
             this.backup_now(&addon, started).await;
+            this.base_backup_too(&addon, "manual").await;
         });
         Ok(record)
+    }
+
+    /// After a logical backup of a PITR add-on: a base backup beside it.
+    pub(super) async fn base_backup_too(&self, addon: &AddonRecord, trigger: &str) {
+        if !addon.pitr {
+            return;
+        }
+        if let Ok(record) = self.new_backup_of(addon, trigger, BackupKind::Base).await {
+            self.base_backup_now(addon, record).await;
+        }
     }
 
     /// Proves a good backup again (its file may have changed since): the record
@@ -164,15 +175,25 @@ impl Addons {
         addon: &AddonRecord,
         trigger: &str,
     ) -> Result<AddonBackupRecord, AddonError> {
-        let id = crate::ids::new_id("bak_");
         let kind = match addon.kind.as_str() {
             "redis" => BackupKind::Rdb,
             _ => BackupKind::Logical,
         };
-        let extension = if kind == BackupKind::Rdb {
-            "rdb"
-        } else {
-            "dump"
+        self.new_backup_of(addon, trigger, kind).await
+    }
+
+    /// A new backup record of `kind`, stored as `running`.
+    pub(super) async fn new_backup_of(
+        &self,
+        addon: &AddonRecord,
+        trigger: &str,
+        kind: BackupKind,
+    ) -> Result<AddonBackupRecord, AddonError> {
+        let id = crate::ids::new_id("bak_");
+        let extension = match kind {
+            BackupKind::Rdb => "rdb",
+            BackupKind::Logical => "dump",
+            BackupKind::Base => "base.tar",
         };
         let record = AddonBackupRecord {
             v: 1,
@@ -190,6 +211,7 @@ impl Addons {
             verified_ms: None,
             check: None,
             error: None,
+            wal_start: None,
         };
         let stored = record.clone();
         self.store
@@ -267,6 +289,9 @@ impl Addons {
         addon: &AddonRecord,
         record: &mut AddonBackupRecord,
     ) -> Result<(), String> {
+        if record.kind == BackupKind::Base {
+            return self.base_dump(addon, record).await;
+        }
         let project = self.owner(addon).await?;
         let volume = self.backups_volume(addon);
         self.prepare_volume(&volume, project.uid).await?;
@@ -323,8 +348,11 @@ impl Addons {
             ));
         }
         let dir = self.step_path(&volume);
-        let command = match addon.kind.as_str() {
-            "redis" => scripts::redis_verify(&dir, &record.file, &record.id),
+        let command = match (addon.kind.as_str(), record.kind) {
+            (_, BackupKind::Base) => {
+                scripts::postgres_verify_base(&dir, &record.file, &record.id, addon.memory_mb)
+            }
+            ("redis", _) => scripts::redis_verify(&dir, &record.file, &record.id),
             _ => {
                 let head = super::files::head_of(&volume.dir.join(&record.file)).await;
                 let custom =
@@ -359,39 +387,52 @@ impl Addons {
         }
     }
 
-    /// Keeps the newest `keep` good backups of the add-on (and failed ones of the last
-    /// day); removes the rest with their files.
+    /// Keeps the newest `keep` good backups of each kind (and failed ones of the last day);
+    /// removes the rest with their files, and the archived WAL no kept base backup needs.
     pub(super) async fn prune(&self, addon: &AddonRecord) {
         let id = addon.id.clone();
         let Ok(backups) = self.store.call(move |s| s.addon_backups(&id)).await else {
             return;
         };
         let day_ago = crate::ids::now_ms().saturating_sub(24 * 3600 * 1000);
-        let mut good = backups
-            .iter()
-            .filter(|b| b.state == BackupState::Ok)
-            .count();
+        let mut good: BTreeMap<&str, usize> = BTreeMap::new();
+        for backup in backups.iter().filter(|b| b.state == BackupState::Ok) {
+            *good.entry(kind_word(backup.kind)).or_default() += 1;
+        }
         let dir = self.backups_volume(addon).dir;
+        let mut kept = Vec::new();
         for backup in &backups {
+            let left = good.entry(kind_word(backup.kind)).or_default();
             let expired = match backup.state {
-                BackupState::Ok if good > self.backup_keep => {
-                    good -= 1;
+                BackupState::Ok if *left > self.backup_keep => {
+                    *left -= 1;
                     true
                 }
                 BackupState::Failed => backup.created_ms < day_ago,
                 _ => false,
             };
-            if expired {
-                let _ = tokio::fs::remove_file(dir.join(&backup.file)).await;
-                let key = backup.id.clone();
-                let _ = self.store.call(move |s| s.delete_addon_backup(&key)).await;
+            if !expired {
+                kept.push(backup.clone());
+                continue;
             }
+            let _ = tokio::fs::remove_file(dir.join(&backup.file)).await;
+            let key = backup.id.clone();
+            let _ = self.store.call(move |s| s.delete_addon_backup(&key)).await;
         }
+        self.prune_wal(addon, &kept).await;
     }
 
     /// A backup of `addon` by id, with its file's path.
     pub async fn backup_file(&self, addon: &AddonRecord, backup: &AddonBackupRecord) -> PathBuf {
         self.backups_volume(addon).dir.join(&backup.file)
+    }
+}
+
+fn kind_word(kind: BackupKind) -> &'static str {
+    match kind {
+        BackupKind::Logical => "logical",
+        BackupKind::Base => "base",
+        BackupKind::Rdb => "rdb",
     }
 }
 

@@ -17,6 +17,8 @@ mod backup;
 pub mod engine;
 mod files;
 mod resize;
+mod pitr;
+mod pitr_restore;
 mod restore;
 mod schedule;
 mod scripts;
@@ -42,6 +44,7 @@ use crate::supervisor::Supervisor;
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
 pub use resize::AddonChange;
+pub use pitr::PitrWindow;
 pub use restore::RestoreTarget;
 
 /// The add-on service, shared by the API.
@@ -63,6 +66,8 @@ pub struct Addons {
     memory_reserve_mb: u64,
     /// Changes of running add-ons (`resize.rs`) one at a time.
     changes: tokio::sync::Mutex<()>,
+    /// Held while WAL is moved into a backups volume (`pitr.rs`): one mover at a time.
+    shipping: tokio::sync::Mutex<()>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -76,6 +81,11 @@ pub struct AddonRequest {
     /// Linked to its project from the start (a restored copy is not: it is linked in place
     /// of the original when the user says so).
     pub link: bool,
+    /// PostgreSQL: point-in-time recovery on (`pitr.rs`).
+    pub pitr: bool,
+    /// The password to give it (a point-in-time copy keeps its source's: the data holds
+    /// the role's); a new random one when `None`.
+    pub password: Option<String>,
 }
 
 /// Why an add-on was not made or changed.
@@ -134,6 +144,7 @@ impl Addons {
             backup_keep: place.backup_keep,
             memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
+            shipping: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -190,7 +201,9 @@ impl Addons {
             AddonError::Unavailable("no sandbox address is free (sandbox.subnet is full)".into())
         })?;
         let id = crate::ids::new_id("adn_");
-        let password = crate::ids::base32(&crate::ids::random_bytes::<20>());
+        let password = request
+            .password
+            .unwrap_or_else(|| crate::ids::base32(&crate::ids::random_bytes::<20>()));
         let port = match self.loopback {
             true => free_port().map_err(AddonError::Failed)?,
             false => request.kind.port(),
@@ -223,6 +236,7 @@ impl Addons {
                 .seal(&crate::pipeline::password_context(&id), password.as_bytes()),
             created_ms: crate::ids::now_ms(),
             message: None,
+            pitr: request.pitr && request.kind == AddonKind::Postgres,
         };
         let stored = addon.clone();
         self.store.call(move |s| s.put_addon(&stored)).await?;

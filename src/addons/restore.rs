@@ -58,7 +58,7 @@ impl Addons {
         let busy = self.claim(addon)?;
         let into = match target {
             RestoreTarget::InPlace => addon.clone(),
-            RestoreTarget::New => self.copy_of(addon).await?,
+            RestoreTarget::New => self.copy_of(addon, None).await?,
         };
         let into = self
             .set_state(
@@ -98,8 +98,13 @@ impl Addons {
         let _ = self.set_state(into, state, message).await;
     }
 
-    /// A new add-on with `addon`'s settings, not linked.
-    async fn copy_of(&self, addon: &AddonRecord) -> Result<AddonRecord, AddonError> {
+    /// A new add-on with `addon`'s settings (PITR off until it holds its data), not linked,
+    /// with `password` (or a new one).
+    pub(super) async fn copy_of(
+        &self,
+        addon: &AddonRecord,
+        password: Option<String>,
+    ) -> Result<AddonRecord, AddonError> {
         let project = self.owner(addon).await.map_err(AddonError::Failed)?;
         let request = AddonRequest {
             kind: super::AddonKind::parse(&addon.kind).unwrap_or(super::AddonKind::Postgres),
@@ -111,6 +116,8 @@ impl Addons {
                 _ => RedisMode::Persistent,
             },
             link: false,
+            pitr: false,
+            password,
         };
         self.create(&project, request).await
     }
@@ -262,7 +269,7 @@ impl Addons {
                 .as_deref()
                 .is_some_and(|m| m.starts_with("restoring"));
         if !restoring {
-            return;
+            return self.interrupted_recovery(addon).await;
         }
         let data = self.volume(addon).dir;
         if data.join(SET_ASIDE).exists() {
@@ -272,6 +279,25 @@ impl Addons {
         let _ = self
             .set_state(addon, AddonState::Running, Some(message.into()))
             .await;
+    }
+}
+
+impl Addons {
+    /// At start: a point-in-time recovery the last daemon did not finish left a new add-on
+    /// with no data of its own; it says so (delete it and recover again).
+    async fn interrupted_recovery(&self, addon: &AddonRecord) {
+        let recovering = addon.state == AddonState::Starting
+            && addon
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with(super::pitr_restore::RECOVERING));
+        if recovering {
+            let message = "the daemon stopped during its point-in-time recovery: delete this \
+                           add-on and recover again";
+            let _ = self
+                .set_state(addon, AddonState::Failed, Some(message.into()))
+                .await;
+        }
     }
 }
 

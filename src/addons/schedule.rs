@@ -61,6 +61,7 @@ impl Addons {
             };
             if let Ok(record) = self.new_backup(&addon, "schedule").await {
                 self.backup_now(&addon, record).await;
+                self.base_backup_too(&addon, "schedule").await;
             }
             drop(busy);
         }

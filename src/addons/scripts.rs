@@ -65,6 +65,95 @@ pub fn postgres_verify(dir: &str, file: &str, name: &str, memory_mb: u64, custom
     )
 }
 
+/// `pg_basebackup` of the whole cluster (tar format, compressed, its WAL streamed alongside,
+/// a fast checkpoint) packed into one tar `{dir}/{file}` (`base.tar.gz`, `pg_wal.tar.gz`,
+/// `backup_manifest`); the first WAL segment its recovery needs on stdout.
+/// `PGPASSWORD` is in the environment.
+pub fn postgres_base_backup(dir: &str, file: &str, host: &str, port: u16) -> String {
+    format!(
+        "set -e\ncd {dir}\nrm -rf {file}.d {file}.partial\nmkdir {file}.d\n\
+         trap 'rm -rf {file}.d' EXIT\n\
+         pg_basebackup -h {host} -p {port} -U slipway -w -D {file}.d -Ft -z -X stream \
+         --checkpoint=fast >&2\n\
+         tar -xzOf {file}.d/base.tar.gz backup_label \
+         | sed -n 's/^START WAL LOCATION: .*(file \\([0-9A-F]*\\))$/\\1/p'\n\
+         tar -cf {file}.partial -C {file}.d base.tar.gz pg_wal.tar.gz backup_manifest\n\
+         mv {file}.partial {file}\n"
+    )
+}
+
+/// Unpacks a base backup (`{tar}`, made by `postgres_base_backup`) into the data directory
+/// `{pgdata}` (made empty, mode 0700), its streamed WAL into `pg_wal`; the manifest is left
+/// at `{pgdata}.manifest`.
+fn unpack_base(tar: &str, pgdata: &str) -> String {
+    format!(
+        "rm -rf {pgdata} {pgdata}.b\nmkdir -m 700 {pgdata}\nmkdir {pgdata}.b\n\
+         tar -xf {tar} -C {pgdata}.b\n\
+         tar -xzf {pgdata}.b/base.tar.gz -C {pgdata}\n\
+         tar -xzf {pgdata}.b/pg_wal.tar.gz -C {pgdata}/pg_wal\n\
+         mv {pgdata}.b/backup_manifest {pgdata}.manifest\nrm -rf {pgdata}.b\n"
+    )
+}
+
+/// Proves a base backup: unpacked in `{dir}/.verify-{name}`, `pg_verifybackup` against its
+/// manifest (every file's checksum, the WAL it needs parsed), then a throw-away server
+/// started on it (it recovers to the backup's end) whose row counts are printed; removed
+/// however it ends.
+pub fn postgres_verify_base(dir: &str, file: &str, name: &str, memory_mb: u64) -> String {
+    let settings: Vec<String> = engine::postgres_settings(memory_mb)
+        .into_iter()
+        .map(|(name, value)| format!("-c {name}={value}"))
+        .collect();
+    format!(
+        "set -e\nV={dir}/.verify-{name}\nrm -rf \"$V\"\nmkdir -p \"$V\"\n\
+         trap 'pg_ctl -D \"$V/pg\" -m immediate stop >/dev/null 2>&1 || true; rm -rf \"$V\"' EXIT\n\
+         {unpack}\
+         pg_verifybackup -q -m \"$V/pg.manifest\" \"$V/pg\" >&2\n\
+         pg_ctl -D \"$V/pg\" -w -t 600 -l \"$V/log\" -o \"-c listen_addresses='' \
+         -c unix_socket_directories=$V -c archive_mode=off -c fsync=off {}\" start >/dev/null \
+         || {{ cat \"$V/log\" >&2; exit 1; }}\n\
+         psql -X -q -v ON_ERROR_STOP=1 -h \"$V\" -U slipway -d app -tA <<'SQL'\n\
+         {COUNT_TABLES}\n\
+         SQL\n",
+        settings.join(" "),
+        unpack = unpack_base(&format!("{dir}/{file}"), "\"$V/pg\""),
+    )
+}
+
+/// Point-in-time recovery into the add-on whose volume is `{data}` (its server stopped):
+/// the base backup and the WAL after it were put in `{data}/restore` (`base.tar`, `wal/`);
+/// a server with no address recovers to `{target}` and promotes, is stopped, and the data
+/// directory is the add-on's. Its row counts on stdout.
+pub fn postgres_recover(data: &str, target: &str, memory_mb: u64) -> String {
+    let settings: Vec<String> = engine::postgres_settings(memory_mb)
+        .into_iter()
+        .map(|(name, value)| format!("-c {name}={value}"))
+        .collect();
+    let r = format!("{data}/restore");
+    let pg = format!("{data}/pgdata");
+    let query = "psql -X -q -h \"$R\" -U slipway -d postgres -tAc 'select pg_is_in_recovery()'";
+    format!(
+        "set -e\nR={r}\n\
+         trap 'pg_ctl -D {pg} -m fast stop >/dev/null 2>&1 || true' EXIT\n\
+         {unpack}\
+         touch {pg}/recovery.signal\n\
+         pg_ctl -D {pg} -w -t 3600 -l \"$R/log\" -o \"-c listen_addresses='' \
+         -c unix_socket_directories=$R -c archive_mode=off {settings} \
+         -c restore_command='cp $R/wal/%f %p' -c recovery_target_time='{target}' \
+         -c recovery_target_action=promote\" start >/dev/null || {{ tail -20 \"$R/log\" >&2; exit 1; }}\n\
+         until [ \"$({query} 2>/dev/null)\" = f ]; do\n\
+         pg_ctl -D {pg} status >/dev/null || {{ tail -20 \"$R/log\" >&2; exit 1; }}\n\
+         sleep 0.2\ndone\n\
+         psql -X -q -v ON_ERROR_STOP=1 -h \"$R\" -U slipway -d app -tA <<'SQL'\n\
+         {COUNT_TABLES}\n\
+         SQL\n\
+         pg_ctl -D {pg} -m fast -w stop >/dev/null\ntrap - EXIT\n\
+         rm -rf \"$R\" {pg}.manifest\n",
+        settings = settings.join(" "),
+        unpack = unpack_base("\"$R/base.tar\"", &pg),
+    )
+}
+
 /// Redis's RDB (`redis-cli --rdb`, the server forks a save) into `{dir}/{file}`.
 /// `REDISCLI_AUTH` is in the environment.
 pub fn redis_dump(dir: &str, file: &str, host: &str, port: u16) -> String {

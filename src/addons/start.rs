@@ -40,9 +40,16 @@ fn server_command(addon: &AddonRecord, data: &str, listen: &str) -> String {
                 .into_iter()
                 .map(|(name, value)| format!("-c {name}={value}"))
                 .collect();
+            let (prepare, archive) = match addon.pitr {
+                true => (
+                    format!("mkdir -p {data}/{}; ", super::pitr::STAGING),
+                    super::pitr::archive_settings(data),
+                ),
+                false => (String::new(), String::new()),
+            };
             format!(
-                "exec {} -D {data}/pgdata -c listen_addresses='{listen}' -c port={} \
-                 -c unix_socket_directories=/tmp {}",
+                "{prepare}exec {} -D {data}/pgdata -c listen_addresses='{listen}' -c port={} \
+                 -c unix_socket_directories=/tmp {} {archive}",
                 postgres_bin("postgres"),
                 addon.port,
                 settings.join(" ")
@@ -130,9 +137,11 @@ impl Addons {
              --auth-host=scram-sha-256 --pwfile={data}/.pwfile -E UTF8 --no-locale >/dev/null; \
              rm -f {data}/.pwfile; \
              echo 'host all all 0.0.0.0/0 scram-sha-256' >> {data}/pgdata/pg_hba.conf; \
+             echo '{hba}' >> {data}/pgdata/pg_hba.conf; \
              echo 'CREATE DATABASE app;' | {postgres} --single -D {data}/pgdata postgres >/dev/null",
             initdb = postgres_bin("initdb"),
             postgres = postgres_bin("postgres"),
+            hba = super::pitr::REPLICATION_HBA,
         );
         self.run_step(Step {
             addon,
@@ -155,6 +164,13 @@ impl Addons {
         addon: &AddonRecord,
         adopt: Option<AppHandle>,
     ) -> Result<(), String> {
+        if addon.pitr {
+            let pgdata = self.volume(addon).dir.join("pgdata");
+            tokio::task::spawn_blocking(move || super::pitr::ensure_replication_hba(&pgdata))
+                .await
+                .expect("blocking task")
+                .map_err(|e| format!("cannot allow base backups in pg_hba.conf: {e}"))?;
+        }
         let memory_mb = addon.memory_mb;
         let spec = AppSpec {
             deployment_id: addon.id.clone(),

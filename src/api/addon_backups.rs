@@ -1,6 +1,7 @@
 //! An add-on's backups and restores (issue 34): `POST/GET /api/addons/{addonId}/backups`,
 //! `GET …/backups/{backupId}`, `POST …/backups/{backupId}/verify` (prove it again: a file
-//! that changed since is `failed`), `POST /api/addons/{addonId}/restore`. The work is the
+//! that changed since is `failed`), `POST /api/addons/{addonId}/restore` (a backup, or a
+//! point in time for a PITR add-on). The work is the
 //! `addons` module's (`backup.rs`, `restore.rs`); this file checks bodies and shapes answers.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use super::json::read_json_object;
 use super::reply::Reply;
 use super::{types, ApiError, ApiRequest, Context, ErrorCode};
 use crate::addons::RestoreTarget;
-use crate::store::addon_backups::{AddonBackupRecord, BackupState};
+use crate::store::addon_backups::{AddonBackupRecord, BackupKind, BackupState};
 
 /// `POST /api/addons/{addonId}/backups` → 202, the backup (`running`).
 pub async fn create(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
@@ -80,16 +81,13 @@ pub async fn verify(ctx: &Arc<Context>, id: &str, backup_id: &str) -> Result<Rep
     Ok(Reply::json(&backup_view(backup)))
 }
 
-/// `POST /api/addons/{addonId}/restore` → 202, the add-on restored into (`starting`).
+/// `POST /api/addons/{addonId}/restore` → 202, the add-on restored into (`starting`): from
+/// a backup (`backupId`), or as it was at a moment (`pointInTime`, a new add-on only).
 pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<Reply, ApiError> {
     let body = read_json_object(&request)?;
+    let expected = "expected {\"backupId\" | \"pointInTime\", \"target\": \"new\" | \"in-place\"}";
     let asked: types::RestoreAddon = serde_json::from_value(serde_json::Value::Object(body))
-        .map_err(|error| {
-            ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"backupId\", \"target\": \"new\" | \"in-place\"}}"),
-            )
-        })?;
+        .map_err(|error| ApiError::new(ErrorCode::InvalidBody, format!("{error}; {expected}")))?;
     let target = match asked.target.as_str() {
         "new" => RestoreTarget::New,
         "in-place" => RestoreTarget::InPlace,
@@ -101,13 +99,53 @@ pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Resul
         }
     };
     let addon = record(ctx, id).await?;
-    let backup = backup_record(ctx, &addon.id, &asked.backup_id).await?;
-    let into = ctx
-        .addons
-        .start_restore(&addon, &backup, target)
-        .await
-        .map_err(addon_error)?;
+    let into = match (asked.backup_id, asked.point_in_time) {
+        (Some(backup_id), None) => {
+            let backup = backup_record(ctx, &addon.id, &backup_id).await?;
+            if backup.kind == BackupKind::Base {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "{backup_id} is a base backup: it restores by `pointInTime` (any moment \
+                         from its end on); name a logical backup, or a moment"
+                    ),
+                ));
+            }
+            ctx.addons.start_restore(&addon, &backup, target).await
+        }
+        (None, Some(moment)) => {
+            let at_ms = point_in_time(&moment)?;
+            if target == RestoreTarget::InPlace {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    "a point-in-time restore makes a new add-on (`target`: \"new\"): check it, \
+                     then link it in this one's place; in place would discard everything after \
+                     the moment with no way back",
+                ));
+            }
+            ctx.addons.start_pitr_restore(&addon, at_ms).await
+        }
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("name either `backupId` or `pointInTime`; {expected}"),
+            ))
+        }
+    };
+    let into = into.map_err(addon_error)?;
     Ok(Reply::json(&view(ctx, into).await))
+}
+
+/// An RFC 3339 moment (any offset) as ms since the epoch.
+fn point_in_time(text: &str) -> Result<u64, ApiError> {
+    let invalid = |why: String| {
+        ApiError::new(
+            ErrorCode::InvalidBody,
+            format!("`pointInTime` {text:?} must be an RFC 3339 moment ({why})"),
+        )
+    };
+    let moment: jiff::Timestamp = text.parse().map_err(|e: jiff::Error| invalid(e.to_string()))?;
+    u64::try_from(moment.as_millisecond()).map_err(|_| invalid("before 1970".into()))
 }
 
 fn state_word(state: BackupState) -> &'static str {

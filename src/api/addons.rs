@@ -23,7 +23,7 @@ pub async fn create(
         .map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"kind\", \"memoryMb\", \"diskMb\", \"envName\", \"mode\"}}"),
+                format!("{error}; expected {{\"kind\", \"memoryMb\", \"diskMb\", \"envName\", \"mode\", \"pitr\"}}"),
             )
         })?;
     let kind = AddonKind::parse(&create.kind).ok_or_else(|| {
@@ -48,6 +48,13 @@ pub async fn create(
             ))
         }
     };
+    let pitr = create.pitr.unwrap_or(false);
+    if pitr && kind != AddonKind::Postgres {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "`pitr` (point-in-time recovery) is for postgres; redis has RDB backups",
+        ));
+    }
     let memory_mb = create.memory_mb.map_or(256, u64::from);
     let disk_mb = create.disk_mb.map_or(1024, u64::from);
     if !(64..=65536).contains(&memory_mb) || !(64..=1_048_576).contains(&disk_mb) {
@@ -88,12 +95,21 @@ pub async fn create(
         env_name: create.env_name,
         mode,
         link: true,
+        pitr,
+        password: None,
     };
     let addon = ctx
         .addons
         .create(&project, request)
         .await
         .map_err(addon_error)?;
+    if addon.pitr {
+        // The first base backup: point-in-time recovery reaches moments from its end on.
+        ctx.addons
+            .start_base_backup(&addon, "pitr")
+            .await
+            .map_err(addon_error)?;
+    }
     Ok(Reply::json(&view(ctx, addon).await))
 }
 
@@ -285,6 +301,7 @@ pub async fn tunnel(
 
 pub(super) async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
     let used = ctx.addons.disk_used_bytes(&addon).await;
+    let window = ctx.addons.pitr_window(&addon).await;
     types::Addon {
         id: addon.id,
         kind: addon.kind,
@@ -301,5 +318,10 @@ pub(super) async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
         port: addon.port,
         created_at: crate::ids::rfc3339(addon.created_ms),
         message: addon.message,
+        pitr: addon.pitr,
+        pitr_window: window.map(|w| types::PitrWindow {
+            from: crate::ids::rfc3339(w.from_ms),
+            to: crate::ids::rfc3339(w.to_ms),
+        }),
     }
 }

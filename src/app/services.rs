@@ -145,8 +145,9 @@ impl Services {
         tokio::spawn(
             self.addons
                 .clone()
-                .schedule_backups(self.ctx.config.addons.backup_interval_h, logs),
+                .schedule_backups(self.ctx.config.addons.backup_interval_h, logs.clone()),
         );
+        tokio::spawn(self.addons.clone().ship_wal_forever(logs));
         self.pipeline.restore(apps).await?;
         let ended = self.jobs.recover().await?;
         if ended > 0 {

@@ -35,6 +35,7 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
             disk,
             env_name,
             mode,
+            pitr,
             project,
         } => {
             let project = project_or_here(project.as_deref())?;
@@ -54,6 +55,7 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
                     }
                     .to_owned()
                 }),
+                pitr: pitr.then_some(true),
             };
             eprintln!("Creating a {} add-on for {project} …", body.kind);
             let path = format!("/api/projects/{}/addons", path_segment(&project));

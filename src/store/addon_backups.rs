@@ -14,6 +14,8 @@ use super::{all_records, get_record, put_record, tables, Result, Store};
 pub enum BackupKind {
     // `pg_dump -Fc` of the `app` database.
     Logical,
+    // `pg_basebackup` of the whole cluster (point-in-time recovery starts from one).
+    Base,
     // A Redis RDB snapshot.
     Rdb,
 }
@@ -51,6 +53,10 @@ pub struct AddonBackupRecord {
     /// What the throw-away restore held.
     pub check: Option<BTreeMap<String, u64>>,
     pub error: Option<String>,
+    /// A base backup: the first WAL segment its recovery needs (`backup_label`'s START WAL
+    /// LOCATION file); older archived segments are of no use once it is the oldest kept.
+    #[serde(default)]
+    pub wal_start: Option<String>,
 }
 
 impl Store {

@@ -43,6 +43,10 @@ pub struct AddonRecord {
     pub created_ms: u64,
     /// Why it failed, in words.
     pub message: Option<String>,
+    /// PostgreSQL: point-in-time recovery on (WAL archived into the backups volume, base
+    /// backups taken); off for add-ons made before it existed.
+    #[serde(default)]
+    pub pitr: bool,
 }
 
 impl Store {

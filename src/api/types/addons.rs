@@ -37,6 +37,10 @@ pub struct CreateAddon {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(persistent|cache)$"))]
     pub mode: Option<String>,
+    /// PostgreSQL: point-in-time recovery (WAL archived into the backups volume, base
+    /// backups beside the logical ones). Default false; `true` on redis is 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pitr: Option<bool>,
 }
 
 /// An add-on (never its password: see `…/credentials`).
@@ -63,6 +67,21 @@ pub struct Addon {
     pub created_at: String,
     /// What it is doing or why it failed, in words (a restore running, a restore failed).
     pub message: Option<String>,
+    /// PostgreSQL: point-in-time recovery is on.
+    pub pitr: bool,
+    /// With `pitr`: the moments a point-in-time restore can reach now (null until a base
+    /// backup is proven and WAL after it archived).
+    pub pitr_window: Option<PitrWindow>,
+}
+
+/// The span a point-in-time restore reaches, RFC 3339.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PitrWindow {
+    /// The end of the oldest good base backup.
+    pub from: String,
+    /// When the newest archived WAL segment was archived (a restore seals the WAL first, so
+    /// up to the request's moment is reachable while the add-on runs).
+    pub to: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -110,7 +129,8 @@ pub use crate::store::addon_backups::{BackupKind, BackupState};
 pub struct AddonBackup {
     pub id: String,
     pub addon_id: String,
-    /// `logical` (`pg_dump -Fc` of the `app` database) or `rdb` (Redis).
+    /// `logical` (`pg_dump -Fc` of the `app` database), `base` (`pg_basebackup` of the
+    /// cluster, PITR add-ons) or `rdb` (Redis).
     pub kind: BackupKind,
     /// `manual` or `schedule`.
     pub trigger: String,
@@ -148,9 +168,14 @@ pub struct AddonBackupList {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RestoreAddon {
-    /// A backup of this add-on in state `ok`.
+    /// A backup of this add-on in state `ok` (a logical or RDB one); or `pointInTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^bak_[a-z2-7]{24}$"))]
-    pub backup_id: String,
+    pub backup_id: Option<String>,
+    /// PostgreSQL with `pitr`: the moment to recover to (RFC 3339), inside `pitrWindow`;
+    /// only with `target: "new"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_in_time: Option<String>,
     /// `new` (a new add-on with the same settings, not linked) or `in-place` (the data is
     /// replaced once the restored copy is proven).
     #[schemars(regex(pattern = r"^(new|in-place)$"))]
