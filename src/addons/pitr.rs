@@ -100,7 +100,10 @@ impl Addons {
             let Ok(addons) = self.store.call(|s| s.all_addons()).await else {
                 continue;
             };
-            for addon in addons.iter().filter(|a| a.pitr && a.state == AddonState::Running) {
+            for addon in addons
+                .iter()
+                .filter(|a| a.pitr && a.state == AddonState::Running)
+            {
                 let Err(error) = self.ship_wal(addon).await else {
                     failing.remove(&addon.id);
                     continue;

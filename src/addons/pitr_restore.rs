@@ -47,12 +47,19 @@ impl Addons {
         if addon.state == AddonState::Running {
             self.seal(addon).await.map_err(AddonError::Unavailable)?;
         }
-        self.ship_wal(addon).await.map_err(AddonError::Unavailable)?;
+        self.ship_wal(addon)
+            .await
+            .map_err(AddonError::Unavailable)?;
         let base = self.base_for(addon, at_ms).await?;
         let password = self.password(addon).map_err(AddonError::Failed)?;
         let into = self.copy_of(addon, Some(password)).await?;
-        let target = crate::ids::rfc3339(at_ms);
-        let message = format!("{RECOVERING} {target} from {} of {}", base.id, addon.id);
+        let message = format!(
+            "{RECOVERING} {} from {} of {}",
+            crate::ids::rfc3339(at_ms),
+            base.id,
+            addon.id
+        );
+        let target = recovery_target(at_ms);
         let into = self
             .set_state(&into, AddonState::Starting, Some(message))
             .await?;
@@ -220,6 +227,13 @@ impl Addons {
     }
 }
 
+/// `at_ms` as `recovery_target_time` reads it: `2026-11-21 19:40:00.123+00` (it refuses
+/// RFC 3339's `T` and `Z`).
+fn recovery_target(at_ms: u64) -> String {
+    let text = crate::ids::rfc3339(at_ms);
+    format!("{}+00", text.trim_end_matches('Z').replacen('T', " ", 1))
+}
+
 /// Copies the base backup `{backups}/{file}` to `{data}/restore/base.tar` and every archived
 /// file from `start` on (and the timeline histories) to `{data}/restore/wal/`, owned by `uid`.
 fn stage_recovery(
@@ -247,4 +261,15 @@ fn stage_recovery(
         std::os::unix::fs::chown(entry.path(), Some(uid), Some(uid))?;
     }
     std::os::unix::fs::chown(restore.join("base.tar"), Some(uid), Some(uid))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_target_is_written_as_postgres_reads_it() {
+        assert_eq!(
+            super::recovery_target(1_795_000_000_123),
+            "2026-11-18 08:26:40.123+00"
+        );
+    }
 }

@@ -144,7 +144,9 @@ fn point_in_time(text: &str) -> Result<u64, ApiError> {
             format!("`pointInTime` {text:?} must be an RFC 3339 moment ({why})"),
         )
     };
-    let moment: jiff::Timestamp = text.parse().map_err(|e: jiff::Error| invalid(e.to_string()))?;
+    let moment: jiff::Timestamp = text
+        .parse()
+        .map_err(|e: jiff::Error| invalid(e.to_string()))?;
     u64::try_from(moment.as_millisecond()).map_err(|_| invalid("before 1970".into()))
 }
 

@@ -6,6 +6,7 @@
 
 mod addon_backups;
 mod addon_ops;
+mod addon_pitr;
 mod addon_tunnel;
 mod addons;
 mod attacks;
