@@ -4,7 +4,8 @@
 //! never fill the add-on's disk), then **proven**: restored into a throw-away server in
 //! another sandbox and counted; only a backup whose restore holds what the source held is
 //! listed `ok`. A backup that fails (the dump, the restore, a count that differs) is listed
-//! `failed` with why, its file removed, and an `addon.backup_failed` event sent.
+//! `failed` with why, its file removed, and an `addon.backup_failed` event sent. A PITR
+//! add-on's base backups (`pitr.rs`) go through the same records, proof and retention.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -140,9 +140,12 @@ impl Addons {
         let backups = self.store.call(move |s| s.addon_backups(&id)).await?;
         backups
             .into_iter()
-            .filter(|b| b.kind == BackupKind::Base && b.state == BackupState::Ok)
-            .filter(|b| b.finished_ms.is_some_and(|end| end <= at_ms) && b.wal_start.is_some())
-            .next_back()
+            .rfind(|b| {
+                b.kind == BackupKind::Base
+                    && b.state == BackupState::Ok
+                    && b.finished_ms.is_some_and(|end| end <= at_ms)
+                    && b.wal_start.is_some()
+            })
             .ok_or_else(|| AddonError::Unavailable("no base backup ended before it".into()))
     }
 
@@ -269,7 +272,7 @@ mod tests {
     fn the_target_is_written_as_postgres_reads_it() {
         assert_eq!(
             super::recovery_target(1_795_000_000_123),
-            "2026-11-18 08:26:40.123+00"
+            "2026-11-18 11:06:40.123+00"
         );
     }
 }

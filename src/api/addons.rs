@@ -32,29 +32,7 @@ pub async fn create(
             "`kind` must be \"postgres\" or \"redis\"",
         )
     })?;
-    let mode = match create.mode.as_deref() {
-        None | Some("persistent") => RedisMode::Persistent,
-        Some("cache") if kind == AddonKind::Redis => RedisMode::Cache,
-        Some("cache") => {
-            return Err(ApiError::new(
-                ErrorCode::Conflict,
-                "`mode` \"cache\" is for redis; a postgres add-on always keeps its data",
-            ))
-        }
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidBody,
-                format!("`mode` {other:?} must be \"persistent\" or \"cache\""),
-            ))
-        }
-    };
-    let pitr = create.pitr.unwrap_or(false);
-    if pitr && kind != AddonKind::Postgres {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            "`pitr` (point-in-time recovery) is for postgres; redis has RDB backups",
-        ));
-    }
+    let (mode, pitr) = mode_and_pitr(kind, &create)?;
     let memory_mb = create.memory_mb.map_or(256, u64::from);
     let disk_mb = create.disk_mb.map_or(1024, u64::from);
     if !(64..=65536).contains(&memory_mb) || !(64..=1_048_576).contains(&disk_mb) {
@@ -111,6 +89,37 @@ pub async fn create(
             .map_err(addon_error)?;
     }
     Ok(Reply::json(&view(ctx, addon).await))
+}
+
+/// The Redis mode and whether PITR is on, as asked (each only for its kind: 409).
+fn mode_and_pitr(
+    kind: AddonKind,
+    create: &types::CreateAddon,
+) -> Result<(RedisMode, bool), ApiError> {
+    let mode = match create.mode.as_deref() {
+        None | Some("persistent") => RedisMode::Persistent,
+        Some("cache") if kind == AddonKind::Redis => RedisMode::Cache,
+        Some("cache") => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                "`mode` \"cache\" is for redis; a postgres add-on always keeps its data",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("`mode` {other:?} must be \"persistent\" or \"cache\""),
+            ))
+        }
+    };
+    let pitr = create.pitr.unwrap_or(false);
+    if pitr && kind != AddonKind::Postgres {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "`pitr` (point-in-time recovery) is for postgres; redis has RDB backups",
+        ));
+    }
+    Ok((mode, pitr))
 }
 
 pub(super) fn addon_error(error: AddonError) -> ApiError {

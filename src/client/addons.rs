@@ -156,6 +156,11 @@ pub fn addons_table(addons: &[Addon]) -> String {
 
 /// `slipway addons show`: one field a line.
 pub fn details(addon: &Addon) -> String {
+    let recovery = match (&addon.pitr, &addon.pitr_window) {
+        (false, _) => None,
+        (true, Some(window)) => Some(format!("point in time, {} to {}", window.from, window.to)),
+        (true, None) => Some("point in time (no proven base backup yet)".to_owned()),
+    };
     let rows: Vec<Vec<String>> = [
         ("id", addon.id.clone()),
         ("kind", kind_and_mode(addon)),
@@ -170,6 +175,7 @@ pub fn details(addon: &Addon) -> String {
         ("created", addon.created_at.clone()),
     ]
     .into_iter()
+    .chain(recovery.map(|text| ("recovery", text)))
     .map(|(name, value)| vec![name.to_owned(), value])
     .collect();
     table(&rows)

@@ -135,6 +135,8 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         Route::ListAddons | Route::GetAddon | Route::UnlinkAddon | Route::AddonCredentials => &[],
         // A backup or restore running; a backup that is not good.
         Route::CreateAddonBackup | Route::VerifyAddonBackup => &[Conflict],
+        // Busy; a backup that is not good or a base one; a moment outside the PITR window,
+        // PITR off, or in place; the new add-on did not start.
         Route::RestoreAddon => &[Conflict, AddonFailed],
         // A backup that is not good, or busy; the new backup failed.
         Route::ExportAddon => &[Conflict, AddonFailed],

@@ -68,9 +68,11 @@ pub struct Addon {
     /// What it is doing or why it failed, in words (a restore running, a restore failed).
     pub message: Option<String>,
     /// PostgreSQL: point-in-time recovery is on.
+    #[serde(default)]
     pub pitr: bool,
     /// With `pitr`: the moments a point-in-time restore can reach now (null until a base
     /// backup is proven and WAL after it archived).
+    #[serde(default)]
     pub pitr_window: Option<PitrWindow>,
 }
 
