@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::backup::Busy;
 use super::restore::Source;
 use super::{AddonKind, Addons};
-use crate::store::addon_backups::BackupState;
+use crate::store::addon_backups::{AddonBackupRecord, BackupKind, BackupState};
 use crate::store::addons::{AddonRecord, AddonState};
 use crate::store::records::ProjectRecord;
 
@@ -102,7 +102,10 @@ impl Addons {
             .call(move |s| s.addon_backups(&id))
             .await
             .map_err(|e| e.to_string())?;
-        let Some(newest) = backups.iter().rev().find(|b| b.state == BackupState::Ok) else {
+        // A base backup (point-in-time recovery) is restored by `pitr_restore`, not here.
+        let restorable =
+            |b: &&AddonBackupRecord| b.state == BackupState::Ok && b.kind != BackupKind::Base;
+        let Some(newest) = backups.iter().rev().find(restorable) else {
             return Err(
                 "its data volume is missing and it has no good backup to make it again from".into(),
             );

@@ -16,9 +16,9 @@ mod appliance;
 mod backup;
 pub mod engine;
 mod files;
-mod resize;
 mod pitr;
 mod pitr_restore;
+mod resize;
 mod restore;
 mod schedule;
 mod scripts;
@@ -43,8 +43,8 @@ use crate::supervisor::Supervisor;
 
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
-pub use resize::AddonChange;
 pub use pitr::PitrWindow;
+pub use resize::AddonChange;
 pub use restore::RestoreTarget;
 
 /// The add-on service, shared by the API.

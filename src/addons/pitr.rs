@@ -196,7 +196,7 @@ impl Addons {
             ));
         }
         record.wal_start = Some(start.to_owned());
-        let (bytes, sha256) = super::backup::hash_file(volume.dir.join(&record.file)).await?;
+        let (bytes, sha256) = super::files::hash_file(volume.dir.join(&record.file)).await?;
         (record.bytes, record.sha256) = (bytes, sha256);
         record.finished_ms = Some(crate::ids::now_ms());
         Ok(())

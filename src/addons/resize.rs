@@ -1,7 +1,8 @@
 //! Changing a running add-on (`PATCH /api/addons/{id}`): a larger disk grows online — the
 //! image, its loop device and the mounted ext4 (`disk::grow`) — while the server keeps
 //! running; a new memory limit derives the settings again (`engine.rs`) and restarts the
-//! server under the supervisor with them. Where the kernel refuses to grow a mounted
+//! server under the supervisor with them; turning point-in-time recovery on or off restarts
+//! it with the archive settings (`pitr.rs`) or without. Where the kernel refuses to grow a mounted
 //! filesystem (the daemon without `CAP_SYS_RESOURCE`), the disk grows with a restart instead:
 //! the server stops, the volume is grown unmounted, the server starts again. Shrinking is
 //! refused, and so is a change while a backup or restore of the add-on runs (`backup::Busy`).
@@ -16,6 +17,8 @@ use crate::store::addons::{AddonRecord, AddonState};
 pub struct AddonChange {
     pub disk_mb: Option<u64>,
     pub memory_mb: Option<u64>,
+    /// PostgreSQL: point-in-time recovery on or off (`pitr.rs`; a restart).
+    pub pitr: Option<bool>,
 }
 
 /// How the disk changed.
@@ -54,6 +57,12 @@ impl Addons {
                 &format!("{} ({})", addon.id, addon.kind),
             )?;
         }
+        let pitr = change.pitr.unwrap_or(addon.pitr);
+        if pitr && addon.kind != "postgres" {
+            return Err(AddonError::Refused(
+                "`pitr` (point-in-time recovery) is for postgres; redis has RDB backups".into(),
+            ));
+        }
         let disk = match disk_mb > addon.disk_mb {
             true => self.grow_online(&addon, disk_mb).await?,
             false => Disk::Same,
@@ -65,11 +74,14 @@ impl Addons {
                 s.update_addon(&key, |a| {
                     a.disk_mb = disk_mb;
                     a.memory_mb = memory_mb;
+                    a.pitr = pitr;
                 })
             })
             .await?
             .ok_or_else(|| AddonError::Refused(format!("the add-on {id} was deleted")))?;
-        let restart = memory_mb != addon.memory_mb || matches!(disk, Disk::GrowUnmounted);
+        let restart = memory_mb != addon.memory_mb
+            || pitr != addon.pitr
+            || matches!(disk, Disk::GrowUnmounted);
         if !restart {
             return Ok(updated);
         }

@@ -1,5 +1,5 @@
 //! An add-on's operations: `PATCH /api/addons/{addonId}` (grow its disk online, change its
-//! memory limit with a restart) and its server's output, `GET /api/addons/{addonId}/logs`
+//! memory limit or turn point-in-time recovery on or off, with a restart) and its server's output, `GET /api/addons/{addonId}/logs`
 //! and `…/logs/stream` (the log channel the supervisor fills for `adn_…:postgres.1`, keyed by
 //! the add-on's id, served as a run's). The work is the `addons` module's.
 
@@ -17,17 +17,18 @@ pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<
         .map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"diskMb\", \"memoryMb\"}}"),
+                format!("{error}; expected {{\"diskMb\", \"memoryMb\", \"pitr\"}}"),
             )
         })?;
     let change = AddonChange {
         disk_mb: patch.disk_mb.map(u64::from),
         memory_mb: patch.memory_mb.map(u64::from),
+        pitr: patch.pitr,
     };
-    if change.disk_mb.is_none() && change.memory_mb.is_none() {
+    if change.disk_mb.is_none() && change.memory_mb.is_none() && change.pitr.is_none() {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
-            "nothing to change: give `diskMb`, `memoryMb` or both",
+            "nothing to change: give `diskMb`, `memoryMb`, `pitr` or more",
         ));
     }
     if change
@@ -48,6 +49,13 @@ pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<
         .change(&addon.id, change)
         .await
         .map_err(addon_error)?;
+    if changed.pitr && !addon.pitr {
+        // The first base backup: point-in-time recovery reaches moments from its end on.
+        ctx.addons
+            .start_base_backup(&changed, "pitr")
+            .await
+            .map_err(addon_error)?;
+    }
     Ok(Reply::json(&view(ctx, changed).await))
 }
 

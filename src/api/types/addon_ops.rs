@@ -1,5 +1,5 @@
 //! The shapes of an add-on's operations: `PATCH /api/addons/{addonId}` (grow its disk, change
-//! its memory) and its server's output (`GET /api/addons/{addonId}/logs`), issue 34.
+//! its memory, point-in-time recovery on or off) and its server's output (`GET /api/addons/{addonId}/logs`), issue 34.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,6 +27,10 @@ pub struct PatchAddon {
     )]
     #[schemars(range(min = 64, max = 65536))]
     pub memory_mb: Option<u32>,
+    /// PostgreSQL: point-in-time recovery on or off (a restart; turned on, a base backup is
+    /// taken at once). `true` on redis is 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pitr: Option<bool>,
 }
 
 /// A page of an add-on server's output (`GET /api/addons/{addonId}/logs`).
