@@ -1,7 +1,8 @@
 //! Point-in-time recovery of a PostgreSQL add-on (issue 34) with real PostgreSQL 15: with
 //! `"pitr": true` a proven base backup is taken at once and WAL is archived into the backups
 //! volume; a restore to a moment between two writes keeps the first and not the second. A
-//! moment outside the window, in place, and redis are refused.
+//! moment outside the window, in place, and redis are refused. `PATCH {"pitr": true}` turns
+//! it on for an add-on made without it.
 
 use std::time::Duration;
 
@@ -158,4 +159,82 @@ async fn a_point_in_time_restore_keeps_the_first_write_and_not_the_second() {
     let rows = format!("psql '{url}' -tAc 'select string_agg(x::text, $$,$$ order by x) from t'");
     let (state, out) = run(daemon, "shop", &rows).await;
     assert_eq!((state.as_str(), out.trim()), ("succeeded", "1"), "{out}");
+    // The copy takes base backups of its own.
+    let own = poll(daemon, &format!("/api/addons/{copy}"), |addon| {
+        addon["pitrWindow"].is_object()
+    })
+    .await;
+    assert!(own["pitrWindow"].is_object(), "{own}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pitr_is_turned_on_for_an_existing_add_on_by_patch() {
+    let test = "pitr_is_turned_on_for_an_existing_add_on_by_patch";
+    if !installed(test) {
+        return;
+    }
+    let Some(sandboxed) = Sandboxed::start(test, "") else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644)],
+            json!({"startCommand": SERVER}),
+        )
+        .await;
+    let created = daemon
+        .api(
+            "POST",
+            "/api/projects/shop/addons",
+            Some(json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.json()["pitr"], false);
+    let pg = created.json()["id"].as_str().unwrap().to_owned();
+    let early = daemon
+        .api(
+            "POST",
+            &format!("/api/addons/{pg}/restore"),
+            Some(json!({"pointInTime": "2030-01-01T00:00:00+02:00", "target": "new"})),
+        )
+        .await;
+    assert_eq!(early.status, 409, "{}", early.text());
+    assert!(early.text().contains("off"), "{}", early.text());
+    let patched = daemon
+        .api(
+            "PATCH",
+            &format!("/api/addons/{pg}"),
+            Some(json!({"pitr": true})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    assert_eq!(patched.json()["pitr"], true);
+    let addon = poll(daemon, &format!("/api/addons/{pg}"), |addon| {
+        addon["pitrWindow"].is_object()
+    })
+    .await;
+    assert_eq!(addon["state"], "running", "{addon}");
+    assert!(addon["pitrWindow"]["from"].is_string(), "{addon}");
+    let list = daemon
+        .api("GET", &format!("/api/addons/{pg}/backups"), None)
+        .await
+        .json();
+    let base = &list["backups"][0];
+    assert_eq!(
+        (base["kind"].as_str(), base["state"].as_str()),
+        (Some("base"), Some("ok")),
+        "{list}"
+    );
+    // A base backup restores only by a moment.
+    let by_id = daemon
+        .api(
+            "POST",
+            &format!("/api/addons/{pg}/restore"),
+            Some(json!({"backupId": base["id"], "target": "new"})),
+        )
+        .await;
+    assert_eq!(by_id.status, 409, "{}", by_id.text());
 }
