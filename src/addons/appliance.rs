@@ -88,6 +88,10 @@ impl Addons {
             }
         };
         let _ = self.set_state(&addon, state, message).await;
+        if state == AddonState::Running {
+            // PITR: the made-again cluster's first base backup opens its window.
+            self.base_backup_too(&addon, "pitr").await;
+        }
     }
 
     /// Makes a missing add-on again from its newest good backup.
@@ -111,6 +115,9 @@ impl Addons {
             );
         };
         tracing::warn!(addon = %addon.id, backup = %newest.id, "an add-on's data volume is missing: made again from its newest good backup");
+        if addon.pitr {
+            self.forget_pitr_history(addon).await;
+        }
         let password = self.password(addon)?;
         let mut made = addon.clone();
         self.first_start(project, &mut made, &password).await?;

@@ -202,6 +202,36 @@ impl Addons {
         Ok(())
     }
 
+    /// Forgets a PITR add-on's base backups and archived WAL: its cluster is made again
+    /// (`appliance.rs`), and the new one's segments would take the old ones' names. The
+    /// window starts again at the next base backup; logical backups stay.
+    pub(super) async fn forget_pitr_history(&self, addon: &AddonRecord) {
+        let id = addon.id.clone();
+        let backups = self.store.call(move |s| s.addon_backups(&id)).await;
+        let dir = self.backups_volume(addon).dir;
+        for base in backups
+            .into_iter()
+            .flatten()
+            .filter(|b| b.kind == BackupKind::Base)
+        {
+            let _ = tokio::fs::remove_file(dir.join(&base.file)).await;
+            let key = base.id.clone();
+            let _ = self.store.call(move |s| s.delete_addon_backup(&key)).await;
+        }
+        let _ = tokio::fs::remove_dir_all(dir.join(ARCHIVE)).await;
+        tracing::warn!(addon = %addon.id, "its cluster is made again: point-in-time recovery starts again from its next base backup");
+    }
+
+    /// After PITR was turned off (the server restarted without archiving): what its last
+    /// archiving staged is moved, and the staging directory goes.
+    pub(super) async fn pitr_turned_off(&self, addon: &AddonRecord) {
+        if let Err(error) = self.ship_wal(addon).await {
+            tracing::warn!(addon = %addon.id, %error, "after point-in-time recovery was turned off");
+            return;
+        }
+        let _ = tokio::fs::remove_dir(self.volume(addon).dir.join(STAGING)).await;
+    }
+
     /// Removes archived segments older than the oldest good base backup's start: no restore
     /// can use them.
     pub(super) async fn prune_wal(&self, addon: &AddonRecord, backups: &[AddonBackupRecord]) {

@@ -85,7 +85,11 @@ impl Addons {
         if !restart {
             return Ok(updated);
         }
-        self.restart(&addon, updated, disk).await
+        let restarted = self.restart(&addon, updated, disk).await?;
+        if addon.pitr && !restarted.pitr {
+            self.pitr_turned_off(&restarted).await;
+        }
+        Ok(restarted)
     }
 
     /// Grows the volume while the server runs, or says it needs the server stopped.

@@ -40,21 +40,11 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
         } => {
             let project = project_or_here(project.as_deref())?;
             let body = CreateAddon {
-                kind: match kind {
-                    AddonKindArg::Postgres => "postgres",
-                    AddonKindArg::Redis => "redis",
-                }
-                .to_owned(),
+                kind: kind_word(kind).to_owned(),
                 memory_mb: memory,
                 disk_mb: disk,
                 env_name,
-                mode: mode.map(|mode| {
-                    match mode {
-                        AddonModeArg::Persistent => "persistent",
-                        AddonModeArg::Cache => "cache",
-                    }
-                    .to_owned()
-                }),
+                mode: mode.map(|mode| mode_word(mode).to_owned()),
                 pitr: pitr.then_some(true),
             };
             eprintln!("Creating a {} add-on for {project} …", body.kind);
@@ -152,6 +142,20 @@ pub fn addons_table(addons: &[Addon]) -> String {
         ]);
     }
     table(&rows)
+}
+
+fn kind_word(kind: AddonKindArg) -> &'static str {
+    match kind {
+        AddonKindArg::Postgres => "postgres",
+        AddonKindArg::Redis => "redis",
+    }
+}
+
+fn mode_word(mode: AddonModeArg) -> &'static str {
+    match mode {
+        AddonModeArg::Persistent => "persistent",
+        AddonModeArg::Cache => "cache",
+    }
 }
 
 /// `slipway addons show`: one field a line.
