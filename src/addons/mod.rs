@@ -201,9 +201,7 @@ impl Addons {
             AddonError::Unavailable("no sandbox address is free (sandbox.subnet is full)".into())
         })?;
         let id = crate::ids::new_id("adn_");
-        let password = request
-            .password
-            .unwrap_or_else(|| crate::ids::base32(&crate::ids::random_bytes::<20>()));
+        let password = request.password.unwrap_or_else(new_password);
         let port = match self.loopback {
             true => free_port().map_err(AddonError::Failed)?,
             false => request.kind.port(),
@@ -372,6 +370,11 @@ impl Addons {
         .admit(memory_mb, &format!("{what} × {memory_mb} MiB"))
         .map_err(AddonError::Unavailable)
     }
+}
+
+/// A new add-on's database password: 20 random bytes, base32.
+fn new_password() -> String {
+    crate::ids::base32(&crate::ids::random_bytes::<20>())
 }
 
 /// A free loopback port (mode none: every add-on on 127.0.0.1 needs its own).
