@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::run;
+use super::addons::{deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{missing_tool, DaemonOptions, TestDaemon};
-
-const SERVER: &str = "exec python3 -m http.server $PORT";
 
 /// Polls `path` until `field` is not one of `passing`; the last answer.
 async fn wait_until(daemon: &TestDaemon, path: &str, field: &str, passing: &[&str]) -> Value {
@@ -82,13 +80,7 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
         return;
     };
     let daemon = &sandboxed.daemon;
-    daemon
-        .deploy(
-            "shop",
-            &[("index.html", "hi", 0o644)],
-            json!({"startCommand": SERVER}),
-        )
-        .await;
+    deploy_shop(daemon).await;
     let created = daemon
         .api(
             "POST",
@@ -326,13 +318,7 @@ async fn a_redis_backup_is_proven_and_restores_its_keys() {
         return;
     };
     let daemon = &sandboxed.daemon;
-    daemon
-        .deploy(
-            "shop",
-            &[("index.html", "hi", 0o644)],
-            json!({"startCommand": SERVER}),
-        )
-        .await;
+    deploy_shop(daemon).await;
     let created = daemon
         .api(
             "POST",
@@ -373,13 +359,7 @@ async fn the_appliance_backup_brings_add_ons_back_with_their_data() {
         return;
     };
     let daemon = &original.daemon;
-    daemon
-        .deploy(
-            "shop",
-            &[("index.html", "hi", 0o644)],
-            json!({"startCommand": SERVER}),
-        )
-        .await;
+    deploy_shop(daemon).await;
     for kind in ["postgres", "redis"] {
         let created = daemon
             .api(

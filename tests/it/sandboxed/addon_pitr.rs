@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::run;
+use super::addons::{deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{missing_tool, TestDaemon};
-
-const SERVER: &str = "exec python3 -m http.server $PORT";
 
 /// Polls `path` until `done` holds of the answer (at most 3 minutes); the last answer.
 async fn poll(daemon: &TestDaemon, path: &str, done: impl Fn(&Value) -> bool) -> Value {
@@ -46,13 +44,7 @@ async fn a_point_in_time_restore_keeps_the_first_write_and_not_the_second() {
         return;
     };
     let daemon = &sandboxed.daemon;
-    daemon
-        .deploy(
-            "shop",
-            &[("index.html", "hi", 0o644)],
-            json!({"startCommand": SERVER}),
-        )
-        .await;
+    deploy_shop(daemon).await;
     let redis = daemon
         .api(
             "POST",
@@ -177,13 +169,7 @@ async fn pitr_is_turned_on_for_an_existing_add_on_by_patch() {
         return;
     };
     let daemon = &sandboxed.daemon;
-    daemon
-        .deploy(
-            "shop",
-            &[("index.html", "hi", 0o644)],
-            json!({"startCommand": SERVER}),
-        )
-        .await;
+    deploy_shop(daemon).await;
     let created = daemon
         .api(
             "POST",

@@ -42,6 +42,17 @@ pub(super) async fn run(daemon: &TestDaemon, project: &str, command: &str) -> (S
     )
 }
 
+/// Deploys `shop` (python's http.server) on `daemon`: the project the add-ons belong to.
+pub(super) async fn deploy_shop(daemon: &TestDaemon) {
+    daemon
+        .deploy(
+            "shop",
+            &[("index.html", "hi", 0o644)],
+            json!({"startCommand": SERVER}),
+        )
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
     let test = "postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart";
