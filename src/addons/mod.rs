@@ -103,9 +103,6 @@ pub enum AddonError {
     /// A backup or restore of it is running: 409.
     #[error("{0}")]
     Busy(String),
-    /// What was sent cannot be what it should be (an import of the wrong kind): 400.
-    #[error("{0}")]
-    Invalid(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }

@@ -39,7 +39,7 @@ impl Addons {
                 let record = self.backup_now(addon, started).await;
                 drop(busy);
                 if record.state != BackupState::Ok {
-                    return Err(AddonError::Failed(format!(
+                    return Err(AddonError::Unavailable(format!(
                         "the export's backup failed: {}",
                         record.error.as_deref().unwrap_or("unknown")
                     )));
@@ -63,12 +63,12 @@ impl Addons {
             ("redis", ImportFormat::Rdb)
             | ("postgres", ImportFormat::PgCustom | ImportFormat::Sql) => {}
             ("redis", _) => {
-                return Err(AddonError::Invalid(
+                return Err(AddonError::Unavailable(
                     "a redis add-on imports an RDB file (it starts with REDIS)".into(),
                 ))
             }
             _ => {
-                return Err(AddonError::Invalid(
+                return Err(AddonError::Unavailable(
                     "a postgres add-on imports `pg_dump -Fc` output or SQL text, not an RDB".into(),
                 ))
             }

@@ -244,7 +244,7 @@ pub async fn import(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result
         .ok_or_else(|| ApiError::internal("the upload was not spooled"))?;
     if upload.bytes == 0 {
         return Err(ApiError::new(
-            ErrorCode::InvalidBody,
+            ErrorCode::Conflict,
             "the body is empty: send a `pg_dump -Fc` file, SQL text, or a Redis RDB",
         ));
     }

@@ -26,10 +26,9 @@ pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<
         pitr: patch.pitr,
     };
     if change.disk_mb.is_none() && change.memory_mb.is_none() && change.pitr.is_none() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidBody,
-            "nothing to change: give `diskMb`, `memoryMb`, `pitr` or more",
-        ));
+        // Nothing asked, nothing changed: the add-on as it is.
+        let addon = record(ctx, id).await?;
+        return Ok(Reply::json(&view(ctx, addon).await));
     }
     if change
         .disk_mb

@@ -128,7 +128,6 @@ pub(super) fn addon_error(error: AddonError) -> ApiError {
         | AddonError::Busy(message)
         | AddonError::Refused(message) => ApiError::new(ErrorCode::Conflict, message),
         AddonError::Failed(message) => ApiError::new(ErrorCode::AddonFailed, message),
-        AddonError::Invalid(message) => ApiError::new(ErrorCode::InvalidBody, message),
         AddonError::Store(error) => ApiError::internal(error),
     }
 }

@@ -22,6 +22,9 @@ use crate::store::records::{DeploymentMode, DeploymentRecord, DeploymentState};
 
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// The largest `since` (JSON's safe integers, as the document says).
+const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
 /// The query as [`LogQuery`]; a bad or unknown parameter is refused with `INVALID_QUERY`.
 pub(super) fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
     let mut parsed = LogQuery::default();
@@ -29,12 +32,19 @@ pub(super) fn parse_query(query: Option<&str>) -> Result<LogQuery, ApiError> {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "since" => {
-                parsed.since = value.parse().map_err(|_| {
-                    ApiError::new(
-                        ErrorCode::InvalidQuery,
-                        format!("since={value:?} must be a log sequence number (integer ≥ 0)"),
-                    )
-                })?
+                parsed.since = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= MAX_SAFE_INTEGER)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::InvalidQuery,
+                            format!(
+                                "since={value:?} must be a log sequence number (an integer from \
+                                 0 to 2^53 - 1)"
+                            ),
+                        )
+                    })?
             }
             "limit" => {
                 parsed.limit = value

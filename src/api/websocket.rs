@@ -25,8 +25,16 @@ pub fn key(request: &ApiRequest) -> Result<String, ApiError> {
         .headers()
         .get(http::header::SEC_WEBSOCKET_KEY)
         .and_then(|v| v.to_str().ok());
+    // RFC 6455: the base64 of 16 bytes (what the document's pattern says).
+    let well_formed = |key: &str| {
+        key.len() == 24
+            && key.ends_with("==")
+            && key[..22]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    };
     match (upgrade, key) {
-        (true, Some(key)) => Ok(key.to_owned()),
+        (true, Some(key)) if well_formed(key) => Ok(key.to_owned()),
         _ => Err(ApiError::new(
             ErrorCode::InvalidQuery,
             "this endpoint is a WebSocket: send an HTTP/1.1 upgrade (Connection: Upgrade, \

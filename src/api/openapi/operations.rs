@@ -139,9 +139,9 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         // PITR off, or in place; the new add-on did not start.
         Route::RestoreAddon => &[Conflict, AddonFailed],
         // A backup that is not good, or busy; the new backup failed.
-        Route::ExportAddon => &[Conflict, AddonFailed],
+        Route::ExportAddon => &[Conflict],
         // Not the add-on's kind of file, empty; a backup or restore running.
-        Route::ImportAddon => &[InvalidBody, Conflict],
+        Route::ImportAddon => &[Conflict],
         Route::ListAddonBackups | Route::GetAddonBackup => &[],
         // Not an upgrade request; the add-on does not accept connections.
         Route::AddonTunnel => &[InvalidQuery, Conflict],
