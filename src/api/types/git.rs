@@ -37,13 +37,17 @@ pub struct ProjectSettingsPatch {
     #[schemars(with = "String", regex(pattern = GIT_REF_PATTERN))]
     pub production_branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub install_command: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub build_command: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub start_command: Option<Option<String>>,
     /// Run once per deployment before the switch (migrations); non-zero fails it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[^\u0000]*$"), length(max = 16384))]
     pub release_command: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_directory: Option<Option<String>>,
