@@ -239,28 +239,7 @@ pub enum AddonsAction {
     },
     /// Create an add-on linked to the project (its production gets the URL from its next
     /// deployment); waits until it accepts connections.
-    Create {
-        #[arg(value_enum)]
-        kind: AddonKindArg,
-        /// Its memory limit in MiB (default 256); its settings follow from it.
-        #[arg(long, value_name = "MB")]
-        memory: Option<u32>,
-        /// Its data volume in MiB (default 1024).
-        #[arg(long, value_name = "MB")]
-        disk: Option<u32>,
-        /// The variable linked apps get (default DATABASE_URL / REDIS_URL).
-        #[arg(long, value_name = "NAME")]
-        env_name: Option<String>,
-        /// Redis only: `cache` keeps nothing on disk and evicts least recently used keys.
-        #[arg(long, value_enum)]
-        mode: Option<AddonModeArg>,
-        /// PostgreSQL only: point-in-time recovery (WAL archived, base backups taken).
-        #[arg(long)]
-        pitr: bool,
-        /// The project (default: `project` in ./slipway.toml).
-        #[arg(long, value_name = "SLUG")]
-        project: Option<String>,
-    },
+    Create(CreateAddonArgs),
     /// One add-on's state, size and links (never its password).
     Show {
         /// The add-on's id (adn_…).
@@ -295,6 +274,22 @@ pub enum AddonsAction {
         #[arg(value_name = "PROJECT")]
         project: String,
     },
+    /// Move an add-on to a new server version: a new add-on with its data (dumped, restored,
+    /// counted), the links moved; the old one kept stopped for `rollback`.
+    Upgrade {
+        /// The add-on's id (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+        /// PostgreSQL: the major version to move to (default: the newest installed).
+        #[arg(long, value_name = "MAJOR")]
+        version: Option<String>,
+    },
+    /// Go back to the add-on this one was upgraded from (the links move back).
+    Rollback {
+        /// The add-on an upgrade made (adn_…).
+        #[arg(value_name = "ADDON")]
+        id: String,
+    },
     /// The add-on's URL, user and password (the read is audited).
     Credentials {
         /// The add-on's id (adn_…).
@@ -304,6 +299,31 @@ pub enum AddonsAction {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `slipway addons create`.
+#[derive(Debug, clap::Args)]
+pub struct CreateAddonArgs {
+    #[arg(value_enum)]
+    pub kind: AddonKindArg,
+    /// Its memory limit in MiB (default 256); its settings follow from it.
+    #[arg(long, value_name = "MB")]
+    pub memory: Option<u32>,
+    /// Its data volume in MiB (default 1024).
+    #[arg(long, value_name = "MB")]
+    pub disk: Option<u32>,
+    /// The variable linked apps get (default DATABASE_URL / REDIS_URL).
+    #[arg(long, value_name = "NAME")]
+    pub env_name: Option<String>,
+    /// Redis only: `cache` keeps nothing on disk and evicts least recently used keys.
+    #[arg(long, value_enum)]
+    pub mode: Option<AddonModeArg>,
+    /// PostgreSQL only: point-in-time recovery (WAL archived, base backups taken).
+    #[arg(long)]
+    pub pitr: bool,
+    /// The project (default: `project` in ./slipway.toml).
+    #[arg(long, value_name = "SLUG")]
+    pub project: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

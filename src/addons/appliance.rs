@@ -41,7 +41,12 @@ impl Addons {
                 tracing::warn!(addon = %addon.id, "appliance backup: the add-on stayed busy; its last good backup is archived");
                 continue;
             };
-            if let Ok(record) = self.new_backup(&addon, "appliance").await {
+            // A stopped add-on (kept for a rollback) has nothing new: its last good backup.
+            let fresh = match addon.state {
+                AddonState::Running => self.new_backup(&addon, "appliance").await.ok(),
+                _ => None,
+            };
+            if let Some(record) = fresh {
                 let record = self.backup_now(&addon, record).await;
                 if record.state != BackupState::Ok {
                     tracing::warn!(addon = %addon.id, error = ?record.error, "appliance backup: the add-on's backup failed; its last good one is archived");

@@ -29,8 +29,41 @@ pub enum RedisMode {
     Cache,
 }
 
-/// The PostgreSQL major version the add-ons run (Debian 12's).
+/// The PostgreSQL major version new add-ons run (Debian 12's); an upgrade may move one to
+/// another major installed beside it (`postgresql-16` from the PGDG repository, say).
 pub const POSTGRES_MAJOR: u32 = 15;
+
+/// Where a PostgreSQL major's programs are (Debian's layout).
+pub fn postgres_bin_dir(major: u32) -> String {
+    format!("/usr/lib/postgresql/{major}/bin")
+}
+
+/// The PostgreSQL majors installed under `root` (each with its `postgres`), lowest first.
+pub fn postgres_majors(root: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(root.join("usr/lib/postgresql")) else {
+        return Vec::new();
+    };
+    let mut majors: Vec<u32> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|major| {
+            root.join(format!("usr/lib/postgresql/{major}/bin/postgres"))
+                .exists()
+        })
+        .collect();
+    majors.sort_unstable();
+    majors
+}
+
+/// The PostgreSQL major an add-on runs: its version's (set before its first start).
+pub fn postgres_major(addon: &crate::store::addons::AddonRecord) -> u32 {
+    major_of(&addon.version).unwrap_or(POSTGRES_MAJOR)
+}
+
+/// The major of a version as a server reports it (`15.18` → 15, `7.0.15` → 7).
+pub fn major_of(version: &str) -> Option<u32> {
+    version.split('.').next()?.parse().ok()
+}
 
 impl AddonKind {
     pub fn parse(text: &str) -> Option<AddonKind> {
@@ -188,6 +221,23 @@ mod tests {
         let (cache, policy) = redis_memory(256, RedisMode::Cache);
         assert_eq!(policy, "allkeys-lru");
         assert!(cache > 200 << 20 && cache < 256 << 20);
+    }
+
+    #[test]
+    fn majors_are_read_from_versions_and_from_the_installed_packages() {
+        assert_eq!(major_of("15.18"), Some(15));
+        assert_eq!(major_of("7.0.15"), Some(7));
+        assert_eq!(major_of(""), None);
+        let root = tempfile::tempdir().unwrap();
+        for (major, with_server) in [("16", true), ("15", true), ("14", false), ("x", true)] {
+            let bin = root.path().join(format!("usr/lib/postgresql/{major}/bin"));
+            std::fs::create_dir_all(&bin).unwrap();
+            if with_server {
+                std::fs::write(bin.join("postgres"), "").unwrap();
+            }
+        }
+        assert_eq!(postgres_majors(root.path()), vec![15, 16]);
+        assert!(postgres_majors(&root.path().join("none")).is_empty());
     }
 
     #[test]

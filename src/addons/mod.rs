@@ -16,6 +16,7 @@ mod appliance;
 mod backup;
 pub mod engine;
 mod files;
+mod gauges;
 mod pitr;
 mod pitr_restore;
 mod resize;
@@ -26,6 +27,7 @@ mod start;
 mod step;
 mod transfer;
 pub mod tunnel;
+mod upgrade;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -86,6 +88,9 @@ pub struct AddonRequest {
     /// The password to give it (a point-in-time copy keeps its source's: the data holds
     /// the role's); a new random one when `None`.
     pub password: Option<String>,
+    /// PostgreSQL: the major to run (`engine::POSTGRES_MAJOR` when `None`; an upgrade or a
+    /// copy of an add-on names its own).
+    pub major: Option<u32>,
 }
 
 /// Why an add-on was not made or changed.
@@ -176,19 +181,7 @@ impl Addons {
         project: &ProjectRecord,
         request: AddonRequest,
     ) -> Result<AddonRecord, AddonError> {
-        request
-            .kind
-            .check_installed(&self.programs_root)
-            .map_err(AddonError::Unavailable)?;
-        if self.loopback && request.kind == AddonKind::Postgres && nix::unistd::geteuid().is_root()
-        {
-            return Err(AddonError::Unavailable(
-                "PostgreSQL refuses to run as root, and in sandbox mode \"none\" an add-on runs \
-                 as the daemon's user: run the daemon as another user, or use sandbox.mode = \
-                 \"namespaces\""
-                    .into(),
-            ));
-        }
+        self.can_run(request.kind)?;
         self.admit(
             request.memory_mb,
             None,
@@ -207,7 +200,12 @@ impl Addons {
             v: 1,
             id: id.clone(),
             kind: request.kind.as_str().to_owned(),
-            version: String::new(),
+            // A PostgreSQL add-on's major decides its programs; the server's full version
+            // takes its place once it ran.
+            version: match request.kind {
+                AddonKind::Postgres => request.major.unwrap_or(engine::POSTGRES_MAJOR).to_string(),
+                AddonKind::Redis => String::new(),
+            },
             project_id: project.id.clone(),
             state: AddonState::Starting,
             memory_mb: request.memory_mb,
@@ -232,6 +230,8 @@ impl Addons {
             created_ms: crate::ids::now_ms(),
             message: None,
             pitr: request.pitr && request.kind == AddonKind::Postgres,
+            upgraded_from: None,
+            upgraded_to: None,
         };
         let stored = addon.clone();
         self.store.call(move |s| s.put_addon(&stored)).await?;
@@ -306,7 +306,11 @@ impl Addons {
             self.interrupted_restore(addon).await;
         }
         let mut restored = 0;
-        for addon in addons {
+        for addon in addons.iter().cloned() {
+            if addon.state == AddonState::Stopped {
+                // Kept for a rollback (an upgrade's old add-on): it stays stopped.
+                continue;
+            }
             let project_id = addon.project_id.clone();
             let Some(project) = self
                 .store
@@ -323,9 +327,16 @@ impl Addons {
                 tokio::spawn(async move { this.rebuild_in_background(project, addon).await });
                 continue;
             }
+            let adopted = adopt.is_some();
             let started = self.run(&project, &addon, adopt).await;
             match started {
-                Ok(()) => restored += 1,
+                Ok(()) => {
+                    restored += 1;
+                    if !adopted {
+                        // An adopted server still runs the program it started with.
+                        self.record_version(&addon).await;
+                    }
+                }
                 Err(message) => {
                     tracing::error!(addon = %addon.id, %message, "an add-on did not start again")
                 }
@@ -334,7 +345,22 @@ impl Addons {
         for (key, handle) in survivors {
             self.supervisor.stop_left_over(&key, &handle).await;
         }
+        self.interrupted_upgrades(&addons).await;
         Ok(restored)
+    }
+
+    /// A minor upgrade is the Debian package's: the version the server runs now is recorded.
+    async fn record_version(&self, addon: &AddonRecord) {
+        let version = start::version(addon).await;
+        if version.is_empty() || version == addon.version {
+            return;
+        }
+        tracing::info!(addon = %addon.id, from = %addon.version, to = %version, "the add-on's server was upgraded by its package");
+        let key = addon.id.clone();
+        let _ = self
+            .store
+            .call(move |s| s.update_addon(&key, |a| a.version = version))
+            .await;
     }
 
     /// The add-ons of `project_id` go with it (stopped, data removed).
@@ -349,6 +375,21 @@ impl Addons {
 }
 
 impl Addons {
+    /// 409 when this machine cannot run `kind`: its package missing, or PostgreSQL as root.
+    fn can_run(&self, kind: AddonKind) -> Result<(), AddonError> {
+        kind.check_installed(&self.programs_root)
+            .map_err(AddonError::Unavailable)?;
+        if self.loopback && kind == AddonKind::Postgres && nix::unistd::geteuid().is_root() {
+            return Err(AddonError::Unavailable(
+                "PostgreSQL refuses to run as root, and in sandbox mode \"none\" an add-on runs \
+                 as the daemon's user: run the daemon as another user, or use sandbox.mode = \
+                 \"namespaces\""
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Refuses `memory_mb` (409) when it, with every running instance and add-on (but
     /// `replacing`, whose limit it takes the place of), exceeds the machine's memory minus
     /// the reserve: add-ons are admitted as process instances are.

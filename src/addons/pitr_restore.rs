@@ -52,7 +52,7 @@ impl Addons {
             .map_err(AddonError::Unavailable)?;
         let base = self.base_for(addon, at_ms).await?;
         let password = self.password(addon).map_err(AddonError::Failed)?;
-        let into = self.copy_of(addon, Some(password)).await?;
+        let into = self.copy_of(addon, Some(password), None).await?;
         let message = format!(
             "{RECOVERING} {} from {} of {}",
             crate::ids::rfc3339(at_ms),

@@ -58,7 +58,7 @@ impl Addons {
         let busy = self.claim(addon)?;
         let into = match target {
             RestoreTarget::InPlace => addon.clone(),
-            RestoreTarget::New => self.copy_of(addon, None).await?,
+            RestoreTarget::New => self.copy_of(addon, None, None).await?,
         };
         let into = self
             .set_state(
@@ -99,11 +99,12 @@ impl Addons {
     }
 
     /// A new add-on with `addon`'s settings (PITR off until it holds its data), not linked,
-    /// with `password` (or a new one).
+    /// with `password` (or a new one), running PostgreSQL `major` (or `addon`'s).
     pub(super) async fn copy_of(
         &self,
         addon: &AddonRecord,
         password: Option<String>,
+        major: Option<u32>,
     ) -> Result<AddonRecord, AddonError> {
         let project = self.owner(addon).await.map_err(AddonError::Failed)?;
         let request = AddonRequest {
@@ -118,6 +119,7 @@ impl Addons {
             link: false,
             pitr: false,
             password,
+            major: Some(major.unwrap_or_else(|| super::engine::postgres_major(addon))),
         };
         self.create(&project, request).await
     }

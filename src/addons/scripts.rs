@@ -222,6 +222,35 @@ pub fn postgres_swap(host: &str, port: u16) -> String {
     )
 }
 
+/// Makes `app` of the server at `host:port` refuse writes (`on`: its sessions closed, every
+/// new transaction read-only) or take them again. `PGPASSWORD` is in the environment.
+pub fn postgres_read_only(host: &str, port: u16, on: bool) -> String {
+    let sql = match on {
+        true => {
+            "ALTER DATABASE app SET default_transaction_read_only = on;\n\
+                 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = 'app';"
+        }
+        false => "ALTER DATABASE app RESET default_transaction_read_only;",
+    };
+    format!(
+        "set -e\n\
+         psql -X -q -v ON_ERROR_STOP=1 -h {host} -p {port} -U slipway -d postgres >/dev/null <<'SQL'\n\
+         {sql}\n\
+         SQL\n"
+    )
+}
+
+/// Makes the Redis server at `host:port` refuse writes (`on`) or take them again (the
+/// default user's write commands taken away; not kept across a restart).
+/// `REDISCLI_AUTH` is in the environment.
+pub fn redis_read_only(host: &str, port: u16, on: bool) -> String {
+    let rule = if on { "-@write" } else { "+@all" };
+    format!(
+        "redis-cli -h {host} -p {port} --no-auth-warning acl setuser default {rule} | grep -qx OK\n"
+    )
+}
+
 /// The keys per database of the Redis server at `host:port` (`INFO keyspace`).
 /// `REDISCLI_AUTH` is in the environment.
 pub fn redis_keyspace(host: &str, port: u16) -> String {

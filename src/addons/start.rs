@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::engine::{self, AddonKind, RedisMode, POSTGRES_MAJOR};
+use super::engine::{self, AddonKind, RedisMode};
 use super::step::Step;
 use super::Addons;
 use crate::formation::InstanceId;
@@ -22,8 +22,11 @@ fn kind(addon: &AddonRecord) -> AddonKind {
     AddonKind::parse(&addon.kind).unwrap_or(AddonKind::Postgres)
 }
 
-fn postgres_bin(program: &str) -> String {
-    format!("/usr/lib/postgresql/{POSTGRES_MAJOR}/bin/{program}")
+fn postgres_bin(addon: &AddonRecord, program: &str) -> String {
+    format!(
+        "{}/{program}",
+        engine::postgres_bin_dir(engine::postgres_major(addon))
+    )
 }
 
 /// Its key in the supervisor and the store (`adn_…:postgres.1`).
@@ -50,7 +53,7 @@ fn server_command(addon: &AddonRecord, data: &str, listen: &str) -> String {
             format!(
                 "{prepare}exec {} -D {data}/pgdata -c listen_addresses='{listen}' -c port={} \
                  -c unix_socket_directories=/tmp {} {archive}",
-                postgres_bin("postgres"),
+                postgres_bin(addon, "postgres"),
                 addon.port,
                 settings.join(" ")
             )
@@ -92,7 +95,7 @@ impl Addons {
         if kind(addon) == AddonKind::Postgres {
             self.initdb(project, addon).await?;
         }
-        addon.version = version(kind(addon)).await;
+        addon.version = version(addon).await;
         self.run(project, addon, None).await
     }
 
@@ -139,8 +142,8 @@ impl Addons {
              echo 'host all all 0.0.0.0/0 scram-sha-256' >> {data}/pgdata/pg_hba.conf; \
              echo '{hba}' >> {data}/pgdata/pg_hba.conf; \
              echo 'CREATE DATABASE app;' | {postgres} --single -D {data}/pgdata postgres >/dev/null",
-            initdb = postgres_bin("initdb"),
-            postgres = postgres_bin("postgres"),
+            initdb = postgres_bin(addon, "initdb"),
+            postgres = postgres_bin(addon, "postgres"),
             hba = super::pitr::REPLICATION_HBA,
         );
         self.run_step(Step {
@@ -288,9 +291,9 @@ async fn is_loading(stream: &mut tokio::net::TcpStream) -> bool {
 }
 
 /// The server's version as the package's program says it (`15.18`, `7.0.15`).
-async fn version(kind: AddonKind) -> String {
-    let program = match kind {
-        AddonKind::Postgres => postgres_bin("postgres"),
+pub(super) async fn version(addon: &AddonRecord) -> String {
+    let program = match kind(addon) {
+        AddonKind::Postgres => postgres_bin(addon, "postgres"),
         AddonKind::Redis => "/usr/bin/redis-server".to_owned(),
     };
     let output = tokio::process::Command::new(program)

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::engine::{self, AddonKind, POSTGRES_MAJOR};
+use super::engine::{self, AddonKind};
 use super::Addons;
 use crate::sandbox::{StepKind, StepSpec};
 use crate::store::addons::AddonRecord;
@@ -42,7 +42,8 @@ impl Addons {
             (
                 "PATH".into(),
                 format!(
-                    "/usr/lib/postgresql/{POSTGRES_MAJOR}/bin:{}",
+                    "{}:{}",
+                    engine::postgres_bin_dir(super::engine::postgres_major(step.addon)),
                     crate::pipeline::STEP_PATH
                 ),
             ),

@@ -5,7 +5,8 @@
 //! kept in memory: a daemon that starts with an add-on above a mark says so once more.
 //! Only disk-limited volumes (their own filesystem) are watched: a plain directory shares the
 //! host's disk, which is not the add-on's to fill. Each round's measures are also what
-//! `slipway_addon_disk_used_bytes` shows. Started by `app::serve` with the daemon.
+//! `slipway_addon_disk_used_bytes` shows, with the figures of `gauges.rs` (connections, WAL
+//! backlog, backups). Started by `app::serve` with the daemon.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -102,6 +103,9 @@ impl DiskWatch {
                 AddonDisk {
                     project_id: addon.project_id.clone(),
                     used_bytes: used,
+                    connections: self.addons.connections(&addon).await,
+                    wal_backlog: self.addons.wal_backlog(&addon).await,
+                    backups: self.addons.backup_figures(&addon).await,
                 },
             );
             if !disk.limited {

@@ -17,9 +17,12 @@ pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<
         .map_err(|error| {
             ApiError::new(
                 ErrorCode::InvalidBody,
-                format!("{error}; expected {{\"diskMb\", \"memoryMb\", \"pitr\"}}"),
+                format!("{error}; expected {{\"diskMb\", \"memoryMb\", \"pitr\", \"version\"}}"),
             )
         })?;
+    if let Some(version) = &patch.version {
+        same_major(ctx, id, version).await?;
+    }
     let change = AddonChange {
         disk_mb: patch.disk_mb.map(u64::from),
         memory_mb: patch.memory_mb.map(u64::from),
@@ -56,6 +59,70 @@ pub async fn patch(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<
             .map_err(addon_error)?;
     }
     Ok(Reply::json(&view(ctx, changed).await))
+}
+
+/// 409 unless `version` is the add-on's own major: a major version never changes in place.
+async fn same_major(ctx: &Arc<Context>, id: &str, version: &str) -> Result<(), ApiError> {
+    let addon = record(ctx, id).await?;
+    let own = crate::addons::engine::major_of(&addon.version);
+    if own.is_some() && own == crate::addons::engine::major_of(version) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::Conflict,
+        format!(
+            "{} runs {} {}: a major version does not change in place (its data directory \
+             would not start); POST /api/addons/{}/upgrade {{\"version\": \"{version}\"}} \
+             moves it into a new add-on and keeps this one for a rollback",
+            addon.id, addon.kind, addon.version, addon.id
+        ),
+    ))
+}
+
+/// `POST /api/addons/{addonId}/upgrade`: the new add-on (`starting`, `upgradedFrom`), 202.
+pub async fn upgrade(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Result<Reply, ApiError> {
+    let body = read_json_object(&request)?;
+    let asked: types::UpgradeAddon = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|error| {
+            ApiError::new(
+                ErrorCode::InvalidBody,
+                format!("{error}; expected {{\"version\"?: \"16\"}}"),
+            )
+        })?;
+    let major = match asked.version.as_deref() {
+        None => None,
+        Some(version) => Some(
+            version
+                .parse::<u32>()
+                .ok()
+                .filter(|major| (1..1000).contains(major) && !version.starts_with('0'))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidBody,
+                        format!("`version` {version:?} must be a major version such as \"16\""),
+                    )
+                })?,
+        ),
+    };
+    let addon = record(ctx, id).await?;
+    let into = ctx
+        .addons
+        .start_upgrade(&addon, major)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&view(ctx, into).await))
+}
+
+/// `POST /api/addons/{addonId}/rollback`: back to the add-on this one was upgraded from;
+/// the links move back to it, this one stops. This add-on as it is, 202.
+pub async fn rollback(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
+    let addon = record(ctx, id).await?;
+    let kept = ctx
+        .addons
+        .start_rollback(&addon)
+        .await
+        .map_err(addon_error)?;
+    Ok(Reply::json(&view(ctx, kept).await))
 }
 
 pub async fn logs(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {

@@ -75,6 +75,7 @@ pub async fn create(
         link: true,
         pitr,
         password: None,
+        major: None,
     };
     let addon = ctx
         .addons
@@ -331,5 +332,7 @@ pub(super) async fn view(ctx: &Context, addon: AddonRecord) -> types::Addon {
             from: crate::ids::rfc3339(w.from_ms),
             to: crate::ids::rfc3339(w.to_ms),
         }),
+        upgraded_from: addon.upgraded_from,
+        upgraded_to: addon.upgraded_to,
     }
 }

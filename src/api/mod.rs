@@ -460,6 +460,22 @@ route_table! {
         query: None,
         handle: addon_ops::patch(ctx, params.get(0), request),
     }
+    UpgradeAddon: POST "/api/addons/{addonId}/upgrade" {
+        needs: Admin, target: Addon, success: ACCEPTED,
+        summary: "Move the add-on to a new server version: a new add-on, the data dumped, restored and counted, the links moved; the old one kept stopped for a rollback",
+        request: Some(RequestBody::Json(shape::<UpgradeAddon>)),
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addon_ops::upgrade(ctx, params.get(0), request),
+    }
+    RollbackAddon: POST "/api/addons/{addonId}/rollback" {
+        needs: Admin, target: Addon, success: ACCEPTED,
+        summary: "Go back to the add-on this one was upgraded from: it runs again, the links move back, this one stops",
+        request: None,
+        response: ResponseBody::Json(shape::<Addon>),
+        query: None,
+        handle: addon_ops::rollback(ctx, params.get(0)),
+    }
     DeleteAddon: DELETE "/api/addons/{addonId}" {
         needs: Admin, target: Addon, success: OK,
         summary: "Delete an add-on and its data (?confirm=<addonId>)",

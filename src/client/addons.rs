@@ -1,11 +1,13 @@
-//! `slipway addons list|create|show|delete|link|unlink|credentials`: a project's PostgreSQL
+//! `slipway addons list|create|show|delete|link|unlink|upgrade|rollback|credentials`: a project's PostgreSQL
 //! and Redis add-ons over `/api/projects/{projectId}/addons` and `/api/addons/{addonId}`.
 //! Tables and values go to stdout, notes to stderr; `--json` prints the API's answer.
 
 use std::process::ExitCode;
 
-use crate::api::types::{Addon, AddonCredentials, AddonDeleted, AddonList, CreateAddon};
-use crate::cli::{AddonKindArg, AddonModeArg, AddonsAction};
+use crate::api::types::{
+    Addon, AddonCredentials, AddonDeleted, AddonList, CreateAddon, UpgradeAddon,
+};
+use crate::cli::{AddonKindArg, AddonModeArg, AddonsAction, CreateAddonArgs};
 
 use super::commands::project_or_here;
 use super::display::table;
@@ -29,34 +31,7 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
                 false => print!("{}", addons_table(&list.addons)),
             }
         }
-        AddonsAction::Create {
-            kind,
-            memory,
-            disk,
-            env_name,
-            mode,
-            pitr,
-            project,
-        } => {
-            let project = project_or_here(project.as_deref())?;
-            let body = CreateAddon {
-                kind: kind_word(kind).to_owned(),
-                memory_mb: memory,
-                disk_mb: disk,
-                env_name,
-                mode: mode.map(|mode| mode_word(mode).to_owned()),
-                pitr: pitr.then_some(true),
-            };
-            eprintln!("Creating a {} add-on for {project} …", body.kind);
-            let path = format!("/api/projects/{}/addons", path_segment(&project));
-            let addon: Addon = api.post_json(&path, &body).await?;
-            print!("{}", addons_table(std::slice::from_ref(&addon)));
-            eprintln!(
-                "{project}'s production gets {} from its next deployment; `slipway db connect {}` \
-                 opens a console",
-                addon.env_name, addon.id
-            );
-        }
+        AddonsAction::Create(args) => create(api, args).await?,
         AddonsAction::Show { id, json } => {
             let path = format!("/api/addons/{}", path_segment(&id));
             if json {
@@ -92,6 +67,16 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
             );
             eprintln!("(from its next deployment on)");
         }
+        AddonsAction::Upgrade { id, version } => upgrade(api, &id, version).await?,
+        AddonsAction::Rollback { id } => {
+            let path = format!("/api/addons/{}/rollback", path_segment(&id));
+            let addon: Addon = api.post_json(&path, &serde_json::json!({})).await?;
+            let back = addon.upgraded_from.unwrap_or_default();
+            println!(
+                "rolling {} back to {back}: the links move back to it",
+                addon.id
+            );
+        }
         AddonsAction::Credentials { id, json } => {
             let path = format!("/api/addons/{}/credentials", path_segment(&id));
             if json {
@@ -103,6 +88,41 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn create(api: &ApiClient, args: CreateAddonArgs) -> Result<(), ClientError> {
+    let project = project_or_here(args.project.as_deref())?;
+    let body = CreateAddon {
+        kind: kind_word(args.kind).to_owned(),
+        memory_mb: args.memory,
+        disk_mb: args.disk,
+        env_name: args.env_name,
+        mode: args.mode.map(|mode| mode_word(mode).to_owned()),
+        pitr: args.pitr.then_some(true),
+    };
+    eprintln!("Creating a {} add-on for {project} …", body.kind);
+    let path = format!("/api/projects/{}/addons", path_segment(&project));
+    let addon: Addon = api.post_json(&path, &body).await?;
+    print!("{}", addons_table(std::slice::from_ref(&addon)));
+    eprintln!(
+        "{project}'s production gets {} from its next deployment; `slipway db connect {}` \
+         opens a console",
+        addon.env_name, addon.id
+    );
+    Ok(())
+}
+
+async fn upgrade(api: &ApiClient, id: &str, version: Option<String>) -> Result<(), ClientError> {
+    let path = format!("/api/addons/{}/upgrade", path_segment(id));
+    let into: Addon = api.post_json(&path, &UpgradeAddon { version }).await?;
+    let new = &into.id;
+    println!("upgrading {id} into {new}");
+    eprintln!(
+        "{id} stops taking writes; its data is dumped, restored into {new} and counted, then the \
+         links move (`slipway addons show {new}` follows it; `slipway addons rollback {new}` goes \
+         back)"
+    );
+    Ok(())
 }
 
 async fn set_link(

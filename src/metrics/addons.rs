@@ -1,6 +1,6 @@
-//! The add-ons' disk use as the disk watch (`addons::watch`) last measured it, for the
-//! Prometheus page (`slipway_addon_disk_used_bytes`); replaced whole at each round, so a
-//! deleted add-on leaves the page at the next one.
+//! The add-ons' figures as the disk watch (`addons::watch`) last measured them, for the
+//! Prometheus page (`slipway_addon_*`); replaced whole at each round, so a deleted add-on
+//! leaves the page at the next one.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,6 +11,20 @@ pub struct AddonDisk {
     /// The owning project's id (a project-limited page shows its own add-ons only).
     pub project_id: String,
     pub used_bytes: u64,
+    /// Open client connections (`None`: its server does not run).
+    pub connections: Option<u64>,
+    /// PITR: WAL segments staged, not yet in the backups volume (`None`: PITR off).
+    pub wal_backlog: Option<u64>,
+    pub backups: BackupFigures,
+}
+
+/// An add-on's backups as the metrics show them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackupFigures {
+    /// Whether its newest finished backup is good (`None`: none finished yet).
+    pub last_ok: Option<bool>,
+    /// When its newest good backup finished.
+    pub last_good_ms: Option<u64>,
 }
 
 /// Add-on id → its last measure.

@@ -47,6 +47,12 @@ pub struct AddonRecord {
     /// backups taken); off for add-ons made before it existed.
     #[serde(default)]
     pub pitr: bool,
+    /// The add-on this one was made from by an upgrade (`addons::upgrade`).
+    #[serde(default)]
+    pub upgraded_from: Option<String>,
+    /// The add-on this one was upgraded into (it is kept stopped for a rollback).
+    #[serde(default)]
+    pub upgraded_to: Option<String>,
 }
 
 impl Store {
@@ -133,6 +139,39 @@ impl Store {
         };
         txn.commit()?;
         Ok(Some(updated))
+    }
+
+    /// Gives `to` every link of `from` (which keeps none) in one transaction, and records
+    /// the upgrade (`from` upgraded into `to`) or, for a rollback (`to` is the add-on `from`
+    /// was upgraded from), clears it. Both as they are now; `None` if one does not exist.
+    pub fn move_addon_links(
+        &self,
+        from: &str,
+        to: &str,
+        rollback: bool,
+    ) -> Result<Option<(AddonRecord, AddonRecord)>> {
+        let txn = self.write()?;
+        let moved = {
+            let mut table = txn.open_table(tables::ADDONS)?;
+            let source: Option<AddonRecord> = get_record(&table, "addons", from)?;
+            let target: Option<AddonRecord> = get_record(&table, "addons", to)?;
+            let (Some(mut source), Some(mut target)) = (source, target) else {
+                return Ok(None);
+            };
+            target.links = std::mem::take(&mut source.links);
+            match rollback {
+                true => target.upgraded_to = None,
+                false => {
+                    source.upgraded_to = Some(to.to_owned());
+                    target.upgraded_from = Some(from.to_owned());
+                }
+            }
+            put_record(&mut table, from, &source)?;
+            put_record(&mut table, to, &target)?;
+            (source, target)
+        };
+        txn.commit()?;
+        Ok(Some(moved))
     }
 
     pub fn delete_addon(&self, id: &str) -> Result<Option<AddonRecord>> {

@@ -8,6 +8,7 @@ mod addon_backups;
 mod addon_ops;
 mod addon_pitr;
 mod addon_tunnel;
+mod addon_upgrade;
 mod addons;
 mod attacks;
 mod backup;

@@ -65,6 +65,8 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
             "deploy",
         ),
         ("POST /api/addons/{addonId}/restore", "admin"),
+        ("POST /api/addons/{addonId}/upgrade", "admin"),
+        ("POST /api/addons/{addonId}/rollback", "admin"),
         ("GET /api/addons/{addonId}/export", "deploy"),
         ("PUT /api/addons/{addonId}/import", "admin"),
         ("GET /api/addons/{addonId}/tunnel", "deploy"),

@@ -148,6 +148,10 @@ fn jobs_and_addons_codes(route: Route) -> Option<&'static [ErrorCode]> {
         // Shrinking a disk, a backup or restore running; the disk did not grow or the server
         // did not start again.
         Route::PatchAddon => &[Conflict, AddonFailed],
+        // Not running, upgraded already, the version not installed or older, busy; the new
+        // add-on did not start. Rollback: not made by an upgrade, the old one gone or busy;
+        // it did not start again.
+        Route::UpgradeAddon | Route::RollbackAddon => &[Conflict, AddonFailed],
         Route::AddonLogs | Route::AddonLogStream => &[],
         Route::ListRuns | Route::GetRun | Route::RunLogs | Route::RunLogStream => &[],
         _ => return None,

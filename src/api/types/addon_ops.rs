@@ -1,5 +1,5 @@
 //! The shapes of an add-on's operations: `PATCH /api/addons/{addonId}` (grow its disk, change
-//! its memory, point-in-time recovery on or off) and its server's output (`GET /api/addons/{addonId}/logs`), issue 34.
+//! its memory, point-in-time recovery on or off), `POST …/upgrade` and its server's output (`GET /api/addons/{addonId}/logs`), issue 34.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,24 @@ pub struct PatchAddon {
     /// taken at once). `true` on redis is 409.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pitr: Option<bool>,
+    /// PostgreSQL: the major version (`"15"`). The add-on's own is accepted and changes
+    /// nothing (minor versions come with the Debian package and a restart); another is 409:
+    /// a major version never changes in place, `POST /api/addons/{addonId}/upgrade` does it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]{0,2}$"))]
+    pub version: Option<String>,
+}
+
+/// `POST /api/addons/{addonId}/upgrade`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpgradeAddon {
+    /// PostgreSQL: the major version to move to, installed on this machine (the newest
+    /// installed when absent; never older than the add-on's). Redis: the installed server;
+    /// leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]{0,2}$"))]
+    pub version: Option<String>,
 }
 
 /// A page of an add-on server's output (`GET /api/addons/{addonId}/logs`).

@@ -74,6 +74,10 @@ pub struct Addon {
     /// backup is proven and WAL after it archived).
     #[serde(default)]
     pub pitr_window: Option<PitrWindow>,
+    /// The add-on this one was made from by an upgrade (`POST …/rollback` goes back to it).
+    pub upgraded_from: Option<String>,
+    /// The add-on this one was upgraded into (it is kept stopped for a rollback).
+    pub upgraded_to: Option<String>,
 }
 
 /// The span a point-in-time restore reaches, RFC 3339.

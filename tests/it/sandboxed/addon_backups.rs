@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::addons::{deploy_shop, run};
 use super::Sandboxed;
-use crate::support::{missing_tool, DaemonOptions, TestDaemon};
+use crate::support::{eventually, missing_tool, DaemonOptions, TestDaemon};
 
 /// Polls `path` until `field` is not one of `passing`; the last answer.
 async fn wait_until(daemon: &TestDaemon, path: &str, field: &str, passing: &[&str]) -> Value {
@@ -55,6 +55,26 @@ async fn restore(daemon: &TestDaemon, addon: &str, backup: &str, target: &str) -
     .await
 }
 
+/// The add-on lines of the metrics page.
+async fn addon_metrics(daemon: &TestDaemon) -> String {
+    let page = daemon.api("GET", "/api/metrics", None).await.text();
+    let lines: Vec<&str> = page.lines().filter(|l| l.contains("adn_")).collect();
+    lines.join("\n")
+}
+
+/// `family`'s value for `addon` on the metrics page.
+async fn gauge(daemon: &TestDaemon, family: &str, addon: &str) -> Option<f64> {
+    let prefix = format!("{family}{{addon=\"{addon}\",");
+    addon_metrics(daemon)
+        .await
+        .lines()
+        .find(|line| line.starts_with(&prefix))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn installed(test: &str) -> bool {
     for program in [
         "/usr/lib/postgresql/15/bin/postgres",
@@ -76,7 +96,8 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     if !installed(test) {
         return;
     }
-    let Some(sandboxed) = Sandboxed::start(test, "") else {
+    let measured_often = "[addons]\ndisk_check_interval_s = 1\n";
+    let Some(sandboxed) = Sandboxed::start(test, measured_often) else {
         return;
     };
     let daemon = &sandboxed.daemon;
@@ -107,6 +128,37 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     assert_eq!(good["sha256"].as_str().unwrap().len(), 64);
     assert!(good["bytes"].as_u64().unwrap() > 0 && good["verifiedAt"].is_string());
     let bak = good["id"].as_str().unwrap().to_owned();
+
+    // The metrics: the newest backup good, when it finished; a held connection is counted.
+    let held = daemon
+        .api(
+            "POST",
+            "/api/projects/shop/runs",
+            Some(json!({"command": "psql \"$DATABASE_URL\" -c 'select pg_sleep(8)'"})),
+        )
+        .await;
+    assert_eq!(held.status, 202, "{}", held.text());
+    let connected = eventually(Duration::from_secs(8), || async {
+        gauge(daemon, "slipway_addon_connections", &pg).await >= Some(1.0)
+    })
+    .await;
+    assert!(connected, "{}", addon_metrics(daemon).await);
+    assert_eq!(
+        gauge(daemon, "slipway_addon_last_backup_ok", &pg).await,
+        Some(1.0)
+    );
+    let at = gauge(
+        daemon,
+        "slipway_addon_last_good_backup_timestamp_seconds",
+        &pg,
+    )
+    .await;
+    let age = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - at.unwrap();
+    assert!((0.0..120.0).contains(&age), "{age}");
 
     // Into a new add-on: the same rows.
     let copy = restore(daemon, &pg, &bak, "new").await;
@@ -291,6 +343,11 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     let bad = backup(daemon, &pg).await;
     assert_eq!(bad["state"], "failed", "{bad}");
     assert!(bad["error"].as_str().unwrap().contains("restore"), "{bad}");
+    let alarmed = eventually(Duration::from_secs(5), || async {
+        gauge(daemon, "slipway_addon_last_backup_ok", &pg).await == Some(0.0)
+    })
+    .await;
+    assert!(alarmed, "{}", addon_metrics(daemon).await);
     let listed = daemon
         .api("GET", &format!("/api/addons/{pg}/backups"), None)
         .await
