@@ -78,6 +78,10 @@ pub(super) fn start(
             acme,
             redirect_plain,
             https_port_suffix,
+            waking: crate::dispatch::Waking {
+                hold_timeout: config.sleep.hold_timeout,
+                max_held: config.sleep.max_held,
+            },
         })
     };
     let visitors = dispatch(
