@@ -199,6 +199,14 @@ fn start_control_tasks(
         Duration::from_secs(config.addons.disk_check_interval_s),
         shutdown.root.child_token(),
     ));
+    if let Some(calls) = services.routes.take_wake_calls() {
+        shutdown.spawn(
+            services
+                .sleeper
+                .clone()
+                .run(calls, shutdown.root.child_token()),
+        );
+    }
     shutdown.spawn(maintain(
         base.store.clone(),
         base.tokens.clone(),

@@ -35,6 +35,8 @@ pub(super) struct Services {
     pub jobs: Arc<crate::jobs::Jobs>,
     pub addons: Arc<crate::addons::Addons>,
     pub observatory: Arc<crate::usage::Observatory>,
+    /// Idle apps put to sleep, sleeping ones woken.
+    pub sleeper: Arc<crate::sleep::Sleeper>,
     pub ctx: Arc<Context>,
 }
 
@@ -90,6 +92,15 @@ impl Services {
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
         let (jobs, addons) = jobs_and_addons(base, &pipeline, &hub, &supervisor, &notifier);
+        let sleeper = crate::sleep::Sleeper::new(crate::sleep::SleeperParts {
+            pipeline: pipeline.clone(),
+            jobs: jobs.clone(),
+            store: store.clone(),
+            routes: routes.clone(),
+            notifier: notifier.clone(),
+            metrics: daemon_metrics.clone(),
+            tick: config.sleep.tick,
+        });
         let ctx = api_context(
             base,
             &pipeline,
@@ -103,6 +114,7 @@ impl Services {
                 domains,
                 sources,
                 urls,
+                sleeper: sleeper.clone(),
             },
         );
         Ok(Services {
@@ -115,6 +127,7 @@ impl Services {
             jobs,
             addons,
             observatory,
+            sleeper,
             ctx,
         })
     }
@@ -211,6 +224,7 @@ struct ForApi {
     domains: Arc<crate::domains::Domains>,
     sources: Arc<crate::source::SourceStore>,
     urls: PublicUrls,
+    sleeper: Arc<crate::sleep::Sleeper>,
 }
 
 fn api_context(
@@ -245,6 +259,7 @@ fn api_context(
         hub: hub.clone(),
         sources: api.sources,
         urls: api.urls,
+        sleeper: api.sleeper,
         public_bodies: crate::api::PublicBodies::new(&config.limits),
         idempotency: Default::default(),
         unauthenticated_failures: Default::default(),

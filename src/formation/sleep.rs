@@ -22,15 +22,14 @@ pub enum SleepStrategy {
     Page,
 }
 
-/// A project's sleep setting: it sleeps after `idle_timeout_s` without visitors.
+/// A project's sleep setting: its app sleeps after `idleTimeoutS` without visitors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SleepSettings {
     /// Seconds without a request, stream or tunnel open before the app sleeps (2 to 604800).
     #[schemars(range(min = 2, max = 604_800))]
     pub idle_timeout_s: u64,
-    /// `hold` (default) or `page`.
-    #[serde(default)]
+    /// `hold` or `page`.
     pub strategy: SleepStrategy,
 }
 
@@ -53,9 +52,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bounds_are_checked_and_the_strategy_defaults_to_hold() {
-        let parsed: SleepSettings = serde_json::from_str(r#"{"idleTimeoutS": 900}"#).unwrap();
+    fn bounds_are_checked_and_both_fields_are_needed() {
+        let parsed: SleepSettings =
+            serde_json::from_str(r#"{"idleTimeoutS": 900, "strategy": "hold"}"#).unwrap();
         assert_eq!(parsed.strategy, SleepStrategy::Hold);
+        assert!(serde_json::from_str::<SleepSettings>(r#"{"idleTimeoutS": 900}"#).is_err());
         assert!(parsed.check().is_ok());
         for (seconds, ok) in [(1, false), (2, true), (604_800, true), (604_801, false)] {
             let setting = SleepSettings {

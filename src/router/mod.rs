@@ -256,6 +256,36 @@ impl Routes {
         });
     }
 
+    /// `key`'s live app of `deployment_id` is served from `next` from now on (a sleeping
+    /// target, or the app again); what it was served from before, or `None` (nothing
+    /// changed) when `key` does not serve that deployment's instances now.
+    pub fn swap_live(&self, key: &str, deployment_id: &str, next: Target) -> Option<Target> {
+        let previous = std::sync::Mutex::new(None);
+        self.update(|table| {
+            let slot = table.apps.get_mut(key);
+            *previous.lock().expect("swap poisoned") = None;
+            if let Some(Some(current @ Target::Proxy { .. })) = slot {
+                if current.deployment_id() == deployment_id {
+                    *previous.lock().expect("swap poisoned") =
+                        Some(std::mem::replace(current, next.clone()));
+                }
+            }
+        });
+        previous.into_inner().expect("swap poisoned")
+    }
+
+    /// `key` sleeps on `next` instead of `asleep`, if `asleep` is still its target (a wake
+    /// that failed leaves a new sleeping target for the next request to try again).
+    pub fn swap_asleep(&self, key: &str, asleep: &Arc<Asleep>, next: Target) {
+        self.update(|table| {
+            if let Some(Some(Target::Asleep(current))) = table.apps.get_mut(key) {
+                if Arc::ptr_eq(current, asleep) {
+                    table.apps.insert(key.to_owned(), Some(next.clone()));
+                }
+            }
+        });
+    }
+
     /// Instance `instance` of the live app of `key` (a slug or a preview label) is at
     /// `address` from now on, or out with `None` (it stopped and will be restarted: nothing
     /// may reach its old address; the other instances keep serving, and with none left

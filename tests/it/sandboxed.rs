@@ -20,6 +20,7 @@ mod network;
 mod outlive;
 mod release;
 mod runs;
+mod sleeping;
 mod starts;
 
 use std::path::Path;
