@@ -13,7 +13,7 @@ use super::runs::wait_run_final;
 use super::Sandboxed;
 use crate::notifications::allow_loopback;
 use crate::notifications::receiver::Receiver;
-use crate::support::{eventually, missing_tool, TestDaemon};
+use crate::support::{cli, eventually, missing_tool, TestDaemon};
 
 /// Counts its starts in `/data/starts` (shown at `/starts`), starts 300 ms late, streams
 /// server-sent events at `/sse`, and refuses to start once `/break` was asked for.
@@ -206,13 +206,17 @@ async fn idle_apps_sleep_and_wake_once_for_many_requests_streams_and_runs_keep_t
     assert_eq!(run["state"], "succeeded", "{run}");
     wait_state(daemon, "sleeping", Duration::from_secs(15)).await;
 
-    // Asleep across a restart: not started, and woken by the next request.
+    // Asleep across a restart: not started; `slipway wake` and `sleep`.
     sandboxed.daemon.restart();
     let daemon = &sandboxed.daemon;
     assert_eq!(app_state(daemon).await, "sleeping");
     sandboxed.assert_no_project_processes("a restart of a sleeping app's daemon");
-    assert_eq!(daemon.app_get("shop", "/", &[]).await.text(), "hi");
+    let woke = cli(daemon, &["wake", "shop"]);
+    assert!(woke.contains("shop is running"), "{woke}");
     assert_eq!(starts(daemon).await, "3");
+    let slept = cli(daemon, &["sleep", "shop"]);
+    assert!(slept.contains("shop is sleeping"), "{slept}");
+    assert_eq!(app_state(daemon).await, "sleeping");
 }
 
 /// Reads `/sse` for `within`; how many events came.
