@@ -56,6 +56,16 @@ pub struct Waking {
     pub max_held: usize,
 }
 
+impl Waking {
+    /// As `[sleep]` says.
+    pub fn of(config: &crate::config::SleepConfig) -> Waking {
+        Waking {
+            hold_timeout: config.hold_timeout,
+            max_held: config.max_held,
+        }
+    }
+}
+
 /// Who asked, how and for which host: what forwarding a request needs besides it.
 #[derive(Clone, Copy)]
 struct Visitor<'a> {

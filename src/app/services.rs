@@ -35,8 +35,6 @@ pub(super) struct Services {
     pub jobs: Arc<crate::jobs::Jobs>,
     pub addons: Arc<crate::addons::Addons>,
     pub observatory: Arc<crate::usage::Observatory>,
-    /// Idle apps put to sleep, sleeping ones woken.
-    pub sleeper: Arc<crate::sleep::Sleeper>,
     pub ctx: Arc<Context>,
 }
 
@@ -92,15 +90,7 @@ impl Services {
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
         let (jobs, addons) = jobs_and_addons(base, &pipeline, &hub, &supervisor, &notifier);
-        let sleeper = crate::sleep::Sleeper::new(crate::sleep::SleeperParts {
-            pipeline: pipeline.clone(),
-            jobs: jobs.clone(),
-            store: store.clone(),
-            routes: routes.clone(),
-            notifier: notifier.clone(),
-            metrics: daemon_metrics.clone(),
-            tick: config.sleep.tick,
-        });
+        let sleeper = sleeper(base, &pipeline, &jobs, &notifier, &daemon_metrics);
         let ctx = api_context(
             base,
             &pipeline,
@@ -114,7 +104,7 @@ impl Services {
                 domains,
                 sources,
                 urls,
-                sleeper: sleeper.clone(),
+                sleeper,
             },
         );
         Ok(Services {
@@ -127,7 +117,6 @@ impl Services {
             jobs,
             addons,
             observatory,
-            sleeper,
             ctx,
         })
     }
@@ -213,6 +202,25 @@ fn jobs_and_addons(
         },
     );
     (jobs, addons)
+}
+
+/// Puts idle apps to sleep and wakes them (its task is started by `serve::start`).
+fn sleeper(
+    base: &Base,
+    pipeline: &Arc<Pipeline>,
+    jobs: &Arc<crate::jobs::Jobs>,
+    notifier: &Notifier,
+    metrics: &Arc<DaemonMetrics>,
+) -> Arc<crate::sleep::Sleeper> {
+    crate::sleep::Sleeper::new(crate::sleep::SleeperParts {
+        pipeline: pipeline.clone(),
+        jobs: jobs.clone(),
+        store: base.store.clone(),
+        routes: pipeline.routes().clone(),
+        notifier: notifier.clone(),
+        metrics: metrics.clone(),
+        tick: base.config.sleep.tick,
+    })
 }
 
 /// What the API's context takes that the daemon's other parts do not keep.

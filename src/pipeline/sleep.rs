@@ -97,6 +97,11 @@ impl Pipeline {
         Ok(deployment.id)
     }
 
+    /// The route table it switches.
+    pub fn routes(&self) -> &std::sync::Arc<crate::router::Routes> {
+        &self.routes
+    }
+
     /// A sleep another deployment ended (it went live meanwhile) is forgotten.
     pub async fn forget_sleep(&self, project_id: &str) -> Result<(), crate::store::StoreError> {
         let id = project_id.to_owned();

@@ -13,7 +13,7 @@ use super::runs::wait_run_final;
 use super::Sandboxed;
 use crate::notifications::allow_loopback;
 use crate::notifications::receiver::Receiver;
-use crate::support::{cli, eventually, missing_tool, TestDaemon};
+use crate::support::{cli, eventually, missing_tool, TestDaemon, TestResponse};
 
 /// Counts its starts in `/data/starts` (shown at `/starts`), starts 300 ms late, streams
 /// server-sent events at `/sse`, and refuses to start once `/break` was asked for.
@@ -60,16 +60,15 @@ async fn deploy(daemon: &TestDaemon, sleep: serde_json::Value) -> String {
             json!({"startCommand": "node server.js"}),
         )
         .await;
-    let patched = daemon
-        .api(
-            "PATCH",
-            "/api/projects/shop",
-            Some(json!({ "sleep": sleep })),
-        )
-        .await;
+    let patched = set_sleep(daemon, sleep.clone()).await;
     assert_eq!(patched.status, 200, "{}", patched.text());
     assert_eq!(patched.json()["settings"]["sleep"], sleep);
     status["deploymentId"].as_str().unwrap().to_owned()
+}
+
+async fn set_sleep(daemon: &TestDaemon, sleep: serde_json::Value) -> TestResponse {
+    let body = json!({ "sleep": sleep });
+    daemon.api("PATCH", "/api/projects/shop", Some(body)).await
 }
 
 async fn starts(daemon: &TestDaemon) -> String {
@@ -86,43 +85,36 @@ fn app_cgroups(sandboxed: &Sandboxed, deployment: &str) -> Vec<String> {
         .collect()
 }
 
+/// A namespaced daemon with a 200 ms idle tick, subscribed to the sleep events at a
+/// receiver; `None` (with a printed reason) where it cannot run.
+async fn start(test: &str) -> Option<(Sandboxed, Receiver)> {
+    if missing_tool("node", "the app is a node server") {
+        return None;
+    }
+    let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
+    let sandboxed = Sandboxed::start(test, &format!("{EXTRA}{}", allow_loopback()))?;
+    let events = ["app.slept", "app.woke", "app.wake_failed"];
+    let body = json!({"url": receiver.url("/hook"), "events": events});
+    let subscribed = sandboxed
+        .daemon
+        .api("POST", "/api/notifications", Some(body))
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.text());
+    Some((sandboxed, receiver))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_apps_sleep_and_wake_once_for_many_requests_streams_and_runs_keep_them_awake() {
     let test = "idle_apps_sleep_and_wake_once_for_many_requests_streams_and_runs_keep_them_awake";
-    if missing_tool("node", "the app is a node server") {
-        return;
-    }
-    let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
-    let Some(mut sandboxed) = Sandboxed::start(test, &format!("{EXTRA}{}", allow_loopback()))
-    else {
+    let Some((mut sandboxed, receiver)) = start(test).await else {
         return;
     };
     let daemon = &sandboxed.daemon;
-    let events = ["app.slept", "app.woke", "app.wake_failed"];
-    let subscribed = daemon
-        .api(
-            "POST",
-            "/api/notifications",
-            Some(json!({"url": receiver.url("/hook"), "events": events})),
-        )
-        .await;
-    assert_eq!(subscribed.status, 201, "{}", subscribed.text());
-    let refused = daemon
-        .api(
-            "PATCH",
-            "/api/projects/shop",
-            Some(json!({"sleep": {"idleTimeoutS": 1, "strategy": "hold"}})),
-        )
-        .await;
+    let too_short = json!({"idleTimeoutS": 1, "strategy": "hold"});
+    let refused = set_sleep(daemon, too_short.clone()).await;
     assert_eq!(refused.status, 404, "no project yet: {}", refused.text());
     let deployment = deploy(daemon, json!({"idleTimeoutS": 2, "strategy": "hold"})).await;
-    let refused = daemon
-        .api(
-            "PATCH",
-            "/api/projects/shop",
-            Some(json!({"sleep": {"idleTimeoutS": 1, "strategy": "hold"}})),
-        )
-        .await;
+    let refused = set_sleep(daemon, too_short).await;
     refused.assert_error(400, "INVALID_BODY");
     assert_eq!(app_state(daemon).await, "running");
 
@@ -239,22 +231,10 @@ async fn read_sse(mut stream: tokio::net::TcpStream, host: &str, within: Duratio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browsers_get_the_starting_page_and_a_failed_wake_answers_503_and_notifies() {
     let test = "browsers_get_the_starting_page_and_a_failed_wake_answers_503_and_notifies";
-    if missing_tool("node", "the app is a node server") {
-        return;
-    }
-    let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
-    let Some(sandboxed) = Sandboxed::start(test, &format!("{EXTRA}{}", allow_loopback())) else {
+    let Some((sandboxed, receiver)) = start(test).await else {
         return;
     };
     let daemon = &sandboxed.daemon;
-    let subscribed = daemon
-        .api(
-            "POST",
-            "/api/notifications",
-            Some(json!({"url": receiver.url("/hook"), "events": ["app.wake_failed"]})),
-        )
-        .await;
-    assert_eq!(subscribed.status, 201, "{}", subscribed.text());
     deploy(daemon, json!({"idleTimeoutS": 600, "strategy": "page"})).await;
     let slept = daemon.api("POST", "/api/projects/shop/sleep", None).await;
     assert_eq!(slept.status, 202, "{}", slept.text());
