@@ -130,6 +130,16 @@ pub enum ClientCommand {
         /// The deployment to go back to (dpl_…).
         deployment: String,
     },
+    /// Put a project's app to sleep now (its instances stop; the next request wakes it).
+    Sleep {
+        /// The project's slug or id.
+        project: String,
+    },
+    /// Wake a project's sleeping app and wait until it runs.
+    Wake {
+        /// The project's slug or id.
+        project: String,
+    },
     /// A project's traffic, app memory and CPU, build cache and certificates since the daemon
     /// started.
     Usage {

@@ -16,7 +16,7 @@ use crate::http_util::{full, Body};
 use crate::metrics::ProjectMetrics;
 use crate::pages::VisitorPage;
 use crate::proxy::{Forwarded, Proxy};
-use crate::router::{Destination, Routes, Target};
+use crate::router::{Asleep, Destination, Routes, SleepStrategy, Target, WakeOutcome};
 
 const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
@@ -45,6 +45,34 @@ pub struct Dispatch {
     pub https_port_suffix: String,
     /// Answers ACME HTTP-01 challenges on plain HTTP (acme mode).
     pub acme: Option<Arc<crate::tls::TlsManager>>,
+    /// How requests to a sleeping app wait for it (`[sleep]`).
+    pub waking: Waking,
+}
+
+/// How long and how many requests wait for a sleeping app to wake.
+#[derive(Debug, Clone, Copy)]
+pub struct Waking {
+    pub hold_timeout: std::time::Duration,
+    pub max_held: usize,
+}
+
+impl Waking {
+    /// As `[sleep]` says.
+    pub fn of(config: &crate::config::SleepConfig) -> Waking {
+        Waking {
+            hold_timeout: config.hold_timeout,
+            max_held: config.max_held,
+        }
+    }
+}
+
+/// Who asked, how and for which host: what forwarding a request needs besides it.
+#[derive(Clone, Copy)]
+struct Visitor<'a> {
+    client: SocketAddr,
+    scheme: Scheme,
+    host: &'a str,
+    metrics: Option<&'a Arc<ProjectMetrics>>,
 }
 
 impl Dispatch {
@@ -107,21 +135,18 @@ impl Dispatch {
                 metrics,
             } => {
                 let started = metrics.as_ref().map(|_| std::time::Instant::now());
-                let proxied = matches!(
-                    &target,
-                    Some(Target::Proxy { upstreams, .. }) if upstreams.serving()
-                );
-                let response = self
-                    .app(
-                        &slug,
-                        target,
-                        request,
-                        client,
-                        scheme,
-                        &host,
-                        metrics.as_ref(),
-                    )
-                    .await;
+                let proxied = match &target {
+                    Some(Target::Proxy { upstreams, .. }) => upstreams.serving(),
+                    Some(Target::Asleep(_)) => true,
+                    _ => false,
+                };
+                let visitor = Visitor {
+                    client,
+                    scheme,
+                    host: &host,
+                    metrics: metrics.as_ref(),
+                };
+                let response = self.app(&slug, target, request, visitor).await;
                 if let (Some(metrics), Some(started)) = (metrics, started) {
                     metrics.record_response(response.status().as_u16(), started.elapsed());
                     // The proxy counts the bytes of the app's streamed bodies itself.
@@ -139,45 +164,88 @@ impl Dispatch {
     }
 
     /// Serves a request for a project's host from its live target.
-    #[allow(clippy::too_many_arguments)]
     async fn app(
         &self,
         slug: &str,
         target: Option<Target>,
         request: Request<Incoming>,
-        client: SocketAddr,
-        scheme: Scheme,
-        host: &str,
-        metrics: Option<&Arc<ProjectMetrics>>,
+        visitor: Visitor<'_>,
     ) -> Response<Body> {
         match target {
             None => VisitorPage::NotDeployedYet { slug }.response(),
             Some(Target::Static { site, .. }) => site.serve(&request),
-            Some(Target::Proxy { upstreams, .. }) if !upstreams.serving() => {
-                VisitorPage::AppRestarting.response()
-            }
             Some(Target::Proxy { upstreams, .. }) => {
-                let proto = if scheme == Scheme::Https {
-                    "https"
-                } else {
-                    "http"
-                };
-                let Ok(host) = HeaderValue::from_str(host) else {
-                    return VisitorPage::BadRequest.response();
-                };
-                let forwarded = Forwarded {
-                    client: client.ip(),
-                    proto,
-                    host,
-                };
-                // Boxed: the proxy's future is kilobytes, and every layer above it would
-                // otherwise carry (and copy, at each call) that much for every request.
-                Box::pin(
-                    self.proxy
-                        .forward_metered(request, &upstreams, &forwarded, metrics),
-                )
-                .await
+                self.forward(&upstreams, request, visitor).await
             }
+            Some(Target::Asleep(asleep)) => {
+                Box::pin(self.wake_then_forward(asleep, request, visitor)).await
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        upstreams: &crate::upstreams::Upstreams,
+        request: Request<Incoming>,
+        visitor: Visitor<'_>,
+    ) -> Response<Body> {
+        if !upstreams.serving() {
+            return VisitorPage::AppRestarting.response();
+        }
+        let proto = if visitor.scheme == Scheme::Https {
+            "https"
+        } else {
+            "http"
+        };
+        let Ok(host) = HeaderValue::from_str(visitor.host) else {
+            return VisitorPage::BadRequest.response();
+        };
+        let forwarded = Forwarded {
+            client: visitor.client.ip(),
+            proto,
+            host,
+        };
+        // Boxed: the proxy's future is kilobytes, and every layer above it would
+        // otherwise carry (and copy, at each call) that much for every request.
+        Box::pin(
+            self.proxy
+                .forward_metered(request, upstreams, &forwarded, visitor.metrics),
+        )
+        .await
+    }
+
+    /// A request to a sleeping app: it wakes the app (the first one sends the one wake
+    /// call) and waits, with at most `max_held` others and for at most `hold_timeout`, to be
+    /// forwarded once the app serves. With the `page` strategy a browser's page load gets the
+    /// self-reloading "starting" page at once instead.
+    async fn wake_then_forward(
+        &self,
+        asleep: Arc<Asleep>,
+        request: Request<Incoming>,
+        visitor: Visitor<'_>,
+    ) -> Response<Body> {
+        if asleep.strategy() == SleepStrategy::Page && wants_page(&request) {
+            asleep.wake();
+            return VisitorPage::AppStarting.response();
+        }
+        let Some(held) = asleep.hold(self.waking.max_held) else {
+            asleep.wake();
+            return VisitorPage::Busy.response();
+        };
+        asleep.wake();
+        let outcome = asleep.outcome(self.waking.hold_timeout).await;
+        drop(held);
+        match outcome {
+            Some(WakeOutcome::Woke) => {}
+            Some(WakeOutcome::Failed(reason)) => return crate::pages::wake_failed(&reason),
+            None => return VisitorPage::AppStarting.response(),
+        }
+        match self.routes.resolve(visitor.host) {
+            Destination::App {
+                target: Some(Target::Proxy { upstreams, .. }),
+                ..
+            } => self.forward(&upstreams, request, visitor).await,
+            _ => VisitorPage::AppRestarting.response(),
         }
     }
 
@@ -236,6 +304,17 @@ impl Dispatch {
             path_and_query(request)
         ))
     }
+}
+
+/// A browser loading a page: GET or HEAD that accepts HTML.
+fn wants_page<B>(request: &Request<B>) -> bool {
+    let method = request.method();
+    (method == http::Method::GET || method == http::Method::HEAD)
+        && request
+            .headers()
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .any(|accept| accept.to_str().is_ok_and(|a| a.contains("text/html")))
 }
 
 fn path_and_query<B>(request: &Request<B>) -> &str {

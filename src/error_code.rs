@@ -51,6 +51,8 @@ pub enum ErrorCode {
     RunTimedOut,
     // An add-on did not start (or its setup failed).
     AddonFailed,
+    // A sleeping app did not come back up when a request woke it (HTTP 503 to visitors).
+    WakeFailed,
     StartFailed,
     // A server project (detection says so) with no start command: never served as files.
     StartCommandMissing,
@@ -63,7 +65,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the table test and the OpenAPI document.
-    pub const ALL: [ErrorCode; 39] = [
+    pub const ALL: [ErrorCode; 40] = [
         ErrorCode::InvalidBody,
         ErrorCode::InvalidJson,
         ErrorCode::InvalidContentType,
@@ -96,6 +98,7 @@ impl ErrorCode {
         ErrorCode::RunFailed,
         ErrorCode::RunTimedOut,
         ErrorCode::AddonFailed,
+        ErrorCode::WakeFailed,
         ErrorCode::StartFailed,
         ErrorCode::StartCommandMissing,
         ErrorCode::HealthcheckFailed,
@@ -140,6 +143,7 @@ impl ErrorCode {
             ErrorCode::RunFailed => "RUN_FAILED",
             ErrorCode::RunTimedOut => "RUN_TIMED_OUT",
             ErrorCode::AddonFailed => "ADDON_FAILED",
+            ErrorCode::WakeFailed => "WAKE_FAILED",
             ErrorCode::StartFailed => "START_FAILED",
             ErrorCode::StartCommandMissing => "START_COMMAND_MISSING",
             ErrorCode::HealthcheckFailed => "HEALTHCHECK_FAILED",
@@ -178,6 +182,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::WakeFailed => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::InternalError
             | ErrorCode::SourceFailed
             | ErrorCode::InstallFailed
@@ -255,6 +260,7 @@ mod tests {
             (ErrorCode::RunFailed, "RUN_FAILED", 500),
             (ErrorCode::RunTimedOut, "RUN_TIMED_OUT", 500),
             (ErrorCode::AddonFailed, "ADDON_FAILED", 500),
+            (ErrorCode::WakeFailed, "WAKE_FAILED", 503),
             (ErrorCode::StartFailed, "START_FAILED", 500),
             (ErrorCode::StartCommandMissing, "START_COMMAND_MISSING", 500),
             (ErrorCode::HealthcheckFailed, "HEALTHCHECK_FAILED", 500),

@@ -8,7 +8,8 @@
 //! app a request goes to) → [`tls`] → [`domains`] (custom
 //! domains) → [`metrics`] (hot-path
 //! counters) → [`usage`] (figures gathered for Prometheus and the usage API) →
-//! [`notifications`] (outbound webhooks) → [`autodeploy`] (webhooks from git providers,
+//! [`notifications`] (outbound webhooks) → [`sleep`] (idle apps put to sleep, woken by their
+//! next request) → [`autodeploy`] (webhooks from git providers,
 //! deploy hooks, previews). Apart: [`client`], the
 //! `slipway deploy`/`logs`/`env`/`projects`/`rollback` side that talks to the API. At the
 //! bottom: `sys`, the only module allowed `unsafe` (safe wrappers of system calls).
@@ -52,6 +53,7 @@ pub mod router;
 pub mod sandbox;
 pub mod secrets;
 pub mod server;
+pub mod sleep;
 pub mod source;
 pub mod static_files;
 pub mod store;

@@ -6,6 +6,7 @@
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderValue, Response, StatusCode};
 
+use crate::error_code::ErrorCode;
 use crate::http_util::{full, Body};
 
 /// What went wrong, as a visitor sees it.
@@ -39,6 +40,8 @@ pub enum VisitorPage<'a> {
     Busy,
     /// The app stopped and the supervisor is starting it again.
     AppRestarting,
+    /// A sleeping app is starting (issue 35): the page reloads itself every second.
+    AppStarting,
 }
 
 impl VisitorPage<'_> {
@@ -51,7 +54,8 @@ impl VisitorPage<'_> {
             VisitorPage::NotDeployedYet { .. }
             | VisitorPage::ShuttingDown
             | VisitorPage::Busy
-            | VisitorPage::AppRestarting => StatusCode::SERVICE_UNAVAILABLE,
+            | VisitorPage::AppRestarting
+            | VisitorPage::AppStarting => StatusCode::SERVICE_UNAVAILABLE,
             VisitorPage::MethodNotAllowed | VisitorPage::ConnectNotAllowed => {
                 StatusCode::METHOD_NOT_ALLOWED
             }
@@ -75,6 +79,7 @@ impl VisitorPage<'_> {
             VisitorPage::ShuttingDown => "Shutting down",
             VisitorPage::Busy => "Busy",
             VisitorPage::AppRestarting => "Restarting",
+            VisitorPage::AppStarting => "Starting",
         }
     }
 
@@ -106,6 +111,9 @@ impl VisitorPage<'_> {
             VisitorPage::AppRestarting => {
                 "The app stopped and is being started again. Please try again shortly.".into()
             }
+            VisitorPage::AppStarting => {
+                "The app was asleep and is starting. This page reloads by itself.".into()
+            }
         }
     }
 
@@ -116,7 +124,16 @@ impl VisitorPage<'_> {
             | VisitorPage::ShuttingDown
             | VisitorPage::Busy
             | VisitorPage::AppRestarting => Some(5),
+            VisitorPage::AppStarting => Some(1),
             _ => None,
+        }
+    }
+
+    /// The `<meta http-equiv="refresh">` of a page that reloads itself.
+    fn refresh(self) -> &'static str {
+        match self {
+            VisitorPage::AppStarting => "<meta http-equiv=\"refresh\" content=\"1\">",
+            _ => "",
         }
     }
 
@@ -135,8 +152,9 @@ impl VisitorPage<'_> {
         let code = status.as_u16();
         let title = escape_html(self.title());
         let detail = escape_html(&self.detail());
+        let refresh = self.refresh();
         let html = format!(
-            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
              <meta name=\"viewport\" content=\"width=device-width\"><title>{code} {title}</title>\
              <style>body{{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:15vh auto;padding:0 1rem;color:#222}}\
              h1{{font-size:1.4rem}}p{{color:#555}}</style></head>\
@@ -160,6 +178,38 @@ impl VisitorPage<'_> {
         }
         response
     }
+}
+
+/// The answer to a request whose sleeping app did not wake: 503 in the API's error envelope
+/// `{"error":{"code":"WAKE_FAILED","message","status":503}}`, the reason as the message.
+pub fn wake_failed(reason: &str) -> Response<Body> {
+    #[derive(serde::Serialize)]
+    struct Envelope<'a> {
+        error: EnvelopeBody<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct EnvelopeBody<'a> {
+        code: ErrorCode,
+        message: &'a str,
+        status: u16,
+    }
+    let code = ErrorCode::WakeFailed;
+    let message = format!("the app was asleep and did not start: {reason}");
+    let body = Envelope {
+        error: EnvelopeBody {
+            code,
+            message: &message,
+            status: code.status().as_u16(),
+        },
+    };
+    let mut response = Response::new(full(
+        serde_json::to_vec(&body).expect("the envelope serializes"),
+    ));
+    *response.status_mut() = code.status();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Text made safe inside HTML elements and attribute values.
@@ -219,6 +269,12 @@ mod tests {
             (VisitorPage::ShuttingDown, 503, "Shutting down", RETRY),
             (VisitorPage::Busy, 503, "Busy", RETRY),
             (VisitorPage::AppRestarting, 503, "Restarting", RETRY),
+            (
+                VisitorPage::AppStarting,
+                503,
+                "Starting",
+                &[("retry-after", "1")],
+            ),
         ];
         for (page, status, title, extra) in table {
             assert_eq!(page.status().as_u16(), *status, "{page:?}");
@@ -240,6 +296,23 @@ mod tests {
             headers.sort_unstable();
             assert_eq!(headers, expected, "{page:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_starting_page_reloads_and_a_failed_wake_is_an_envelope() {
+        let body = VisitorPage::AppStarting.response().into_body();
+        let body = body.collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&body).contains("http-equiv=\"refresh\""));
+        let failed = wake_failed("exited with 1");
+        assert_eq!(failed.status(), 503);
+        let body = failed.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["error"]["code"], ErrorCode::WakeFailed.as_str());
+        assert_eq!(json["error"]["status"], 503);
+        assert!(json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("exited with 1"));
     }
 
     #[tokio::test]

@@ -35,6 +35,8 @@ pub struct Context {
     pub autodeploy: Arc<crate::autodeploy::AutoDeploy>,
     /// The control host's and apps' public URLs.
     pub urls: crate::urls::PublicUrls,
+    /// Sleeping apps: `POST …/sleep` and `…/wake`.
+    pub sleeper: Arc<crate::sleep::Sleeper>,
     /// The cap, deadline and shared budget of webhook bodies.
     pub public_bodies: super::PublicBodies,
     /// `Idempotency-Key`s whose first request is still running.

@@ -89,6 +89,9 @@ fn patched(
     }
     crate::source::check_git_ref(&settings.production_branch)
         .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;
+    if let Some(sleep) = &settings.sleep {
+        sleep.check().map_err(invalid)?;
+    }
     Ok(settings)
 }
 

@@ -29,6 +29,7 @@ mod provision;
 mod public_body;
 mod reply;
 mod request;
+mod sleep;
 #[macro_use]
 mod routes;
 mod runs;
@@ -315,6 +316,22 @@ route_table! {
         response: ResponseBody::Json(shape::<Formation>),
         query: None,
         handle: formation::patch(ctx, params.get(0), request),
+    }
+    SleepProject: POST "/api/projects/{projectId}/sleep" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Put the project's app to sleep now: its route waits for the next request, every instance stops with its grace period",
+        request: None,
+        response: ResponseBody::Json(shape::<Project>),
+        query: None,
+        handle: sleep::sleep(ctx, params.get(0)),
+    }
+    WakeProject: POST "/api/projects/{projectId}/wake" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Wake the project's sleeping app (as its next request would); appState says when it runs",
+        request: None,
+        response: ResponseBody::Json(shape::<Project>),
+        query: None,
+        handle: sleep::wake(ctx, params.get(0)),
     }
     CreateRun: POST "/api/projects/{projectId}/runs" {
         needs: Deploy, target: Project, success: ACCEPTED,

@@ -23,6 +23,18 @@ pub fn project_of(ctx: &Context, record: &ProjectRecord) -> types::Project {
         state: record.state,
         domains: record.domains.clone(),
         settings: record.settings.clone(),
+        app_state: app_state(ctx, &record.slug),
+    }
+}
+
+/// What the route table serves for `slug` now.
+pub fn app_state(ctx: &Context, slug: &str) -> types::AppState {
+    use crate::router::Target;
+    match ctx.routes.snapshot().apps.get(slug) {
+        Some(Some(Target::Asleep(asleep))) if asleep.waking() => types::AppState::Waking,
+        Some(Some(Target::Asleep(_))) => types::AppState::Sleeping,
+        Some(Some(_)) => types::AppState::Running,
+        Some(None) | None => types::AppState::Stopped,
     }
 }
 

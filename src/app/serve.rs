@@ -78,6 +78,7 @@ pub(super) fn start(
             acme,
             redirect_plain,
             https_port_suffix,
+            waking: crate::dispatch::Waking::of(&config.sleep),
         })
     };
     let visitors = dispatch(
@@ -195,12 +196,21 @@ fn start_control_tasks(
         Duration::from_secs(config.addons.disk_check_interval_s),
         shutdown.root.child_token(),
     ));
+    spawn_sleeper(services, shutdown);
     shutdown.spawn(maintain(
         base.store.clone(),
         base.tokens.clone(),
         shutdown.root.clone(),
     ));
     Ok(())
+}
+
+/// The idle tick and the wake calls of sleeping routes (`sleep::Sleeper::run`).
+fn spawn_sleeper(services: &Services, shutdown: &Shutdown) {
+    if let Some(calls) = services.routes.take_wake_calls() {
+        let sleeper = services.ctx.sleeper.clone();
+        shutdown.spawn(sleeper.run(calls, shutdown.root.child_token()));
+    }
 }
 
 fn admin_state(base: &Base, services: &Services) -> Arc<crate::admin::AdminState> {

@@ -90,6 +90,7 @@ impl Services {
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
         let (jobs, addons) = jobs_and_addons(base, &pipeline, &hub, &supervisor, &notifier);
+        let sleeper = sleeper(base, &pipeline, &jobs, &notifier, &daemon_metrics);
         let ctx = api_context(
             base,
             &pipeline,
@@ -103,6 +104,7 @@ impl Services {
                 domains,
                 sources,
                 urls,
+                sleeper,
             },
         );
         Ok(Services {
@@ -202,6 +204,25 @@ fn jobs_and_addons(
     (jobs, addons)
 }
 
+/// Puts idle apps to sleep and wakes them (its task is started by `serve::start`).
+fn sleeper(
+    base: &Base,
+    pipeline: &Arc<Pipeline>,
+    jobs: &Arc<crate::jobs::Jobs>,
+    notifier: &Notifier,
+    metrics: &Arc<DaemonMetrics>,
+) -> Arc<crate::sleep::Sleeper> {
+    crate::sleep::Sleeper::new(crate::sleep::SleeperParts {
+        pipeline: pipeline.clone(),
+        jobs: jobs.clone(),
+        store: base.store.clone(),
+        routes: pipeline.routes().clone(),
+        notifier: notifier.clone(),
+        metrics: metrics.clone(),
+        tick: base.config.sleep.tick,
+    })
+}
+
 /// What the API's context takes that the daemon's other parts do not keep.
 struct ForApi {
     routes: Arc<Routes>,
@@ -211,6 +232,7 @@ struct ForApi {
     domains: Arc<crate::domains::Domains>,
     sources: Arc<crate::source::SourceStore>,
     urls: PublicUrls,
+    sleeper: Arc<crate::sleep::Sleeper>,
 }
 
 fn api_context(
@@ -245,6 +267,7 @@ fn api_context(
         hub: hub.clone(),
         sources: api.sources,
         urls: api.urls,
+        sleeper: api.sleeper,
         public_bodies: crate::api::PublicBodies::new(&config.limits),
         idempotency: Default::default(),
         unauthenticated_failures: Default::default(),

@@ -103,6 +103,12 @@ impl ApiClient {
         Ok(std::process::ExitCode::SUCCESS)
     }
 
+    /// `POST` without a body (e.g. `…/sleep`).
+    pub async fn post<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.json(Method::POST, path, None, Bytes::new(), REQUEST_TIMEOUT)
+            .await
+    }
+
     /// `PUT` without a body (e.g. linking an add-on).
     pub async fn put<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.json(Method::PUT, path, None, Bytes::new(), REQUEST_TIMEOUT)

@@ -25,6 +25,7 @@ pub mod http;
 pub mod pack;
 pub mod project_file;
 pub mod runs;
+pub mod sleep;
 pub mod sse;
 pub mod tty;
 pub mod usage;
@@ -116,6 +117,8 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             project,
             deployment,
         } => commands::rollback(&api()?, &project, &deployment).await,
+        ClientCommand::Sleep { project } => sleep::sleep(&api()?, &project).await,
+        ClientCommand::Wake { project } => sleep::wake(&api()?, &project).await,
         ClientCommand::Usage { project, json } => usage::usage(&api()?, &project, json).await,
         ClientCommand::Deployments { project } => history::deployments(&api()?, &project).await,
         ClientCommand::Previews { project } => history::previews(&api()?, &project).await,

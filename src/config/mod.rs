@@ -12,11 +12,13 @@ mod cidr;
 mod domains;
 mod jobs;
 mod raw;
+mod sleep;
 pub use addons::AddonsConfig;
 pub use cidr::Cidr;
 pub use domains::{under_suffix, DomainsConfig};
 pub use jobs::JobsConfig;
 use raw::RawConfig;
+pub use sleep::SleepConfig;
 
 /// Exit code for a configuration error (EX_CONFIG from sysexits.h).
 pub const EXIT_CONFIG: i32 = 78;
@@ -54,6 +56,8 @@ pub struct Config {
     pub domains: DomainsConfig,
     pub jobs: JobsConfig,
     pub addons: AddonsConfig,
+    /// `[sleep]`: the idle tick and how requests wait for a sleeping app.
+    pub sleep: SleepConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
 }

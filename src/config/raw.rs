@@ -41,6 +41,8 @@ pub(super) struct RawConfig {
     jobs: super::jobs::RawJobs,
     #[serde(default)]
     addons: super::addons::RawAddons,
+    #[serde(default)]
+    sleep: super::sleep::RawSleep,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,6 +113,7 @@ impl Config {
         let sandbox = raw.sandbox.validate(dev)?;
         let jobs = raw.jobs.validate()?;
         let addons = raw.addons.validate()?;
+        let sleep = raw.sleep.validate()?;
         Ok(Config {
             data_dir,
             apps_domain,
@@ -130,6 +133,7 @@ impl Config {
             domains,
             jobs,
             addons,
+            sleep,
             dev,
         })
     }

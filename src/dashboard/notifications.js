@@ -11,6 +11,9 @@ const EVENTS = /** @type {const} */ ([
   ["deployment.failed", "A deployment failed", true],
   ["deployment.canceled", "A deployment was canceled", true],
   ["app.crashed", "An app crashed", false],
+  ["app.slept", "An idle app was put to sleep", false],
+  ["app.woke", "A sleeping app woke up", false],
+  ["app.wake_failed", "A sleeping app did not wake up", false],
   ["certificate.failed", "A certificate could not be issued", false],
   ["domain.active", "A domain became active", false],
 ]);

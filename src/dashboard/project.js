@@ -26,8 +26,10 @@ const TABS = [["deployments", "Deployments"], ["processes", "Processes"], ["jobs
 export async function projectPage(show, slug, tab, deploymentId) {
   const project = await api("GET", `/api/projects/${enc(slug)}`);
   const base = `#/projects/${enc(slug)}`;
+  const again = () => projectPage(show, slug, tab, deploymentId);
   const header = h("div", {},
-    h("div", { class: "row" }, h("h1", { class: "grow" }, project.slug, " ", badge(project.state)),
+    h("div", { class: "row" }, h("h1", { class: "grow" }, project.slug, " ", badge(project.state), " ", badge(project.appState)),
+      sleepButton(project, again),
       h("a", { href: project.url, target: "_blank", rel: "noopener noreferrer" }, project.url)),
     h("nav", { class: "tabs", "aria-label": "Project" }, TABS.map(([id, label]) =>
       h("a", { href: `${base}/${id}`, "aria-current": tab === id ? "page" : null }, label))));
@@ -36,6 +38,25 @@ export async function projectPage(show, slug, tab, deploymentId) {
   /** @type {Record<string, Tab>} */
   const pages = { deployments, processes, jobs, addons, env, domains, git, previews };
   await (pages[tab] || deployments)(body, project, base, deploymentId, () => projectPage(show, slug, tab, deploymentId));
+}
+
+// Scale to zero: a running app can be put to sleep, a sleeping one woken (the page then
+// reloads until it runs).
+/** @param {any} project @param {() => Promise<void>} reload @returns {Node | string} */
+function sleepButton(project, reload) {
+  const action = project.appState === "running" ? "sleep" : project.appState === "sleeping" ? "wake" : null;
+  if (!action) return "";
+  const button = h("button", { id: `app-${action}` }, action === "sleep" ? "Sleep" : "Wake");
+  button.addEventListener("click", () => act(button, async () => {
+    await api("POST", `/api/projects/${enc(project.slug)}/${action}`);
+    for (let i = 0; i < 120; i++) {
+      const now = await api("GET", `/api/projects/${enc(project.slug)}`);
+      if (now.appState !== "waking") break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    await reload();
+  }));
+  return button;
 }
 
 /** @param {any} project @returns {Record<string, string>} */

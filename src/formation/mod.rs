@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 mod admission;
 mod procfile;
+pub mod sleep;
 
 pub use admission::{host_memory_mb, Admission};
 pub use procfile::{parse_procfile, ProcfileError};

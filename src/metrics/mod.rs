@@ -11,6 +11,7 @@
 pub mod addons;
 pub mod exposition;
 pub mod process;
+pub mod wakes;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -187,6 +188,8 @@ pub struct DaemonMetrics {
     pub router_load: Arc<RouterLoad>,
     /// The add-ons' disk use, as last measured.
     pub addon_disks: addons::AddonDisks,
+    /// Sleeping apps' wakes.
+    pub wakes: wakes::WakeMetrics,
 }
 
 impl DaemonMetrics {
@@ -197,6 +200,7 @@ impl DaemonMetrics {
             started_unix,
             router_load: Arc::new(RouterLoad::new(router_threads)),
             addon_disks: Default::default(),
+            wakes: Default::default(),
         }
     }
 

@@ -63,6 +63,11 @@ pub fn slack_body(event: &Event) -> String {
             let addon = event.addon.as_deref().unwrap_or("?");
             format!("Slipway: the disk of add-on {addon} of {project} is filling up: {error}")
         }
+        EventKind::AppSlept => format!("Slipway: {project} is asleep{deployment}: {error}"),
+        EventKind::AppWoke => format!("Slipway: {project} woke up{deployment}: {error}"),
+        EventKind::AppWakeFailed => {
+            format!("Slipway: {project} did not wake up{deployment}: {error}")
+        }
     };
     let escaped = text
         .replace('&', "&amp;")

@@ -49,10 +49,13 @@ pub enum EventKind {
     CronTimedOut,
     AddonBackupFailed,
     AddonDiskFull,
+    AppSlept,
+    AppWoke,
+    AppWakeFailed,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::DeploymentStarted,
         EventKind::DeploymentSucceeded,
         EventKind::DeploymentFailed,
@@ -66,6 +69,9 @@ impl EventKind {
         EventKind::CronTimedOut,
         EventKind::AddonBackupFailed,
         EventKind::AddonDiskFull,
+        EventKind::AppSlept,
+        EventKind::AppWoke,
+        EventKind::AppWakeFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +89,9 @@ impl EventKind {
             EventKind::CronTimedOut => "cron.timed_out",
             EventKind::AddonBackupFailed => "addon.backup_failed",
             EventKind::AddonDiskFull => "addon.disk_full",
+            EventKind::AppSlept => "app.slept",
+            EventKind::AppWoke => "app.woke",
+            EventKind::AppWakeFailed => "app.wake_failed",
         }
     }
 

@@ -21,6 +21,7 @@ mod release;
 mod restore;
 mod run;
 mod scale;
+mod sleep;
 mod source_root;
 mod status;
 mod step;
@@ -38,6 +39,7 @@ pub use links::{addon_url, password_context};
 pub use oneoff::OneOff;
 pub use progress::{estimate_from_history, STEPS};
 pub use scale::ScaleError;
+pub use sleep::SleepRefusal;
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
 use crate::config::Config;

@@ -158,6 +158,17 @@ impl Pipeline {
                 return;
             }
         };
+        if asleep_at_start(&project, &deployment) {
+            // Asleep: the route waits for its first request; what an earlier daemon may
+            // have left running of it is stopped with the other left-overs.
+            let strategy = project.settings.sleep.map(|s| s.strategy);
+            let asleep =
+                self.routes
+                    .asleep(&project.slug, &deployment.id, strategy.unwrap_or_default());
+            self.routes.set_live(&project.slug, Some(asleep));
+            tracing::info!(project = %project.slug, deployment = %deployment.id, "asleep: not started");
+            return;
+        }
         let adopting = self.has_survivors(&deployment.id);
         if !adopting {
             self.hub.system(
@@ -228,7 +239,7 @@ impl Pipeline {
 
     /// One attempt: the same path a deploy takes (prepare: load, adopt or start until healthy;
     /// then switch), with the environment as it is now.
-    async fn serve_again(
+    pub(super) async fn serve_again(
         &self,
         project: &crate::store::records::ProjectRecord,
         deployment: &DeploymentRecord,
@@ -275,4 +286,15 @@ impl Pipeline {
             .await
             .unwrap_or(false)
     }
+}
+
+/// Whether `deployment` is the production app its project put to sleep.
+fn asleep_at_start(
+    project: &crate::store::records::ProjectRecord,
+    deployment: &DeploymentRecord,
+) -> bool {
+    deployment.target.environment == Environment::Production
+        && deployment.mode == Some(DeploymentMode::Server)
+        && project.sleeping.as_deref() == Some(deployment.id.as_str())
+        && project.live_deployment_id.as_deref() == Some(deployment.id.as_str())
 }

@@ -201,7 +201,7 @@ impl Proxy {
         let mut request = head;
         let mut failed = None;
         for (index, instance, address) in upstreams.attempts(choice.first) {
-            let in_flight = instance.enter();
+            let in_flight = upstreams.enter(index);
             let replay = replayable.then(|| clone_head(&request));
             match self.send(request, address, replayable, metrics).await {
                 Ok(mut response) => {

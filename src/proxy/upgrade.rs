@@ -58,7 +58,7 @@ pub(super) async fn forward(
     let Some((served, conn, upstream)) = connect(proxy, upstreams, choice).await else {
         return VisitorPage::AppNotAnswering.response();
     };
-    let in_flight = upstreams.instances()[served].enter();
+    let in_flight = upstreams.enter(served);
     let sent = Pool::send_upgrade(conn, upstream, head, proxy.settings.response_timeout).await;
     let mut response = match sent {
         Ok(response) => response,

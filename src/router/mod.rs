@@ -8,6 +8,12 @@
 //! redirect to another of its hosts. A server-mode target is a set of instances
 //! (`upstreams`); the table changes them one instance at a time ([`Routes::set_instance`],
 //! [`Routes::remove_instance`]) and keeps each instance's load counter across snapshots.
+//! Each host key (slug or preview label) has an [`Activity`] kept across snapshots and handed
+//! to its instances, and a sleeping app is a [`Target::Asleep`] (`sleeping.rs`, issue 35).
+
+mod sleeping;
+
+pub use sleeping::{Asleep, Held, SleepStrategy, WakeCall, WakeOutcome, WakeSender};
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -18,6 +24,7 @@ use arc_swap::ArcSwap;
 
 use crate::metrics::ProjectMetrics;
 use crate::static_files::StaticSite;
+pub use crate::upstreams::{clock_ms, Activity};
 use crate::upstreams::{Affinity, AffinityKey, Upstreams};
 
 /// Where the live deployment of a project is served from.
@@ -34,6 +41,9 @@ pub enum Target {
         site: Arc<StaticSite>,
         deployment_id: String,
     },
+    /// A server-mode app put to sleep: its instances are stopped and the first request
+    /// wakes it.
+    Asleep(Arc<Asleep>),
 }
 
 impl Target {
@@ -56,6 +66,7 @@ impl Target {
             Target::Proxy { deployment_id, .. } | Target::Static { deployment_id, .. } => {
                 deployment_id
             }
+            Target::Asleep(asleep) => asleep.deployment_id(),
         }
     }
 }
@@ -69,6 +80,9 @@ pub struct RouteTable {
     pub metrics: HashMap<String, Arc<ProjectMetrics>>,
     /// Custom domain (lowercase, punycode) → what it does.
     pub domains: HashMap<String, CustomHost>,
+    /// Host key (slug or preview label) → what is open to its app and when it was last used;
+    /// kept across deployments, handed to each `Target::Proxy`'s instances.
+    pub activity: HashMap<String, Arc<Activity>>,
 }
 
 /// A custom domain in the table.
@@ -106,17 +120,43 @@ pub struct Routes {
     request_metrics: bool,
     /// Signs the instances' affinity cookies.
     affinity_key: AffinityKey,
+    /// Where sleeping apps' wake calls go, and their receiver until it is taken.
+    wakes: WakeSender,
+    wake_calls: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<WakeCall>>>,
 }
 
 impl Routes {
     pub fn new(control_host: String, apps_domain: String) -> Routes {
+        let (wakes, wake_calls) = tokio::sync::mpsc::unbounded_channel();
         Routes {
             current: ArcSwap::from_pointee(RouteTable::default()),
             control_host,
             apps_domain,
             request_metrics: true,
             affinity_key: AffinityKey::random(),
+            wakes,
+            wake_calls: std::sync::Mutex::new(Some(wake_calls)),
         }
+    }
+
+    /// The wake calls of sleeping apps, for the one task that starts them (`None` once taken).
+    pub fn take_wake_calls(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<WakeCall>> {
+        self.wake_calls.lock().expect("wake calls poisoned").take()
+    }
+
+    /// The target of `key`'s deployment asleep: its first request sends a wake call.
+    pub fn asleep(&self, key: &str, deployment_id: &str, strategy: SleepStrategy) -> Target {
+        Target::Asleep(Arc::new(Asleep::new(
+            key,
+            deployment_id,
+            strategy,
+            self.wakes.clone(),
+        )))
+    }
+
+    /// What is open to `key`'s app and when it was last used.
+    pub fn activity(&self, key: &str) -> Option<Arc<Activity>> {
+        self.current.load().activity.get(key).cloned()
     }
 
     /// Affinity cookies signed with `key` (the default is a random key per daemon start).
@@ -163,9 +203,13 @@ impl Routes {
         self.update(|table| {
             table.apps.remove(slug);
             table.metrics.remove(slug);
+            table.activity.remove(slug);
             table.domains.retain(|_, host| host.slug != slug);
             let previews = format!("--{slug}");
             table.apps.retain(|label, _| !label.ends_with(&previews));
+            table
+                .activity
+                .retain(|label, _| !label.ends_with(&previews));
         });
     }
 
@@ -173,7 +217,7 @@ impl Routes {
     /// traffic is not the project's production traffic).
     pub fn set_preview(&self, label: &str, target: Option<Target>) {
         self.update(|table| {
-            let target = self.settled(label, target.as_ref(), table);
+            let target = self.settled(label, target.as_ref(), &mut *table);
             table.apps.insert(label.to_owned(), target);
         });
     }
@@ -182,6 +226,7 @@ impl Routes {
     pub fn remove_preview(&self, label: &str) {
         self.update(|table| {
             table.apps.remove(label);
+            table.activity.remove(label);
         });
     }
 
@@ -205,9 +250,39 @@ impl Routes {
     /// The live switch: `slug` is served from `target` (or 503 with `None`) from now on.
     pub fn set_live(&self, slug: &str, target: Option<Target>) {
         self.update(|table| {
-            let target = self.settled(slug, target.as_ref(), table);
+            let target = self.settled(slug, target.as_ref(), &mut *table);
             table.apps.insert(slug.to_owned(), target);
             table.metrics.entry(slug.to_owned()).or_default();
+        });
+    }
+
+    /// `key`'s live app of `deployment_id` is served from `next` from now on (a sleeping
+    /// target, or the app again); what it was served from before, or `None` (nothing
+    /// changed) when `key` does not serve that deployment's instances now.
+    pub fn swap_live(&self, key: &str, deployment_id: &str, next: Target) -> Option<Target> {
+        let previous = std::sync::Mutex::new(None);
+        self.update(|table| {
+            let slot = table.apps.get_mut(key);
+            *previous.lock().expect("swap poisoned") = None;
+            if let Some(Some(current @ Target::Proxy { .. })) = slot {
+                if current.deployment_id() == deployment_id {
+                    *previous.lock().expect("swap poisoned") =
+                        Some(std::mem::replace(current, next.clone()));
+                }
+            }
+        });
+        previous.into_inner().expect("swap poisoned")
+    }
+
+    /// `key` sleeps on `next` instead of `asleep`, if `asleep` is still its target (a wake
+    /// that failed leaves a new sleeping target for the next request to try again).
+    pub fn swap_asleep(&self, key: &str, asleep: &Arc<Asleep>, next: Target) {
+        self.update(|table| {
+            if let Some(Some(Target::Asleep(current))) = table.apps.get_mut(key) {
+                if Arc::ptr_eq(current, asleep) {
+                    table.apps.insert(key.to_owned(), Some(next.clone()));
+                }
+            }
         });
     }
 
@@ -264,8 +339,15 @@ impl Routes {
     }
 
     /// `target` as the table holds it under `key`: its instances carry the load counters of
-    /// the same deployment's instances already there, and their cookies are signed for `key`.
-    fn settled(&self, key: &str, target: Option<&Target>, table: &RouteTable) -> Option<Target> {
+    /// the same deployment's instances already there, count into `key`'s activity (made
+    /// here when new, and touched: a switch counts as use), and their cookies are signed
+    /// for `key`.
+    fn settled(
+        &self,
+        key: &str,
+        target: Option<&Target>,
+        table: &mut RouteTable,
+    ) -> Option<Target> {
         let Some(Target::Proxy {
             deployment_id,
             upstreams,
@@ -273,6 +355,9 @@ impl Routes {
         else {
             return target.cloned();
         };
+        let activity = table.activity.entry(key.to_owned()).or_default().clone();
+        activity.touch();
+        let upstreams = upstreams.with_activity(&activity);
         let upstreams = match table.apps.get(key) {
             Some(Some(Target::Proxy {
                 deployment_id: live,

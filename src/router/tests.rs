@@ -373,3 +373,63 @@ fn affinity_cookies_are_signed_for_their_host_under_the_routes_key() {
         Some(2)
     );
 }
+
+/// Requests to a project's instances count in its activity, across instance changes and
+/// deployments; a sleeping target is its own kind and sends one wake call.
+#[test]
+fn activity_counts_requests_across_snapshots_and_sleep_is_a_target() {
+    let routes = Routes::new("slipway.localhost".into(), "localhost".into());
+    let address: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    routes.set_live(
+        "web",
+        Some(Target::proxy(
+            "dpl_1",
+            [(FIRST_WEB_INSTANCE, Some(address))],
+            Affinity::None,
+        )),
+    );
+    let upstreams = |routes: &Routes| match routes.resolve("web.localhost") {
+        Destination::App {
+            target: Some(Target::Proxy { upstreams, .. }),
+            ..
+        } => upstreams,
+        _ => panic!("not proxied"),
+    };
+    let activity = routes.activity("web").expect("made with the live target");
+    let first = upstreams(&routes).enter(0);
+    routes.set_instance("web", "dpl_1", "web.2", Some(address));
+    let second = upstreams(&routes).enter(1);
+    assert_eq!(activity.open(), 2);
+    drop(first);
+    routes.set_live(
+        "web",
+        Some(Target::proxy(
+            "dpl_2",
+            [(FIRST_WEB_INSTANCE, Some(address))],
+            Affinity::None,
+        )),
+    );
+    let third = upstreams(&routes).enter(0);
+    assert_eq!(activity.open(), 2, "the same activity after a deploy");
+    drop((second, third));
+    assert_eq!(activity.open(), 0);
+
+    let mut calls = routes.take_wake_calls().expect("taken once");
+    assert!(routes.take_wake_calls().is_none());
+    routes.set_live(
+        "web",
+        Some(routes.asleep("web", "dpl_2", SleepStrategy::Hold)),
+    );
+    let Destination::App {
+        target: Some(Target::Asleep(asleep)),
+        ..
+    } = routes.resolve("web.localhost")
+    else {
+        panic!("not asleep");
+    };
+    assert_eq!(asleep.deployment_id(), "dpl_2");
+    assert!(asleep.wake());
+    assert!(!asleep.wake());
+    assert_eq!(calls.try_recv().unwrap().label, "web");
+    assert!(calls.try_recv().is_err());
+}

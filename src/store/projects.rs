@@ -75,6 +75,7 @@ impl Store {
                         domains: Vec::new(),
                         settings: Default::default(),
                         webhook_secret_sealed: None,
+                        sleeping: None,
                     };
                     put_record(&mut txn.open_table(tables::PROJECTS)?, &record.id, &record)?;
                     txn.open_table(tables::PROJECT_SLUGS)?

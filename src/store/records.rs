@@ -33,6 +33,10 @@ pub struct ProjectRecord {
     /// The webhook secret, sealed with the daemon's key (hex); `None` until one is made.
     #[serde(default)]
     pub webhook_secret_sealed: Option<String>,
+    /// The live deployment put to sleep (issue 35): while it is still the live one, start-up
+    /// does not start it. Another deployment going live ends the sleep.
+    #[serde(default)]
+    pub sleeping: Option<String>,
 }
 
 /// A project's build settings (`PATCH /api/projects/{projectId}`).
@@ -47,6 +51,9 @@ pub struct ProjectSettings {
     pub previews: bool,
     /// Also pull requests from forks.
     pub preview_forks: bool,
+    /// Scale to zero: sleep after this long without visitors (`null`: never).
+    #[serde(default)]
+    pub sleep: Option<crate::formation::sleep::SleepSettings>,
 }
 
 impl Default for ProjectSettings {
@@ -57,6 +64,7 @@ impl Default for ProjectSettings {
             build: BuildSettings::default(),
             previews: false,
             preview_forks: false,
+            sleep: None,
         }
     }
 }

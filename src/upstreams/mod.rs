@@ -18,10 +18,12 @@
 //! `affinity.rs`: the optional `slipway_instance` cookie that sends a visitor back to the
 //! instance that answered it first.
 
+mod activity;
 mod affinity;
 #[cfg(test)]
 mod tests;
 
+pub use activity::{clock_ms, Activity};
 pub use affinity::{AffinityKey, COOKIE_NAME};
 
 use std::cell::Cell;
@@ -80,16 +82,26 @@ impl Instance {
     /// Counts one request in flight to this instance until the guard is dropped.
     pub fn enter(&self) -> InFlight {
         self.load.fetch_add(1, Ordering::Relaxed);
-        InFlight(self.load.clone())
+        InFlight {
+            load: self.load.clone(),
+            activity: None,
+        }
     }
 }
 
-/// One request in flight to an instance; dropping it takes the request off the count.
-pub struct InFlight(Arc<AtomicUsize>);
+/// One request in flight to an instance (and open in its project's [`Activity`]); dropping
+/// it takes the request off both counts.
+pub struct InFlight {
+    load: Arc<AtomicUsize>,
+    activity: Option<Arc<Activity>>,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.load.fetch_sub(1, Ordering::Relaxed);
+        if let Some(activity) = &self.activity {
+            activity.end();
+        }
     }
 }
 
@@ -98,6 +110,8 @@ impl Drop for InFlight {
 pub struct Upstreams {
     instances: Arc<[Instance]>,
     affinity: Affinity,
+    /// The project's activity (the route table hands it over), counted with every request.
+    activity: Option<Arc<Activity>>,
 }
 
 /// Where a request goes first, and the instance its valid affinity cookie named.
@@ -125,6 +139,7 @@ impl Upstreams {
         Upstreams {
             instances: list.into(),
             affinity,
+            activity: None,
         }
     }
 
@@ -139,6 +154,26 @@ impl Upstreams {
 
     pub fn affinity(&self) -> Affinity {
         self.affinity
+    }
+
+    /// Counts one request to instance `index` in its load and in the project's activity
+    /// until the guard is dropped.
+    pub fn enter(&self, index: usize) -> InFlight {
+        let mut in_flight = self.instances[index].enter();
+        if let Some(activity) = &self.activity {
+            activity.begin();
+            in_flight.activity = Some(activity.clone());
+        }
+        in_flight
+    }
+
+    /// These instances, their requests counted in `activity` too.
+    pub(crate) fn with_activity(&self, activity: &Arc<Activity>) -> Upstreams {
+        Upstreams {
+            instances: self.instances.clone(),
+            affinity: self.affinity,
+            activity: Some(activity.clone()),
+        }
     }
 
     /// Whether some instance has an address (otherwise visitors get the "restarting" page).
@@ -250,6 +285,7 @@ impl Upstreams {
         Upstreams {
             instances: list.into(),
             affinity: self.affinity,
+            activity: self.activity.clone(),
         }
     }
 
@@ -258,6 +294,7 @@ impl Upstreams {
         Upstreams {
             instances: self.instances.clone(),
             affinity,
+            activity: self.activity.clone(),
         }
     }
 
@@ -272,6 +309,7 @@ impl Upstreams {
         Upstreams {
             instances: list.into(),
             affinity: self.affinity,
+            activity: self.activity.clone(),
         }
     }
 
@@ -292,6 +330,7 @@ impl Upstreams {
         Upstreams {
             instances: list.into(),
             affinity: self.affinity,
+            activity: self.activity.clone(),
         }
     }
 
@@ -312,6 +351,7 @@ impl Upstreams {
         Upstreams {
             instances: list.into(),
             affinity: self.affinity,
+            activity: self.activity.clone(),
         }
     }
 }

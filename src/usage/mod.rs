@@ -8,6 +8,7 @@
 mod addons;
 mod prometheus;
 pub mod server;
+mod sleeping;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ pub(super) fn render(
     super::addons::addon_families(observatory, &mut page, projects);
     if let Audience::Operator = audience {
         daemon_families(observatory, &mut page);
+        super::sleeping::sleep_families(observatory, &mut page);
     }
     certificate_family(
         &mut page,

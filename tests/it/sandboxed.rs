@@ -21,6 +21,7 @@ mod network;
 mod outlive;
 mod release;
 mod runs;
+mod sleeping;
 mod starts;
 
 use std::path::Path;

@@ -96,6 +96,8 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("GET /api/runs/{runId}/logs", "read"),
         ("GET /api/runs/{runId}/logs/stream", "read"),
         ("PATCH /api/projects/{projectId}/formation", "deploy"),
+        ("POST /api/projects/{projectId}/sleep", "deploy"),
+        ("POST /api/projects/{projectId}/wake", "deploy"),
         ("GET /api/projects/{projectId}/domains/{domain}", "read"),
         (
             "DELETE /api/projects/{projectId}/domains/{domain}",

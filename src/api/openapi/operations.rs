@@ -74,6 +74,8 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         // Nothing live to scale, a type the live deployment lacks, no memory, an instance
         // that did not start.
         Route::ScaleFormation => &[Conflict],
+        // Nothing live to sleep or wake (no server deployment).
+        Route::SleepProject | Route::WakeProject => &[Conflict],
         Route::GetFormation => &[],
         Route::UpdateSettings => &[InvalidGitUrl],
         // The body is read only once the project and its secret are known (`public_body.rs`).

@@ -66,6 +66,9 @@ pub struct ProjectSettingsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "bool")]
     pub preview_forks: Option<bool>,
+    /// Scale to zero: the app sleeps after `idleTimeoutS` without visitors; `null`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<Option<crate::formation::sleep::SleepSettings>>,
 }
 
 /// `POST /api/projects/{projectId}/webhook-secret`: shown once; calling again rotates it.

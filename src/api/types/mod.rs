@@ -79,6 +79,22 @@ pub struct Project {
     /// What automatic deploys build with.
     #[serde(default)]
     pub settings: ProjectSettings,
+    /// Whether its production app runs, sleeps, is waking, or runs nothing.
+    #[serde(default)]
+    pub app_state: AppState,
+}
+
+/// A project's production app (issue 35): `running` (a static site too), `sleeping`
+/// (stopped for want of visitors; the next request wakes it), `waking`, `stopped` (nothing
+/// live).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AppState {
+    Running,
+    Sleeping,
+    Waking,
+    #[default]
+    Stopped,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -470,10 +486,11 @@ mod tests {
             state: ProjectState::New,
             domains: Vec::new(),
             settings: ProjectSettings::default(),
+            app_state: AppState::Stopped,
         };
         let value = serde_json::to_value(&project).unwrap();
         assert!(value["liveDeploymentId"].is_null());
-        assert_eq!(value.as_object().unwrap().len(), 8);
+        assert_eq!(value.as_object().unwrap().len(), 9);
         assert_eq!(value["settings"]["productionBranch"], "main");
         let body = ProvisionBody {
             project_slug: "web".into(),
