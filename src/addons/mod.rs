@@ -21,6 +21,7 @@ mod pitr;
 mod pitr_restore;
 mod resize;
 mod restore;
+mod retire;
 mod schedule;
 mod scripts;
 mod start;
@@ -65,6 +66,8 @@ pub struct Addons {
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Good backups kept per add-on.
     backup_keep: usize,
+    /// How long a deleted add-on's backups are kept (`retire.rs`).
+    deleted_keep_ms: u64,
     memory_reserve_mb: u64,
     /// Changes of running add-ons (`resize.rs`) one at a time.
     changes: tokio::sync::Mutex<()>,
@@ -119,6 +122,8 @@ pub struct Place {
     pub loopback: bool,
     /// Good backups kept per add-on (`[addons] backup_keep`).
     pub backup_keep: usize,
+    /// How long a deleted add-on's backups are kept (`[addons] deleted_keep_days`).
+    pub deleted_keep_ms: u64,
     /// Memory kept for the system (`limits.memory_reserve_mb`): add-ons are admitted as
     /// instances are.
     pub memory_reserve_mb: u64,
@@ -144,6 +149,7 @@ impl Addons {
             programs_root: PathBuf::from("/"),
             busy: Arc::default(),
             backup_keep: place.backup_keep,
+            deleted_keep_ms: place.deleted_keep_ms,
             memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
             shipping: tokio::sync::Mutex::new(()),
@@ -251,7 +257,8 @@ impl Addons {
         }
     }
 
-    /// Deletes an add-on: it stops, its data and its address go.
+    /// Deletes an add-on at once: it stops, its data, its backups and its address go (a
+    /// failed upgrade's copy, a deleted project's add-ons; the API's delete is `retire`).
     pub async fn delete(&self, addon: &AddonRecord) -> Result<(), AddonError> {
         let key = addon.id.clone();
         self.store.call(move |s| s.delete_addon(&key)).await?;
@@ -371,6 +378,8 @@ impl Addons {
         for addon in addons.iter().filter(|a| a.project_id == project_id) {
             let _ = self.delete(addon).await;
         }
+        // Kept backups of its deleted add-ons: nothing could restore them now.
+        self.purge_project(project_id).await;
     }
 }
 

@@ -1,7 +1,8 @@
 //! Scheduled backups (`[addons] backup_interval_h`): every add-on whose newest backup (good
 //! or not) is older than the interval is backed up and the backup proven, one add-on at a
 //! time, so backups never pile onto the machine together. An add-on busy with a backup or
-//! restore asked for through the API is passed over until the next look.
+//! restore asked for through the API is passed over until the next look. Each look also
+//! purges the deleted add-ons whose backups were kept long enough (`retire.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,22 +14,23 @@ use crate::store::addons::AddonState;
 const LOOK_EVERY: Duration = Duration::from_secs(300);
 
 impl Addons {
-    /// Runs until `shutdown`; does nothing when the interval is 0.
+    /// Runs until `shutdown` (no backups when the interval is 0); deleted add-ons whose
+    /// keep time is over are purged at each look, and once at start.
     pub async fn schedule_backups(
         self: Arc<Self>,
         interval_h: u64,
         shutdown: tokio_util::sync::CancellationToken,
     ) {
-        if interval_h == 0 {
-            return;
-        }
         let interval_ms = interval_h * 3600 * 1000;
         loop {
+            self.purge_due().await;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(LOOK_EVERY) => {}
             }
-            self.back_up_due(interval_ms, &shutdown).await;
+            if interval_ms > 0 {
+                self.back_up_due(interval_ms, &shutdown).await;
+            }
         }
     }
 

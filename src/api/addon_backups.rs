@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::addons::{addon_error, record, view};
+use super::addons::{addon_error, record, record_kept, view};
 use super::json::read_json_object;
 use super::reply::Reply;
 use super::{types, ApiError, ApiRequest, Context, ErrorCode};
@@ -26,7 +26,7 @@ pub async fn create(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
 
 pub async fn list(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Result<Reply, ApiError> {
     let page = super::paging::parse(request.uri().query())?;
-    let addon = record(ctx, id).await?;
+    let (addon, _) = record_kept(ctx, id).await?;
     let backups = ctx.store.call(move |s| s.addon_backups(&addon.id)).await?;
     let (backups, next_cursor) = super::paging::paginate(
         backups,
@@ -55,7 +55,7 @@ async fn backup_record(
 }
 
 pub async fn get(ctx: &Arc<Context>, id: &str, backup_id: &str) -> Result<Reply, ApiError> {
-    let addon = record(ctx, id).await?;
+    let (addon, _) = record_kept(ctx, id).await?;
     let backup = backup_record(ctx, &addon.id, backup_id).await?;
     Ok(Reply::json(&backup_view(backup)))
 }
@@ -98,7 +98,16 @@ pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Resul
             ))
         }
     };
-    let addon = record(ctx, id).await?;
+    let (addon, deleted) = record_kept(ctx, id).await?;
+    if deleted && (target == RestoreTarget::InPlace || asked.point_in_time.is_some()) {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{id} was deleted: a kept backup restores into a new add-on (`backupId`, \
+                 `target`: \"new\")"
+            ),
+        ));
+    }
     let into = match (asked.backup_id, asked.point_in_time) {
         (Some(backup_id), None) => {
             let backup = backup_record(ctx, &addon.id, &backup_id).await?;
@@ -197,9 +206,15 @@ pub async fn export(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Resul
             }
         }
     }
-    let addon = record(ctx, id).await?;
+    let (addon, deleted) = record_kept(ctx, id).await?;
     let backup = match wanted {
         Some(backup_id) => Some(backup_record(ctx, &addon.id, &backup_id).await?),
+        None if deleted => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("{id} was deleted: export one of its kept backups (?backupId=bak_…)"),
+            ))
+        }
         None => None,
     };
     let (backup, path) = ctx

@@ -160,10 +160,31 @@ pub async fn list(
 
 pub(super) async fn record(ctx: &Context, id: &str) -> Result<AddonRecord, ApiError> {
     let key = id.to_owned();
-    ctx.store
-        .call(move |s| s.addon(&key))
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no add-on {id:?}")))
+    let (addon, deleted) = ctx
+        .store
+        .call(move |s| Ok::<_, crate::store::StoreError>((s.addon(&key)?, s.deleted_addon(&key)?)))
+        .await?;
+    match (addon, deleted) {
+        (Some(addon), _) => Ok(addon),
+        (None, Some(deleted)) => Err(ApiError::not_found(format!(
+            "add-on {id} was deleted at {}; its backups are kept until {}: `GET \
+             /api/addons/{id}/backups` lists them, `POST /api/addons/{id}/restore \
+             {{\"backupId\", \"target\": \"new\"}}` brings one back",
+            crate::ids::rfc3339(deleted.deleted_ms),
+            crate::ids::rfc3339(deleted.purge_ms)
+        ))),
+        (None, None) => Err(ApiError::not_found(format!("no add-on {id:?}"))),
+    }
+}
+
+/// The add-on, or a deleted one whose backups are kept (true): what its backups belong to.
+pub(super) async fn record_kept(ctx: &Context, id: &str) -> Result<(AddonRecord, bool), ApiError> {
+    let key = id.to_owned();
+    let deleted = ctx.store.call(move |s| s.deleted_addon(&key)).await?;
+    match deleted {
+        Some(deleted) => Ok((deleted.addon, true)),
+        None => record(ctx, id).await.map(|addon| (addon, false)),
+    }
 }
 
 pub async fn get(ctx: &Arc<Context>, id: &str) -> Result<Reply, ApiError> {
@@ -191,10 +212,32 @@ pub async fn delete(ctx: &Arc<Context>, id: &str, request: &ApiRequest) -> Resul
             format!("?confirm={confirm} names another add-on; confirm with ?confirm={id}"),
         ));
     }
-    ctx.addons.delete(&addon).await.map_err(addon_error)?;
+    let final_backup = match request
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("finalBackup="))
+    {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("finalBackup={other}: true (the default) or false"),
+            ))
+        }
+    };
+    let kept = ctx
+        .addons
+        .retire(&addon, final_backup)
+        .await
+        .map_err(addon_error)?;
     Ok(Reply::json(&types::AddonDeleted {
         id: addon.id,
         deleted: true,
+        final_backup_id: kept.final_backup,
+        backups_kept_until: crate::ids::rfc3339(kept.purge_ms),
     }))
 }
 

@@ -198,6 +198,7 @@ fn jobs_and_addons(
             data_dir: config.data_dir.clone(),
             loopback: base.sandbox.mode() == SandboxMode::None,
             backup_keep: config.addons.backup_keep,
+            deleted_keep_ms: config.addons.deleted_keep_days * 24 * 3600 * 1000,
             memory_reserve_mb: config.limits.memory_reserve_mb,
         },
     );

@@ -40,15 +40,7 @@ pub async fn addons(api: &ApiClient, action: AddonsAction) -> Result<ExitCode, C
             let addon: Addon = api.get(&path).await?;
             print!("{}", details(&addon));
         }
-        AddonsAction::Delete { id, confirm } => {
-            let path = format!(
-                "/api/addons/{}?confirm={}",
-                path_segment(&id),
-                path_segment(&confirm)
-            );
-            let deleted: AddonDeleted = api.delete(&path).await?;
-            println!("deleted {} and its data", deleted.id);
-        }
+        AddonsAction::Delete { id, confirm } => delete(api, &id, &confirm).await?,
         AddonsAction::Link { id, project } => {
             let addon = set_link(api, &id, &project, true).await?;
             println!(
@@ -108,6 +100,28 @@ async fn create(api: &ApiClient, args: CreateAddonArgs) -> Result<(), ClientErro
         "{project}'s production gets {} from its next deployment; `slipway db connect {}` \
          opens a console",
         addon.env_name, addon.id
+    );
+    Ok(())
+}
+
+async fn delete(api: &ApiClient, id: &str, confirm: &str) -> Result<(), ClientError> {
+    let path = format!(
+        "/api/addons/{}?confirm={}",
+        path_segment(id),
+        path_segment(confirm)
+    );
+    eprintln!("Taking a final backup of {id} and proving it …");
+    let deleted: AddonDeleted = api.delete(&path).await?;
+    println!("deleted {}", deleted.id);
+    eprintln!(
+        "its backups{} are kept until {}; POST /api/addons/{}/restore {{\"backupId\", \
+         \"target\": \"new\"}} brings one back",
+        deleted
+            .final_backup_id
+            .map(|b| format!(" (final: {b})"))
+            .unwrap_or_default(),
+        deleted.backups_kept_until,
+        deleted.id
     );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `[addons]`: how often add-ons are backed up on their own, how many good backups each
-//! keeps, the largest import, and how often their disks are checked for the 80 % and 90 %
-//! alerts (issue 34).
+//! keeps, the largest import, how often their disks are checked for the 80 % and 90 %
+//! alerts, and how long a deleted one's backups are kept (issue 34).
 
 use serde::Deserialize;
 
@@ -19,6 +19,9 @@ pub struct AddonsConfig {
     /// `disk_check_interval_s` (default 30, 1 to 3600): seconds between two checks of every
     /// add-on's disk use (`addon.disk_full` events, `slipway_addon_disk_used_bytes`).
     pub disk_check_interval_s: u64,
+    /// `deleted_keep_days` (default 7, 0 to 3650): how long a deleted add-on's final backup
+    /// (and its other good ones) are kept, restorable into a new add-on.
+    pub deleted_keep_days: u64,
 }
 
 impl Default for AddonsConfig {
@@ -28,6 +31,7 @@ impl Default for AddonsConfig {
             backup_keep: 7,
             import_max_mb: 10240,
             disk_check_interval_s: 30,
+            deleted_keep_days: 7,
         }
     }
 }
@@ -39,6 +43,7 @@ pub(super) struct RawAddons {
     backup_keep: Option<usize>,
     import_max_mb: Option<u64>,
     disk_check_interval_s: Option<u64>,
+    deleted_keep_days: Option<u64>,
 }
 
 impl RawAddons {
@@ -61,11 +66,19 @@ impl RawAddons {
                 message: "must be from 1 to 3600".into(),
             });
         }
+        let deleted_keep_days = self.deleted_keep_days.unwrap_or(defaults.deleted_keep_days);
+        if deleted_keep_days > 3650 {
+            return Err(ConfigError::Invalid {
+                key: "addons.deleted_keep_days".into(),
+                message: "must be from 0 to 3650".into(),
+            });
+        }
         Ok(AddonsConfig {
             backup_interval_h: self.backup_interval_h.unwrap_or(defaults.backup_interval_h),
             backup_keep: keep,
             import_max_mb: self.import_max_mb.unwrap_or(defaults.import_max_mb),
             disk_check_interval_s: interval,
+            deleted_keep_days,
         })
     }
 }

@@ -7,6 +7,7 @@
 pub mod addon_backups;
 pub mod addons;
 mod audit;
+pub mod deleted_addons;
 mod deployments;
 pub mod domains;
 mod formations;
@@ -163,6 +164,7 @@ impl Store {
             txn.open_table(tables::CRON_JOBS)?;
             txn.open_table(tables::ADDONS)?;
             txn.open_table(tables::ADDON_BACKUPS)?;
+            txn.open_table(tables::DELETED_ADDONS)?;
             txn.open_table(tables::AUDIT)?;
             txn.open_table(tables::IDEMPOTENCY)?;
             txn.open_table(tables::NOTIFICATIONS)?;

@@ -45,6 +45,8 @@ pub const CRON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("cron_j
 pub const ADDONS: TableDefinition<&str, &[u8]> = TableDefinition::new("addons");
 /// `bak_…` → `AddonBackupRecord`: an add-on's backups and whether each was proven.
 pub const ADDON_BACKUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("addon_backups");
+/// `adn_…` → `DeletedAddonRecord`: deleted add-ons whose backups are kept for a while.
+pub const DELETED_ADDONS: TableDefinition<&str, &[u8]> = TableDefinition::new("deleted_addons");
 /// `aud_<ms><random>` (chronological) → `AuditRecord`: one per API request that changes
 /// something, written in the same transaction as the change.
 pub const AUDIT: TableDefinition<&str, &[u8]> = TableDefinition::new("audit");

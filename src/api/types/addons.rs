@@ -113,10 +113,15 @@ pub struct AddonCredentials {
 
 /// The query of `DELETE /api/addons/{addonId}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct DeleteAddonQuery {
     /// The add-on's id again, as confirmation (another add-on's id: 409).
     #[schemars(regex(pattern = r"^adn_[a-z2-7]{24}$"))]
     pub confirm: String,
+    /// `false`: no final backup first (an add-on that cannot be dumped); its earlier good
+    /// backups are still kept. Default `true`: a final backup that fails deletes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_backup: Option<bool>,
 }
 
 /// The answer to `DELETE /api/addons/{addonId}`.
@@ -125,6 +130,11 @@ pub struct DeleteAddonQuery {
 pub struct AddonDeleted {
     pub id: String,
     pub deleted: bool,
+    /// The backup taken and proven before it was deleted (null with `finalBackup=false`, or
+    /// when it was not running).
+    pub final_backup_id: Option<String>,
+    /// Until when its good backups stay restorable (`[addons] deleted_keep_days`).
+    pub backups_kept_until: String,
 }
 
 pub use crate::store::addon_backups::{BackupKind, BackupState};

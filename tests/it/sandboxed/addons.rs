@@ -184,11 +184,43 @@ async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
         .api("DELETE", &format!("/api/addons/{id}?confirm={id}"), None)
         .await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
+    let final_backup = deleted.json()["finalBackupId"].as_str().unwrap().to_owned();
+    let gone = daemon.api("GET", &format!("/api/addons/{id}"), None).await;
+    assert_eq!(gone.status, 404);
+    assert!(gone.text().contains("kept until"), "{}", gone.text());
+
+    // Its final backup was proven and is kept: it restores into a new add-on with the data.
+    let backups = daemon
+        .api("GET", &format!("/api/addons/{id}/backups"), None)
+        .await
+        .json();
     assert_eq!(
-        daemon
-            .api("GET", &format!("/api/addons/{id}"), None)
-            .await
-            .status,
-        404
+        backups["backups"][0]["id"],
+        final_backup.as_str(),
+        "{backups}"
     );
+    assert_eq!(backups["backups"][0]["state"], "ok", "{backups}");
+    let back = daemon
+        .api(
+            "POST",
+            &format!("/api/addons/{id}/restore"),
+            Some(json!({"backupId": final_backup, "target": "new"})),
+        )
+        .await;
+    assert_eq!(back.status, 202, "{}", back.text());
+    let copy = back.json()["id"].as_str().unwrap().to_owned();
+    let restored = crate::support::eventually(Duration::from_secs(60), || async {
+        let now = daemon
+            .api("GET", &format!("/api/addons/{copy}"), None)
+            .await;
+        now.json()["state"] == "running"
+    })
+    .await;
+    assert!(restored);
+    let linked = daemon
+        .api("PUT", &format!("/api/addons/{copy}/links/shop"), None)
+        .await;
+    assert_eq!(linked.status, 200, "{}", linked.text());
+    let (state, out) = run(daemon, "shop", read).await;
+    assert_eq!((state.as_str(), out.trim()), ("succeeded", "42"), "{out}");
 }
