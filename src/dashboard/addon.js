@@ -1,8 +1,9 @@
 // One add-on's page (`#/projects/<slug>/addons/<addonId>`): its settings and state (asked
 // again every second while it is starting, e.g. restoring), the projects linked to it (link
 // another by its name, unlink), its credentials — fetched only when "Show credentials" is
-// pressed, since reading them leaves an audit entry — its backups (backups.js), and delete,
-// which asks for the add-on's id typed again (`?confirm=`).
+// pressed, since reading them leaves an audit entry — its backups (backups.js), changes
+// (disk, memory, PITR: `PATCH`; a version upgrade into a new add-on, and the rollback of one),
+// and delete, which asks for the add-on's id typed again (`?confirm=`) and keeps its backups.
 import { api, enc } from "./api.js";
 import { h, field, form, flash, act, ago, poll, size, table, navigate } from "./ui.js";
 import { backupsSection } from "./backups.js";
@@ -55,10 +56,12 @@ export async function addonDetail(body, project, base, addonId) {
   const [addon, slugs] = await Promise.all([api("GET", path), projectSlugs()]);
   const settings = h("section", { class: "card", "aria-labelledby": "addon-title" });
   const links = h("section", { class: "card", "aria-labelledby": "addon-links-title" });
+  const change = h("section", { class: "card", "aria-labelledby": "addon-change-title" });
   /** Draws the parts that change with the add-on; polls while it is starting. @param {any} now */
   const draw = (now) => {
     settings.replaceChildren(...settingsCard(now, slugs));
     links.replaceChildren(...linksCard(now, slugs, path, draw));
+    change.replaceChildren(...changeCard(now, path, base, draw));
     if (now.state === "starting") poll("addon", 1000, () => refreshAddon());
   };
   const refreshAddon = async () => {
@@ -68,7 +71,7 @@ export async function addonDetail(body, project, base, addonId) {
   draw(addon);
   const backups = await backupsSection(addon, base, refreshAddon);
   body.append(h("p", {}, h("a", { href: `${base}/addons` }, "← All add-ons of ", project.slug)),
-    settings, links, credentialsCard(path), backups, deleteCard(addon, path, base));
+    settings, links, credentialsCard(path), backups, change, deleteCard(addon, path, base));
 }
 
 /** @param {any} addon @param {Map<string, string>} slugs @returns {HTMLElement[]} */
@@ -83,6 +86,8 @@ function settingsCard(addon, slugs) {
       h("dt", {}, "Variable"), h("dd", {}, h("code", {}, addon.envName)),
       h("dt", {}, "Address"), h("dd", {}, h("code", {}, `${addon.host}:${addon.port}`)),
       h("dt", {}, "Owner"), h("dd", {}, slugs.get(addon.projectId) || addon.projectId),
+      ...(addon.upgradedFrom ? [h("dt", {}, "Upgraded from"), h("dd", {}, h("code", {}, addon.upgradedFrom))] : []),
+      ...(addon.upgradedTo ? [h("dt", {}, "Upgraded into"), h("dd", {}, h("code", {}, addon.upgradedTo))] : []),
       h("dt", {}, "Created"), h("dd", {}, ago(addon.createdAt)))];
 }
 
@@ -165,6 +170,48 @@ function credentialsCard(path) {
 }
 
 /**
+ * Changes: a larger disk (online), another memory limit (a restart), PITR on or off; a
+ * version upgrade into a new add-on (whose page it goes to), and the rollback of one.
+ * @param {any} addon
+ * @param {string} path
+ * @param {string} base
+ * @param {(addon: any) => void} draw
+ * @returns {HTMLElement[]}
+ */
+function changeCard(addon, path, base, draw) {
+  const disk = /** @type {HTMLInputElement} */ (h("input", { id: "addon-change-disk", type: "number", min: addon.diskMb, max: 1048576, step: 1, value: addon.diskMb, required: true }));
+  const memory = /** @type {HTMLInputElement} */ (h("input", { id: "addon-change-memory", type: "number", min: 64, max: 65536, step: 1, value: addon.memoryMb, required: true }));
+  const pitr = /** @type {HTMLInputElement} */ (h("input", { id: "addon-change-pitr", type: "checkbox", checked: addon.pitr }));
+  const save = async () => {
+    /** @type {Record<string, any>} */
+    const patch = {};
+    if (Number(disk.value) !== addon.diskMb) patch.diskMb = Number(disk.value);
+    if (Number(memory.value) !== addon.memoryMb) patch.memoryMb = Number(memory.value);
+    if (addon.kind === "postgres" && pitr.checked !== addon.pitr) patch.pitr = pitr.checked;
+    if (!Object.keys(patch).length) { flash("Nothing changed.", "info"); return; }
+    draw(await api("PATCH", path, patch));
+    flash(patch.memoryMb || patch.pitr !== undefined ? "Changed: the server restarted with the new settings." : "The disk grew; the server kept running.", "info");
+  };
+  const upgrade = h("button", { id: "addon-upgrade", disabled: addon.state !== "running" || Boolean(addon.upgradedTo) }, "Upgrade to the newest version installed");
+  upgrade.addEventListener("click", () => act(upgrade, async () => {
+    const into = await api("POST", `${path}/upgrade`, {});
+    navigate(`${base}/addons/${enc(into.id)}`, `Upgrading into ${into.id}: ${addon.id} takes no writes until the links moved.`);
+  }));
+  const rollback = addon.upgradedFrom ? h("button", { id: "addon-rollback", class: "danger" }, `Roll back to ${addon.upgradedFrom}`) : null;
+  rollback?.addEventListener("click", () => act(rollback, async () => {
+    await api("POST", `${path}/rollback`, {});
+    navigate(`${base}/addons/${enc(addon.upgradedFrom)}`, `Rolling back: the links move back to ${addon.upgradedFrom}.`);
+  }));
+  return [h("h2", { id: "addon-change-title" }, "Change"),
+    form({ class: "row fields", "aria-label": "Change the add-on's settings" }, save,
+      field("Disk (MiB; grows online, never shrinks)", disk), field("Memory limit (MiB; restarts it)", memory),
+      ...(addon.kind === "postgres" ? [field("Point-in-time recovery", pitr)] : []),
+      h("button", { type: "submit", id: "addon-save" }, "Save changes")),
+    h("p", { class: "muted" }, "An upgrade makes a new add-on at the newest version installed: this one stops taking writes, its data is backed up, restored there and counted, the linked apps restart with the new URL, and this one is kept stopped for a rollback."),
+    h("p", { class: "row" }, upgrade, rollback)];
+}
+
+/**
  * Delete, confirmed by typing the add-on's id (the API's `?confirm=`).
  * @param {any} addon
  * @param {string} path
@@ -176,12 +223,12 @@ function deleteCard(addon, path, base) {
   const remove = /** @type {HTMLButtonElement} */ (h("button", { class: "danger", type: "submit", id: "addon-delete", disabled: true }, "Delete add-on and its data"));
   typed.addEventListener("input", () => { remove.disabled = typed.value.trim() !== addon.id; });
   const destroy = async () => {
-    await api("DELETE", `${path}?confirm=${enc(typed.value.trim())}`);
-    navigate(`${base}/addons`, `Add-on ${addon.id} and its data are deleted.`);
+    const gone = await api("DELETE", `${path}?confirm=${enc(typed.value.trim())}`);
+    navigate(`${base}/addons`, `Add-on ${addon.id} is deleted; its backups are kept until ${gone.backupsKeptUntil}.`);
   };
   return h("section", { class: "card", "aria-labelledby": "addon-delete-title" },
     h("h2", { id: "addon-delete-title" }, "Delete"),
-    h("p", {}, "Deletes the server, its data and its backups. Linked apps lose it at their next deployment."),
+    h("p", {}, "Takes a final backup and proves it, then deletes the server and its data (a failed backup deletes nothing). Its backups are kept for a while, restorable into a new add-on. Linked apps lose it at their next deployment."),
     form({ class: "row fields", "aria-label": "Delete the add-on" }, destroy,
       field(`Type the add-on's id (${addon.id}) to confirm`, typed), remove));
 }

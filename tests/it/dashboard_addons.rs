@@ -300,6 +300,18 @@ async fn the_addons_tab_creates_backs_up_links_and_deletes_a_redis_addon() {
     browser.resize(1280, 860).await;
     shoot(&mut browser, "addon-page").await;
 
+    // A larger disk, saved from the page: the API has it, the page shows it.
+    browser.fill("#addon-change-disk", "192").await;
+    browser.click("#addon-save").await;
+    browser
+        .wait_for(
+            "document.querySelector('#addon-disk-used')?.textContent.includes('of 192 MiB')",
+            "the grown disk on the page",
+        )
+        .await;
+    let grown = daemon.api("GET", &format!("/api/addons/{id}"), None).await;
+    assert_eq!(grown.json()["diskMb"], 192, "{}", grown.text());
+
     // Delete, once its id is typed.
     assert_eq!(
         browser
