@@ -17,14 +17,23 @@ use crate::store::records::ProjectRecord;
 /// How long the appliance backup waits for an add-on's own backup or restore to end.
 const WAIT_BUSY: Duration = Duration::from_secs(600);
 
+/// What keeps the backups volumes still while the appliance's backup archives them.
+pub struct Held {
+    _busy: Vec<Busy>,
+    _shipping: tokio::sync::OwnedMutexGuard<()>,
+}
+
 impl Addons {
     /// Backs every running add-on up for the appliance's backup: the guards to hold until
-    /// the archive is written (no backup or restore changes a backups volume meanwhile) and
-    /// the trees to archive (`addons/<id>-backups`, of add-ons with a good backup).
-    pub async fn for_appliance_backup(&self) -> (Vec<Busy>, Vec<String>) {
-        let Ok(addons) = self.store.call(|s| s.all_addons()).await else {
-            return (Vec::new(), Vec::new());
-        };
+    /// the archive is written (no backup or restore changes a backups volume meanwhile, and
+    /// no WAL is moved into one) and the trees to archive (`addons/<id>-backups`, of add-ons
+    /// with a good backup).
+    pub async fn for_appliance_backup(&self) -> (Held, Vec<String>) {
+        let addons = self
+            .store
+            .call(|s| s.all_addons())
+            .await
+            .unwrap_or_default();
         let (mut guards, mut trees) = (Vec::new(), Vec::new());
         for addon in addons {
             let deadline = tokio::time::Instant::now() + WAIT_BUSY;
@@ -63,7 +72,12 @@ impl Addons {
             }
             guards.push(busy);
         }
-        (guards, trees)
+        // Taken last: the backups above may move WAL themselves.
+        let held = Held {
+            _busy: guards,
+            _shipping: self.shipping.clone().lock_owned().await,
+        };
+        (held, trees)
     }
 
     /// Whether the add-on's data volume is missing (nothing to start the server on).

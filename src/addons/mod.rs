@@ -44,6 +44,7 @@ use crate::store::records::ProjectRecord;
 use crate::store::Store;
 use crate::supervisor::Supervisor;
 
+pub use appliance::Held;
 pub use backup::Busy;
 pub use engine::{AddonKind, RedisMode};
 pub use pitr::PitrWindow;
@@ -71,8 +72,9 @@ pub struct Addons {
     memory_reserve_mb: u64,
     /// Changes of running add-ons (`resize.rs`) one at a time.
     changes: tokio::sync::Mutex<()>,
-    /// Held while WAL is moved into a backups volume (`pitr.rs`): one mover at a time.
-    shipping: tokio::sync::Mutex<()>,
+    /// Held while WAL is moved into a backups volume (`pitr.rs`): one mover at a time, and
+    /// none while the appliance's backup archives the backups volumes (`appliance.rs`).
+    shipping: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -152,7 +154,7 @@ impl Addons {
             deleted_keep_ms: place.deleted_keep_ms,
             memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
-            shipping: tokio::sync::Mutex::new(()),
+            shipping: Arc::default(),
         })
     }
 
