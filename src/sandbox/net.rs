@@ -236,8 +236,11 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
     Ok(())
 }
 
-/// How long the helper waits for the interface of a link's previous step to go.
-const PREVIOUS_GONE_WITHIN: Duration = Duration::from_secs(5);
+/// How long the helper waits for the interface of a link's previous step to go. The kernel
+/// tears a network namespace down in a work queue after its last process is gone; on a
+/// loaded machine (many namespaces made and removed at once) that took more than 5 s, and an
+/// add-on restarted on its pinned link failed (a test's memory `PATCH` under 4-wide load).
+const PREVIOUS_GONE_WITHIN: Duration = Duration::from_secs(30);
 
 /// Waits until no interface is named `interface`. A pinned link (`StepSpec::link`) is used
 /// again at once when its step restarts, while the kernel may still be tearing down the
