@@ -87,6 +87,9 @@ pub enum Command {
     /// Internal: the sandbox helper the daemon execs (reads its spec from a pipe).
     #[command(hide = true)]
     SandboxExec,
+    /// Internal: a cluster task's first process (fetches and checks its build, runs it).
+    #[command(hide = true)]
+    TaskBoot { secret: PathBuf },
     #[command(flatten)]
     Client(ClientCommand),
 }

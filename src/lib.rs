@@ -25,6 +25,7 @@ pub mod budget;
 pub mod build_settings;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod dashboard;

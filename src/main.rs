@@ -13,6 +13,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::SandboxExec => slipway::sandbox::sandbox_exec_main(),
+        Command::TaskBoot { secret } => match slipway::cluster::boot::run(&secret) {
+            Ok(never) => match never {},
+            Err(error) => {
+                eprintln!("slipway task-boot: {error}");
+                ExitCode::FAILURE
+            }
+        },
         Command::CheckConfig { dev, config } => operator::check_config(config.as_deref(), dev),
         Command::Serve { dev, config } => {
             let config = match Config::load(config.as_deref(), dev) {

@@ -19,6 +19,7 @@ mod git;
 mod idempotency;
 mod json;
 mod logs;
+mod nodes;
 mod notifications;
 mod observability;
 mod openapi;
@@ -140,6 +141,14 @@ route_table! {
         response: ResponseBody::Json(shape::<TokenRevoked>),
         query: None,
         handle: tokens::delete(ctx, params.get(0), caller),
+    }
+    ListNodes: GET "/api/nodes" {
+        needs: Admin, target: None, success: OK,
+        summary: "List the nodes of the cluster apps run on ([cluster] engine; none without one)",
+        request: None,
+        response: ResponseBody::Json(shape::<NodeList>),
+        query: Some(fields::<PageQuery>),
+        handle: nodes::list(ctx, &request),
     }
     UploadSource: POST "/api/projects/{projectId}/source" {
         needs: Deploy, target: Project, success: CREATED,

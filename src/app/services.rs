@@ -61,6 +61,9 @@ impl Services {
             crate::source::SourceStore::open(config.data_dir.join("sources"))
                 .context("opening the source archive store")?,
         );
+        if let Some(cluster) = cluster_backend(config, &routes, runs.clone()).await? {
+            supervisor.set_cluster(cluster);
+        }
         let tls = start_tls(config, store, &notifier).await?;
         let pipeline = Pipeline::new(PipelineParts {
             config: config.clone(),
@@ -315,6 +318,27 @@ fn supervisor(
         Duration::from_secs(limits.app_stop_grace_s),
         Duration::from_secs(limits.health_interval_s),
     )
+}
+
+/// The Swarm backend with its build server, when `[cluster] engine` names one.
+async fn cluster_backend(
+    config: &Config,
+    routes: &Arc<Routes>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Option<Arc<dyn crate::supervisor::backend::AppBackend>>> {
+    let (Some(_), Some(listen)) = (config.cluster.engine, config.cluster.fetch_listen) else {
+        return Ok(None);
+    };
+    let fetch = crate::cluster::fetch::FetchServer::bind(listen, shutdown)
+        .await
+        .with_context(|| format!("binding cluster.fetch_listen {listen}"))?;
+    Ok(Some(crate::cluster::Swarm::new(
+        crate::cluster::docker::Docker::new(&config.cluster.docker_socket),
+        config.cluster.runtime_image.clone(),
+        fetch,
+        routes.clone(),
+        config.data_dir.join("cluster-builds"),
+    )))
 }
 
 fn domains(

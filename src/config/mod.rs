@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 
 mod addons;
 mod cidr;
+mod cluster;
 mod domains;
 mod jobs;
 mod raw;
 mod sleep;
 pub use addons::AddonsConfig;
 pub use cidr::Cidr;
+pub use cluster::{ClusterConfig, Engine};
 pub use domains::{under_suffix, DomainsConfig};
 pub use jobs::JobsConfig;
 use raw::RawConfig;
@@ -58,6 +60,8 @@ pub struct Config {
     pub addons: AddonsConfig,
     /// `[sleep]`: the idle tick and how requests wait for a sleeping app.
     pub sleep: SleepConfig,
+    /// `[cluster]`: the engine apps run on instead of this machine (issue 36).
+    pub cluster: ClusterConfig,
     /// True when started with `--dev`; only used for messages.
     pub dev: bool,
 }

@@ -43,6 +43,8 @@ pub(super) struct RawConfig {
     addons: super::addons::RawAddons,
     #[serde(default)]
     sleep: super::sleep::RawSleep,
+    #[serde(default)]
+    cluster: super::cluster::RawCluster,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +116,7 @@ impl Config {
         let jobs = raw.jobs.validate()?;
         let addons = raw.addons.validate()?;
         let sleep = raw.sleep.validate()?;
+        let cluster = raw.cluster.validate()?;
         Ok(Config {
             data_dir,
             apps_domain,
@@ -134,6 +137,7 @@ impl Config {
             jobs,
             addons,
             sleep,
+            cluster,
             dev,
         })
     }

@@ -6,6 +6,7 @@
 mod build;
 mod cache;
 mod cleanup;
+mod cluster;
 mod commands;
 mod failure;
 mod golive;

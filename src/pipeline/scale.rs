@@ -134,6 +134,14 @@ impl Pipeline {
             let (Some(old), Some(new)) = (find(&before, name), find(&after, name)) else {
                 continue;
             };
+            match self
+                .scale_on_cluster(&deployment.id, name, new.instances)
+                .await
+            {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(message) => return Err(ScaleError::Conflict(message)),
+            }
             if let Err(message) = self.change_type(&launch, old, new).await {
                 // Back to how it ran: nothing of the change is kept.
                 let _ = self.change_type(&launch, new, old).await;

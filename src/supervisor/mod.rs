@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod app_loop;
+pub mod backend;
 mod check;
 mod health;
 
@@ -170,6 +171,9 @@ pub struct Supervisor {
     pub stop_grace: Duration,
     /// How often live apps are probed (`limits.health_interval_s`).
     health_interval: Duration,
+    /// The cluster backend (`[cluster] engine`), when apps run on one (issue 36): its
+    /// deployments are listed and stopped through the same calls as local ones.
+    cluster: std::sync::OnceLock<Arc<dyn backend::AppBackend>>,
 }
 
 pub(crate) const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -195,7 +199,18 @@ impl Supervisor {
             apps: Mutex::new(HashMap::new()),
             stop_grace,
             health_interval,
+            cluster: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets the cluster backend (once, at start-up).
+    pub fn set_cluster(&self, backend: Arc<dyn backend::AppBackend>) {
+        let _ = self.cluster.set(backend);
+    }
+
+    /// The cluster backend, when one is configured.
+    pub fn cluster(&self) -> Option<&Arc<dyn backend::AppBackend>> {
+        self.cluster.get()
     }
 
     /// Starts one instance — or adopts it, when `adopt` names the sandbox an earlier daemon
@@ -267,6 +282,7 @@ impl Supervisor {
         self.lock()
             .values()
             .any(|a| a.deployment_id == deployment_id)
+            || self.cluster().is_some_and(|c| c.runs(deployment_id))
     }
 
     /// The deployment's instances, in type and number order.
@@ -282,6 +298,9 @@ impl Supervisor {
                 status: a.status.lock().expect("status poisoned").clone(),
             })
             .collect();
+        if let Some(cluster) = self.cluster() {
+            views.extend(cluster.instances(deployment_id));
+        }
         views.sort_by(|a, b| a.instance.cmp(&b.instance));
         views
     }
@@ -331,6 +350,9 @@ impl Supervisor {
         }
         for app in apps {
             let _ = app.task.await;
+        }
+        if let Some(cluster) = self.cluster() {
+            cluster.stop(deployment_id, process).await;
         }
     }
 

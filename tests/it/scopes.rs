@@ -33,6 +33,7 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("GET /api/deployments/{deploymentId}/logs", "read"),
         ("GET /api/deployments/{deploymentId}/logs/stream", "read"),
         ("GET /api/audit", "admin"),
+        ("GET /api/nodes", "admin"),
         ("GET /api/metrics", "read"),
         ("GET /api/projects/{projectId}/usage", "read"),
         ("POST /api/notifications", "admin"),

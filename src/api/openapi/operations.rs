@@ -104,6 +104,7 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         | Route::DeleteProject
         | Route::GetEnvVars
         | Route::ListTokens
+        | Route::ListNodes
         | Route::ProvisionStatus
         | Route::Deployments
         | Route::GetDeployment

@@ -7,6 +7,7 @@
 mod addon_ops;
 mod addons;
 mod audit;
+mod cluster;
 mod domains;
 mod env_vars;
 mod formation;
@@ -26,6 +27,7 @@ pub use crate::store::records::{DeploymentMode, DeploymentState, ProjectState, S
 pub use addon_ops::*;
 pub use addons::*;
 pub use audit::*;
+pub use cluster::*;
 pub use domains::*;
 pub use env_vars::*;
 pub use formation::*;

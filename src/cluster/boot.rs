@@ -1,0 +1,104 @@
+//! A task's first process (`slipway task-boot <secret>`, inside the runtime image): reads
+//! its boot document from the engine's secret, fetches the build over TLS from the daemon
+//! (trusting only the certificate the document names), refuses it unless its SHA-256 is the
+//! one the document names, unpacks it into `/app`, and becomes the app's command
+//! (`/bin/sh -c`), with the document's environment and nothing else.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+
+/// What a task is told, in its secret.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootDocument {
+    pub url: String,
+    pub sha256: String,
+    pub cert_pem: String,
+    pub command: String,
+    pub env: Vec<(String, String)>,
+}
+
+/// Where the build is unpacked (a tmpfs in the service's spec).
+const APP_DIR: &str = "/app";
+
+/// Runs the boot; returns only on failure (the message says why).
+pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
+    let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
+    let document: BootDocument =
+        serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let tarball = runtime.block_on(fetch(&document))?;
+    let digest = crate::ids::sha256_hex(&tarball);
+    if digest != document.sha256 {
+        return Err(format!(
+            "the build's SHA-256 is {digest}, not {}: refused",
+            document.sha256
+        ));
+    }
+    tar::Archive::new(&tarball[..])
+        .unpack(APP_DIR)
+        .map_err(|e| format!("cannot unpack the build: {e}"))?;
+    use std::os::unix::process::CommandExt;
+    let error = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&document.command)
+        .current_dir(APP_DIR)
+        .env_clear()
+        .envs(document.env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    Err(format!("cannot run the command: {error}"))
+}
+
+async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
+    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
+    let host = uri.host().ok_or("the URL has no host")?.to_owned();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in crate::tls::certs::parse_chain(&document.cert_pem).map_err(|e| e.to_string())? {
+        roots.add(cert).map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot reach the control plane at {host}:{port}: {e}"))?;
+    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with the control plane: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let request = http::Request::get(uri.path())
+        .header(http::header::HOST, format!("{host}:{port}"))
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("the control plane answered {}", response.status()));
+    }
+    Ok(response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes())
+}
