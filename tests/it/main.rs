@@ -35,6 +35,7 @@ mod scopes;
 mod server_sources;
 mod slow_uploads;
 mod support;
+mod swarm;
 mod tls;
 mod tls_daemon;
 mod zero_config;
