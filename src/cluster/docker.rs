@@ -22,8 +22,12 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum DockerError {
     #[error("cannot reach dockerd at {path}: {message}")]
     Unreachable { path: PathBuf, message: String },
-    #[error("dockerd answered {status}: {message}")]
-    Api { status: StatusCode, message: String },
+    #[error("dockerd answered {status} to {call}: {message}")]
+    Api {
+        status: StatusCode,
+        call: String,
+        message: String,
+    },
     #[error("dockerd's answer did not parse: {0}")]
     Parse(String),
 }
@@ -95,6 +99,7 @@ impl Docker {
             .await
             .map_err(|e| self.unreachable(&e.to_string()))?;
         tokio::spawn(connection);
+        let call = format!("{method} {path}");
         let request = Request::builder()
             .method(method)
             .uri(format!("{API}{path}"))
@@ -123,7 +128,11 @@ impl Docker {
         let message = serde_json::from_slice::<Message>(&bytes)
             .map(|m| m.message)
             .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        Err(DockerError::Api { status, message })
+        Err(DockerError::Api {
+            status,
+            call,
+            message,
+        })
     }
 
     fn unreachable(&self, message: &str) -> DockerError {

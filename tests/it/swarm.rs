@@ -214,7 +214,8 @@ async fn a_server_app_runs_scales_and_goes_on_a_single_node_swarm() {
         .port();
     let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
         "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nruntime_image = \
-         \"slipway-runtime:it\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n",
+         \"slipway-runtime:it\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\nrequests_per_minute = \
+         100000\nposts_per_minute_per_endpoint = 100000\n",
         dockerd.socket().display()
     )));
     let files = [("server.js", SERVER, 0o644)];
