@@ -13,6 +13,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 
+use super::addons::create_addon_id;
 use super::Sandboxed;
 use crate::notifications::allow_loopback;
 use crate::notifications::receiver::Receiver;
@@ -39,15 +40,11 @@ async fn shop_with_postgres(daemon: &TestDaemon, disk_mb: u64) -> String {
             json!({"startCommand": "exec python3 -m http.server $PORT"}),
         )
         .await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": disk_mb})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    created.json()["id"].as_str().unwrap().to_owned()
+    create_addon_id(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 256, "diskMb": disk_mb}),
+    )
+    .await
 }
 
 /// Runs `sql` with psql in `shop`: (state, output).

@@ -42,6 +42,26 @@ pub(super) async fn run(daemon: &TestDaemon, project: &str, command: &str) -> (S
     )
 }
 
+/// Creates an add-on of `shop` with `body` (asserting the 201); the add-on.
+pub(super) async fn create_addon(
+    daemon: &TestDaemon,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let created = daemon
+        .api("POST", "/api/projects/shop/addons", Some(body))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    created.json()
+}
+
+/// [`create_addon`]'s id.
+pub(super) async fn create_addon_id(daemon: &TestDaemon, body: serde_json::Value) -> String {
+    create_addon(daemon, body).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Deploys `shop` (python's http.server) on `daemon`: the project the add-ons belong to.
 pub(super) async fn deploy_shop(daemon: &TestDaemon) {
     daemon
