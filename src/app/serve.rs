@@ -151,8 +151,8 @@ fn proxy_settings(config: &Config) -> ProxySettings {
     }
 }
 
-/// The metrics listener, notification deliveries, the admin socket, the add-ons' disk watch
-/// and maintenance.
+/// The metrics listener, notification deliveries, the admin socket, the add-ons' disk watch,
+/// the usage history's sampler and maintenance.
 fn start_control_tasks(
     base: &Base,
     services: &Services,
@@ -194,6 +194,14 @@ fn start_control_tasks(
     shutdown.spawn(disk_watch.run(
         Duration::from_secs(config.addons.disk_check_interval_s),
         shutdown.root.child_token(),
+    ));
+    shutdown.spawn(crate::usage::history::run(
+        services.observatory.clone(),
+        crate::usage::history::Sampler::new(
+            base.store.clone(),
+            crate::usage::history::Clock::System,
+        ),
+        shutdown.root.clone(),
     ));
     shutdown.spawn(maintain(
         base.store.clone(),

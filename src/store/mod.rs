@@ -11,6 +11,7 @@ mod deployments;
 pub mod domains;
 mod formations;
 pub mod git;
+mod history;
 pub mod jobs;
 mod logs;
 pub mod notifications;
@@ -28,6 +29,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, Table};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use history::{HistoryRow, HistorySize};
 pub use logs::*;
 pub use projects::*;
 pub use snapshot::SnapshotInfo;
@@ -173,6 +175,7 @@ impl Store {
             txn.open_table(tables::DEPLOY_HOOKS)?;
             txn.open_table(tables::WEBHOOK_DELIVERIES)?;
             txn.open_table(tables::BRANCH_HEADS)?;
+            txn.open_table(tables::USAGE_HISTORY)?;
         }
         txn.commit()?;
         Ok(())

@@ -6,6 +6,7 @@
 //! ([`ProjectUsage`]: `GET /api/projects/{projectId}/usage`). Built by `app.rs`.
 
 mod addons;
+pub mod history;
 mod prometheus;
 pub mod server;
 
