@@ -37,4 +37,5 @@ mod slow_uploads;
 mod support;
 mod tls;
 mod tls_daemon;
+mod usage_history;
 mod zero_config;

@@ -1,0 +1,118 @@
+//! Usage history (issue 37): traffic sent through the router is in the project's history as
+//! typed points, and stays there across daemon restarts (each stop writes the minute under
+//! way; the next daemon's reading of the same minute adds to it). Bad queries are 400 in the
+//! contract's envelope; the machine's history is the operator's.
+
+use serde_json::json;
+use slipway::api::types::{MachineHistory, UsageHistory};
+
+use crate::support::{DaemonOptions, TestDaemon};
+
+fn history_daemon() -> TestDaemon {
+    TestDaemon::start_with(
+        DaemonOptions::default().extra_toml("[rate_limits]\nrequests_per_minute = 1000\n"),
+    )
+}
+
+async fn history(daemon: &TestDaemon) -> UsageHistory {
+    let response = daemon
+        .api("GET", "/api/projects/web/usage/history?step=minute", None)
+        .await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    serde_json::from_slice(&response.body).expect("a typed UsageHistory")
+}
+
+async fn send(daemon: &TestDaemon, n: usize) -> u64 {
+    let mut bytes = 0;
+    for _ in 0..n {
+        let response = daemon.app_get("web", "/", &[]).await;
+        assert_eq!(response.status, 200);
+        bytes += response.body.len() as u64;
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_is_kept_in_the_history_across_restarts() {
+    if crate::support::missing_tool("node", "the app is a node server") {
+        return;
+    }
+    let mut daemon = history_daemon();
+    daemon
+        .deploy(
+            "web",
+            &[("server.js", crate::pipeline::NODE_APP, 0o644)],
+            json!({"startCommand": "node server.js"}),
+        )
+        .await;
+    let first_bytes = send(&daemon, 17).await;
+    daemon.restart();
+    let after_one = history(&daemon).await;
+    let total = |h: &UsageHistory| h.points.iter().map(|p| p.requests.success).sum::<u64>();
+    assert_eq!(total(&after_one), 17, "{after_one:?}");
+    assert_eq!(
+        after_one.points.iter().map(|p| p.bytes_out).sum::<u64>(),
+        first_bytes
+    );
+    let busy = after_one
+        .points
+        .iter()
+        .find(|p| p.requests_total > 0)
+        .unwrap();
+    assert!(busy.latency_p50_ms.unwrap() > 0.0);
+    assert!(busy.latency_p95_ms.unwrap() >= busy.latency_p50_ms.unwrap());
+    let builds: Vec<_> = after_one.points.iter().flat_map(|p| &p.builds).collect();
+    assert_eq!(builds.len(), 1, "the one build: {after_one:?}");
+    assert_eq!(builds[0].result, "succeeded");
+    assert!(builds[0].duration_seconds > 0.0);
+
+    send(&daemon, 5).await;
+    daemon.restart();
+    let after_two = history(&daemon).await;
+    assert_eq!(total(&after_two), 22, "{after_two:?}");
+    println!(
+        "history after two restarts: {} points, {} requests",
+        after_two.points.len(),
+        total(&after_two)
+    );
+
+    let machine = daemon.api("GET", "/api/usage/history", None).await;
+    assert_eq!(machine.status, 200, "{}", machine.text());
+    let machine: MachineHistory = serde_json::from_slice(&machine.body).unwrap();
+    let point = machine.points.last().expect("the machine's minutes");
+    assert!(point.memory_total_bytes > 0 && point.disk_total_bytes > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_queries_are_refused_in_the_envelope() {
+    let daemon = history_daemon();
+    daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "web"})))
+        .await;
+    for query in [
+        "step=day",
+        "from=yesterday",
+        "to=2025-01-01T00:00:00",
+        "limit=3",
+    ] {
+        for path in ["/api/projects/web/usage/history", "/api/usage/history"] {
+            daemon
+                .api("GET", &format!("{path}?{query}"), None)
+                .await
+                .assert_error(400, "INVALID_QUERY");
+        }
+    }
+    let empty = daemon
+        .api(
+            "GET",
+            "/api/projects/web/usage/history?from=2025-01-02T00:00:00Z&to=2025-01-01T00:00:00%2B01:00&step=hour",
+            None,
+        )
+        .await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(empty.json()["points"], json!([]));
+    let missing = daemon
+        .api("GET", "/api/projects/nope/usage/history", None)
+        .await;
+    assert_eq!(missing.status, 404);
+}
