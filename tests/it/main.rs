@@ -12,6 +12,7 @@ mod dashboard_env;
 mod dashboard_formation;
 mod dashboard_forms;
 mod dashboard_jobs;
+mod dashboard_usage;
 mod dev_mode;
 mod domain_proofs;
 mod domains;

@@ -1,0 +1,228 @@
+//! Usage charts in a real browser (issue 37): after traffic sent through the router (and a
+//! daemon restart, which writes the minute under way to the history), the projects list shows
+//! each project's last hour at a glance, and the project's Usage tab draws requests, errors,
+//! latency, memory and CPU whose data (the charts' tables, the lines' point counts) is the
+//! API's history for the same range. A running deployment shows a progress bar with its ETA.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::dashboard::shoot;
+use crate::support::browser;
+use crate::support::missing_tool;
+
+const SERVER: &str = "require('http').createServer((req, res) => { res.statusCode = req.url === '/boom' ? 500 : 200; res.end('hello from web'); }).listen(process.env.PORT);\n";
+
+/// A chart's table as [time, value…] rows, the values as the page wrote them.
+fn table_of(chart: &str) -> String {
+    format!(
+        "[...document.querySelectorAll('#{chart} tbody tr')].filter((r) => r.querySelector('time')).map((r) =>
+          [r.querySelector('time').getAttribute('datetime'), ...[...r.querySelectorAll('td[data-value]')].map((td) => td.dataset.value)])"
+    )
+}
+
+/// Rows of [time, numbers…] as (time, values) with every number an f64 (JavaScript writes
+/// 16 where serde wrote 16.0); an empty cell or a null is `None`.
+fn rows(table: &Value) -> Vec<(String, Vec<Option<f64>>)> {
+    table
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let row = row.as_array().unwrap();
+            let values = row[1..]
+                .iter()
+                .map(|v| match v {
+                    Value::String(text) if text.is_empty() => None,
+                    Value::String(text) => Some(text.parse().unwrap()),
+                    other => other.as_f64(),
+                })
+                .collect();
+            (row[0].as_str().unwrap().to_owned(), values)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_draw_the_apis_history() {
+    if missing_tool("node", "the app is a node server") {
+        return;
+    }
+    let Some((mut browser, mut daemon, origin)) =
+        browser::dashboard("dashboard usage browser test").await
+    else {
+        return;
+    };
+    let files = [("server.js", SERVER, 0o644)];
+    daemon
+        .deploy(
+            "web",
+            &files,
+            json!({"startCommand": "node server.js", "buildCommand": "sleep 1"}),
+        )
+        .await;
+
+    // A slower build: its progress bar with the ETA, live.
+    browser
+        .open(&format!("{origin}/"), "#token", "the sign-in form")
+        .await;
+    browser.sign_in(&daemon.token, "the project list").await;
+    let started = daemon
+        .provision(
+            "web",
+            json!({"startCommand": "node server.js", "buildCommand": "sleep 5"}),
+        )
+        .await;
+    let deployment = started["deploymentId"].as_str().unwrap();
+    browser
+        .open(
+            &format!("{origin}/#/projects/web/deployments/{deployment}"),
+            "#deploy-progress",
+            "the progress bar",
+        )
+        .await;
+    browser
+        .wait_for(
+            "document.querySelector('#progress-words')?.textContent.includes('left')",
+            "the ETA while it runs",
+        )
+        .await;
+    let bar = browser
+        .eval("(() => { const p = document.querySelector('#deploy-progress'); return [p.value, p.getAttribute('aria-valuetext')]; })()")
+        .await;
+    assert!(bar[0].as_f64().unwrap() < 100.0, "{bar}");
+    shoot(&mut browser, "deployment-progress").await;
+    browser
+        .wait_for(
+            "document.querySelector('#deploy-progress')?.value === 100",
+            "the bar full when the run is complete",
+        )
+        .await;
+    daemon
+        .wait_complete(&started, Duration::from_secs(60))
+        .await;
+
+    // Traffic through the router: 12 answers, 3 of them errors.
+    for path in [
+        "/", "/", "/", "/", "/", "/", "/", "/", "/", "/boom", "/boom", "/boom",
+    ] {
+        daemon.app_get("web", path, &[]).await;
+    }
+    daemon.restart();
+    // A new daemon listens on a new port: a new origin to sign in on.
+    let origin = format!("http://slipway.localhost:{}", daemon.http.port());
+    browser
+        .open(&format!("{origin}/"), "#token", "the sign-in form")
+        .await;
+    browser.sign_in(&daemon.token, "the project list").await;
+
+    // The projects list: the last hour at a glance, as the API says.
+    browser
+        .open(
+            &format!("{origin}/#/projects"),
+            ".glance",
+            "the projects' last hour",
+        )
+        .await;
+    let glance = browser
+        .eval("(() => { const g = document.querySelector('.glance'); return [Number(g.dataset.requests), Number(g.dataset.errors), g.querySelector('svg').getAttribute('aria-label')]; })()")
+        .await;
+    assert_eq!(glance[0], 12, "{glance}");
+    assert_eq!(glance[1], 3, "{glance}");
+    assert!(
+        glance[2].as_str().unwrap().contains("12 requests"),
+        "{glance}"
+    );
+    browser
+        .wait_for(
+            "document.querySelector('#chart-machine-memory')",
+            "the machine's charts (admin)",
+        )
+        .await;
+    shoot(&mut browser, "projects-overview").await;
+
+    // The Usage tab: every chart's data is the API's history for the range it asked.
+    browser
+        .open(
+            &format!("{origin}/#/projects/web/usage"),
+            "#chart-requests",
+            "the usage charts",
+        )
+        .await;
+    let query = browser
+        .eval("document.querySelector('#usage-charts').dataset.query")
+        .await;
+    let history = daemon
+        .api(
+            "GET",
+            &format!(
+                "/api/projects/web/usage/history?{}",
+                query.as_str().unwrap()
+            ),
+            None,
+        )
+        .await
+        .json();
+    let points = history["points"].as_array().unwrap();
+    assert!(!points.is_empty(), "{history}");
+    let expect = |fields: &[&dyn Fn(&Value) -> Value]| {
+        rows(&Value::Array(
+            points
+                .iter()
+                .map(|p| {
+                    let mut row = vec![Value::String(p["at"].as_str().unwrap().to_owned())];
+                    row.extend(fields.iter().map(|f| f(p)));
+                    Value::Array(row)
+                })
+                .collect(),
+        ))
+    };
+    let requests = expect(&[&|p| p["requestsTotal"].clone(), &|p| {
+        p["requests"]["5xx"].clone()
+    }]);
+    assert_eq!(
+        rows(&browser.eval(&table_of("chart-requests")).await),
+        requests
+    );
+    let latency = expect(&[&|p| p["latencyP50Ms"].clone(), &|p| {
+        p["latencyP95Ms"].clone()
+    }]);
+    assert_eq!(
+        rows(&browser.eval(&table_of("chart-latency")).await),
+        latency
+    );
+    let memory = expect(&[&|p| p["memoryBytes"].clone()]);
+    assert_eq!(rows(&browser.eval(&table_of("chart-memory")).await), memory);
+    let cpu = expect(&[&|p| p["cpuCores"].clone()]);
+    assert_eq!(rows(&browser.eval(&table_of("chart-cpu")).await), cpu);
+    let total: u64 = points
+        .iter()
+        .map(|p| p["requestsTotal"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 12);
+    let drawn = browser
+        .eval("Number(document.querySelector('#chart-requests path.requests').dataset.points)")
+        .await;
+    assert_eq!(drawn, points.len(), "one point of the line per sample");
+    let summary = browser.text("#chart-requests-summary").await;
+    assert!(summary.contains("Requests: highest"), "{summary}");
+
+    // Other ranges ask for what they show.
+    browser.click("button[data-range=week]").await;
+    browser
+        .wait_for(
+            "document.querySelector('#usage-charts').dataset.query.startsWith('step=hour')",
+            "the week's hours",
+        )
+        .await;
+    browser.click("button[data-range=hour]").await;
+    browser
+        .wait_for(
+            "document.querySelector('#usage-charts').dataset.query.startsWith('step=minute')",
+            "the hour's minutes",
+        )
+        .await;
+    shoot(&mut browser, "usage").await;
+    assert!(browser.errors.is_empty(), "{:?}", browser.errors);
+}
