@@ -1,10 +1,10 @@
 // The dashboard: a client of the public API only. Hash routes (#/projects, #/projects/<slug>,
 // #/tokens, #/notifications, #/audit); every page is rebuilt from the API when shown.
 import { api, ApiError, session, enc } from "./api.js";
-import { h, field, form, byId, flash, act, describe, ago, badge, table } from "./ui.js";
+import { h, field, form, byId, flash, act, describe, ago, badge, table, size } from "./ui.js";
 import { projectPage } from "./project.js";
 import { notificationsPage } from "./notifications.js";
-import { lineChart, sparkline, mib } from "./charts.js";
+import { lineChart, sparkline } from "./charts.js";
 
 /** @typedef {(...nodes: Node[]) => void} Show puts a page's nodes in <main> */
 
@@ -64,8 +64,16 @@ function lastHour(history) {
   const requests = points.reduce((n, p) => n + p.requestsTotal, 0);
   const errors = points.reduce((n, p) => n + p.requests["5xx"], 0);
   const words = `${requests} requests, ${errors} errors in the last hour`;
+  // One slot per minute of the hour; a minute without a sample (the daemon was down) is 0.
+  const from = Date.parse(history.from);
+  /** @type {number[]} */
+  const minutes = new Array(60).fill(0);
+  for (const p of points) {
+    const slot = Math.floor((Date.parse(p.at) - from) / 60e3);
+    if (slot >= 0 && slot < 60) minutes[slot] += p.requestsTotal;
+  }
   return h("span", { class: "glance", "data-requests": requests, "data-errors": errors },
-    sparkline(points.map((p) => p.requestsTotal), words), h("span", { class: "muted" }, `${requests} req · ${errors} err`));
+    sparkline(minutes, words), h("span", {}, `${requests} req · ${errors} err`));
 }
 
 /** @param {Show} show */
@@ -90,7 +98,7 @@ async function projectsPage(show) {
   });
   show(h("div", { class: "row" }, h("h1", { class: "grow" }, "Projects"),
       h("a", { href: "#/new" }, h("button", { class: "primary", tabindex: -1 }, "New project"))),
-    h("div", { class: "card" }, table(["Project", "State", "Last hour", "URL", "Last deployment"], rows, [3])),
+    h("div", { class: "card" }, table(["Project", "State", "Last hour", "URL", "Last deployment"], rows, [3, 4])),
     ...(machine ? [machineCard(machine)] : []));
   if (failures.length) flash(`Could not read the last deployment of ${failures.join("; ")}`);
 }
@@ -109,11 +117,11 @@ function machineCard(history) {
   const percent = (/** @type {number} */ v) => `${Math.round(v * 1000) / 10} %`;
   return h("section", { class: "card", id: "machine", "aria-labelledby": "machine-title" },
     h("h2", { id: "machine-title" }, "This machine, last hour"),
-    last ? h("p", { class: "muted" }, `Disk (data directory): ${mib(last.diskUsedBytes)} of ${mib(last.diskTotalBytes)} used.`) : null,
+    last ? h("p", { class: "muted", id: "machine-disk" }, `Disk (data directory): ${size(last.diskUsedBytes)} of ${size(last.diskTotalBytes)} used.`) : null,
     h("div", { class: "charts" },
       lineChart({ ...base, id: "chart-machine-cpu", title: "CPU busy", format: percent, limit: 1,
         series: [{ name: "CPU busy", cls: "cpu", values: points.map((p) => p.cpuBusy) }] }),
-      lineChart({ ...base, id: "chart-machine-memory", title: "Memory used", format: mib, limit: last ? last.memoryTotalBytes : null,
+      lineChart({ ...base, id: "chart-machine-memory", title: "Memory used", format: size, scale: 1073741824, limit: last ? last.memoryTotalBytes : null,
         series: [{ name: "Memory used", cls: "memory", values: points.map((p) => p.memoryUsedBytes) }] }),
       lineChart({ ...base, id: "chart-machine-connections", title: "Open visitor connections", format: (v) => String(Math.round(v)),
         series: [{ name: "Connections", cls: "requests", values: points.map((p) => p.connections) }] })));

@@ -32,6 +32,7 @@ function svg(tag, attrs, ...children) {
  * @property {Series[]} series
  * @property {number | null} [limit] a level drawn as a dashed line (memory, CPU)
  * @property {(value: number) => string} format a value in words with its unit
+ * @property {number} [scale] the unit the axis's top is round in (1048576 for MiB)
  */
 
 /** @param {number} value @returns {number} a round top for an axis holding value */
@@ -50,22 +51,28 @@ export function timeLabel(ms, span) {
 }
 
 /**
- * The SVG path of one series: a run of points joined, a gap (no sample) left open.
+ * The SVG path of one series: a run of points joined, a gap (no sample) left open; a point
+ * alone is drawn as a dash across its step.
  * @param {Chart} chart @param {(number | null)[]} values @param {number} top
  * @returns {{d: string, points: number}}
  */
 function path(chart, values, top) {
   const span = Math.max(chart.to - chart.from, 1);
-  let d = "", points = 0, last = -Infinity;
+  const x = (/** @type {number} */ ms) => (((ms - chart.from) / span) * W).toFixed(1);
+  /** @type {{time: number, y: string}[][]} */
+  const runs = [];
+  let last = -Infinity, points = 0;
   values.forEach((value, i) => {
     if (value === null || value === undefined) { last = -Infinity; return; }
-    const x = ((chart.times[i] + chart.step / 2 - chart.from) / span) * W;
-    const y = H - (value / top) * H;
-    d += `${chart.times[i] - last > chart.step * 1.5 ? "M" : "L"}${x.toFixed(1)},${y.toFixed(1)} `;
-    last = chart.times[i];
+    const point = { time: chart.times[i], y: (H - (value / top) * H).toFixed(1) };
+    if (point.time - last > chart.step * 1.5) runs.push([point]); else runs[runs.length - 1].push(point);
+    last = point.time;
     points++;
   });
-  return { d: d.trim(), points };
+  const d = runs.map((run) => run.length === 1
+    ? `M${x(run[0].time)},${run[0].y} L${x(run[0].time + chart.step)},${run[0].y}`
+    : run.map((p, i) => `${i ? "L" : "M"}${x(p.time + chart.step / 2)},${p.y}`).join(" ")).join(" ");
+  return { d, points };
 }
 
 /** @param {Series} series @param {(v: number) => string} format @returns {string} */
@@ -82,7 +89,8 @@ function sayHighest(series, format) {
  */
 export function lineChart(chart) {
   const known = chart.series.flatMap((s) => s.values).filter((v) => v !== null && v !== undefined);
-  const top = niceMax(Math.max(0, ...(/** @type {number[]} */ (known)), chart.limit || 0));
+  const scale = chart.scale || 1;
+  const top = niceMax(Math.max(0, ...(/** @type {number[]} */ (known)), chart.limit || 0) / scale) * scale;
   const span = chart.to - chart.from;
   const lines = chart.series.map((series) => {
     const { d, points } = path(chart, series.values, top);

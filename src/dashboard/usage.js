@@ -49,7 +49,7 @@ export function usageCharts(history, from, to, step) {
     lineChart({ ...base, id: "chart-latency", title: "Latency (time to first byte)", format: millis, series: [
       { name: "p50", cls: "p50", values: points.map((p) => p.latencyP50Ms) },
       { name: "p95", cls: "p95", values: points.map((p) => p.latencyP95Ms) }] }),
-    lineChart({ ...base, id: "chart-memory", title: "Memory", format: mib, limit: last ? last.memoryLimitBytes : null, series: memorySeries }),
+    lineChart({ ...base, id: "chart-memory", title: "Memory", format: mib, scale: 1048576, limit: last ? last.memoryLimitBytes : null, series: memorySeries }),
     lineChart({ ...base, id: "chart-cpu", title: "CPU", format: cores, limit: history.cpuLimitCores, series: [
       { name: "CPU used", cls: "cpu", values: points.map((p) => p.cpuCores) }] }),
   ];

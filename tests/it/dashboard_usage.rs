@@ -10,7 +10,62 @@ use serde_json::{json, Value};
 
 use crate::dashboard::shoot;
 use crate::support::browser;
-use crate::support::missing_tool;
+use crate::support::browser::Browser;
+use crate::support::{missing_tool, registry_reachable};
+
+/// axe-core, pinned, from the npm registry (`npm pack`).
+const AXE: &str = "axe-core@4.10.2";
+
+/// axe-core's script, fetched once per test run; `None` (after a SKIP line) without npm or
+/// the registry.
+fn axe_source() -> Option<&'static str> {
+    static SOURCE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    SOURCE
+        .get_or_init(|| {
+            if missing_tool("npm", "axe-core comes from the npm registry")
+                || !registry_reachable("registry.npmjs.org")
+            {
+                return None;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let packed = std::process::Command::new("npm")
+                .args(["pack", AXE, "--silent"])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(packed.status.success(), "npm pack {AXE}: {packed:?}");
+            let name = String::from_utf8(packed.stdout).unwrap().trim().to_owned();
+            let unpacked = std::process::Command::new("tar")
+                .args(["xzf", &name, "package/axe.min.js"])
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
+            assert!(unpacked.success());
+            Some(std::fs::read_to_string(dir.path().join("package/axe.min.js")).unwrap())
+        })
+        .as_deref()
+}
+
+/// axe-core's serious and critical violations on the page as it is now, each as
+/// `page: rule (impact): elements`; added to `found` (the test expects none at its end).
+pub(crate) async fn axe_check(browser: &mut Browser, page: &str, found: &mut Vec<String>) {
+    let Some(source) = axe_source() else {
+        return;
+    };
+    if browser.eval("typeof axe").await != "object" {
+        browser.eval(&format!("{source};true")).await;
+    }
+    let violations = browser
+        .eval(
+            "axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations
+               .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+               .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`))",
+        )
+        .await;
+    for violation in violations.as_array().unwrap() {
+        found.push(format!("{page}: {}", violation.as_str().unwrap()));
+    }
+}
 
 const SERVER: &str = "require('http').createServer((req, res) => { res.statusCode = req.url === '/boom' ? 500 : 200; res.end('hello from web'); }).listen(process.env.PORT);\n";
 
@@ -55,6 +110,7 @@ async fn charts_draw_the_apis_history() {
         return;
     };
     let files = [("server.js", SERVER, 0o644)];
+    let mut violations = Vec::new();
     daemon
         .deploy(
             "web",
@@ -93,6 +149,7 @@ async fn charts_draw_the_apis_history() {
         .await;
     assert!(bar[0].as_f64().unwrap() < 100.0, "{bar}");
     shoot(&mut browser, "deployment-progress").await;
+    axe_check(&mut browser, "a deployment in progress", &mut violations).await;
     browser
         .wait_for(
             "document.querySelector('#deploy-progress')?.value === 100",
@@ -141,6 +198,7 @@ async fn charts_draw_the_apis_history() {
         )
         .await;
     shoot(&mut browser, "projects-overview").await;
+    axe_check(&mut browser, "the projects list", &mut violations).await;
 
     // The Usage tab: every chart's data is the API's history for the range it asked.
     browser
@@ -224,5 +282,48 @@ async fn charts_draw_the_apis_history() {
         )
         .await;
     shoot(&mut browser, "usage").await;
+    browser
+        .eval("document.querySelectorAll('#usage-charts details').forEach((d) => d.open = true)")
+        .await;
+    axe_check(
+        &mut browser,
+        "the usage tab, its tables open",
+        &mut violations,
+    )
+    .await;
+
+    // Every other page, for axe-core.
+    for (hash, what) in [
+        ("#/new", "the new-project form"),
+        ("#/tokens", "the tokens page"),
+        ("#/notifications", "the notifications page"),
+        ("#/audit", "the audit log"),
+        ("#/projects/web/deployments", "the deployments tab"),
+        ("#/projects/web/processes", "the processes tab"),
+        ("#/projects/web/jobs", "the jobs tab"),
+        ("#/projects/web/addons", "the add-ons tab"),
+        ("#/projects/web/env", "the environment tab"),
+        ("#/projects/web/domains", "the domains tab"),
+        ("#/projects/web/git", "the git tab"),
+        ("#/projects/web/previews", "the previews tab"),
+    ] {
+        browser
+            .open(&format!("{origin}/{hash}"), "main .card", what)
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        axe_check(&mut browser, what, &mut violations).await;
+    }
+    browser
+        .eval("sessionStorage.clear(); location.hash = ''; location.reload(); true")
+        .await;
+    browser
+        .wait_for("document.querySelector('#token')", "the sign-in form")
+        .await;
+    axe_check(&mut browser, "the sign-in form", &mut violations).await;
     assert!(browser.errors.is_empty(), "{:?}", browser.errors);
+    assert_eq!(
+        violations,
+        Vec::<String>::new(),
+        "axe-core ({AXE}): serious or critical violations"
+    );
 }
