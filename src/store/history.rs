@@ -9,6 +9,9 @@ use super::{set_meta_u64, tables, Result, Store};
 /// One sample to write: (subject, step, start in Unix seconds, JSON).
 pub type HistoryRow = (String, u8, u64, Vec<u8>);
 
+/// How two samples of one key combine: `(subject, old, new)` → what is written.
+pub type HistoryMerge = dyn Fn(&str, &[u8], &[u8]) -> Vec<u8>;
+
 /// How many samples and bytes the history holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HistorySize {
@@ -22,7 +25,7 @@ impl Store {
     pub fn put_history(
         &self,
         rows: &[HistoryRow],
-        merge: &dyn Fn(&str, &[u8], &[u8]) -> Vec<u8>,
+        merge: &HistoryMerge,
         meta: Option<(&str, u64)>,
     ) -> Result<()> {
         let txn = self.write()?;

@@ -32,9 +32,9 @@ impl MachineReading {
             .map_or((None, 0), |(used, total)| (Some(used), total));
         let (disk_used, disk_total) = nix::sys::statvfs::statvfs(data_dir)
             .map(|fs| {
-                let unit = fs.fragment_size() as u64;
-                let total = fs.blocks() as u64 * unit;
-                (total.saturating_sub(fs.blocks_free() as u64 * unit), total)
+                let unit = fs.fragment_size();
+                let total = fs.blocks() * unit;
+                (total.saturating_sub(fs.blocks_free() * unit), total)
             })
             .unwrap_or((0, 0));
         MachineReading {
