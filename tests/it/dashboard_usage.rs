@@ -67,7 +67,14 @@ pub(crate) async fn axe_check(browser: &mut Browser, page: &str, found: &mut Vec
     }
 }
 
-const SERVER: &str = "require('http').createServer((req, res) => { res.statusCode = req.url === '/boom' ? 500 : 200; res.end('hello from web'); }).listen(process.env.PORT);\n";
+/// Signs in on the daemon's dashboard (its origin has the daemon's current port); the origin.
+async fn sign_in_on(browser: &mut Browser, daemon: &crate::support::TestDaemon) -> String {
+    let origin = format!("http://slipway.localhost:{}", daemon.http.port());
+    let page = format!("{origin}/");
+    browser.open(&page, "#token", "the sign-in form").await;
+    browser.sign_in(&daemon.token, "the project list").await;
+    origin
+}
 
 /// A chart's table as [time, value…] rows, the values as the page wrote them.
 fn table_of(chart: &str) -> String {
@@ -101,29 +108,18 @@ fn rows(table: &Value) -> Vec<(String, Vec<Option<f64>>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn charts_draw_the_apis_history() {
-    if missing_tool("node", "the app is a node server") {
-        return;
-    }
-    let Some((mut browser, mut daemon, origin)) =
+    let Some((mut browser, mut daemon, _)) =
         browser::dashboard("dashboard usage browser test").await
     else {
         return;
     };
-    let files = [("server.js", SERVER, 0o644)];
+    if !crate::usage_history::deploy_web(&daemon, "sleep 1").await {
+        return;
+    }
     let mut violations = Vec::new();
-    daemon
-        .deploy(
-            "web",
-            &files,
-            json!({"startCommand": "node server.js", "buildCommand": "sleep 1"}),
-        )
-        .await;
 
     // A slower build: its progress bar with the ETA, live.
-    browser
-        .open(&format!("{origin}/"), "#token", "the sign-in form")
-        .await;
-    browser.sign_in(&daemon.token, "the project list").await;
+    let origin = sign_in_on(&mut browser, &daemon).await;
     let started = daemon
         .provision(
             "web",
@@ -185,11 +181,7 @@ async fn charts_draw_the_apis_history() {
     }
     daemon.restart();
     // A new daemon listens on a new port: a new origin to sign in on.
-    let origin = format!("http://slipway.localhost:{}", daemon.http.port());
-    browser
-        .open(&format!("{origin}/"), "#token", "the sign-in form")
-        .await;
-    browser.sign_in(&daemon.token, "the project list").await;
+    let origin = sign_in_on(&mut browser, &daemon).await;
 
     // The projects list: the last hour at a glance, as the API says.
     browser

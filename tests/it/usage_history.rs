@@ -8,6 +8,21 @@ use slipway::api::types::{MachineHistory, UsageHistory};
 
 use crate::support::{DaemonOptions, TestDaemon};
 
+/// A node server: 500 at `/boom`, 200 elsewhere.
+pub(crate) const SERVER: &str = "require('http').createServer((req, res) => { res.statusCode = req.url === '/boom' ? 500 : 200; res.end('hello from web'); }).listen(process.env.PORT);\n";
+
+/// Deploys [`SERVER`] as `web` with `build` as its build command; false (after a SKIP line)
+/// without node.
+pub(crate) async fn deploy_web(daemon: &TestDaemon, build: &str) -> bool {
+    if crate::support::missing_tool("node", "the app is a node server") {
+        return false;
+    }
+    let files = [("server.js", SERVER, 0o644)];
+    let body = json!({"startCommand": "node server.js", "buildCommand": build});
+    daemon.deploy("web", &files, body).await;
+    true
+}
+
 fn history_daemon() -> TestDaemon {
     TestDaemon::start_with(
         DaemonOptions::default().extra_toml("[rate_limits]\nrequests_per_minute = 1000\n"),
@@ -34,17 +49,10 @@ async fn send(daemon: &TestDaemon, n: usize) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_is_kept_in_the_history_across_restarts() {
-    if crate::support::missing_tool("node", "the app is a node server") {
+    let mut daemon = history_daemon();
+    if !deploy_web(&daemon, "true").await {
         return;
     }
-    let mut daemon = history_daemon();
-    daemon
-        .deploy(
-            "web",
-            &[("server.js", crate::pipeline::NODE_APP, 0o644)],
-            json!({"startCommand": "node server.js"}),
-        )
-        .await;
     let first_bytes = send(&daemon, 17).await;
     daemon.restart();
     let after_one = history(&daemon).await;
