@@ -119,6 +119,33 @@ async fn bad_queries_are_refused_in_the_envelope() {
         .await;
     assert_eq!(empty.status, 200, "{}", empty.text());
     assert_eq!(empty.json()["points"], json!([]));
+    // The document says what the checks take: the same pattern, the step's two names.
+    let doc = daemon.api("GET", "/api/openapi.json", None).await.json();
+    let operation = &doc["paths"]["/api/projects/{projectId}/usage/history"]["get"];
+    let parameters = operation["parameters"].as_array().unwrap();
+    let parameter = |name: &str| {
+        parameters
+            .iter()
+            .find(|p| p["name"] == name && p["in"] == "query")
+            .unwrap_or_else(|| panic!("no query parameter {name}: {operation}"))["schema"]
+            .clone()
+    };
+    for name in ["from", "to"] {
+        assert_eq!(
+            parameter(name)["pattern"],
+            slipway::api::types::HISTORY_TIME_PATTERN,
+            "{operation}"
+        );
+    }
+    let step = parameter("step");
+    let step = match step["$ref"].as_str() {
+        Some(reference) => {
+            let name = reference.rsplit('/').next().unwrap();
+            doc["components"]["schemas"][name].clone()
+        }
+        None => step,
+    };
+    assert_eq!(step["enum"], json!(["minute", "hour"]), "{step}");
     let missing = daemon
         .api("GET", "/api/projects/nope/usage/history", None)
         .await;
