@@ -6,7 +6,7 @@ use crate::usage::Observatory;
 impl Observatory {
     /// Every project's counters and live app, and the machine's figures.
     pub async fn readings(self: &std::sync::Arc<Self>) -> (Vec<ProjectReading>, MachineReading) {
-        let figures = self.gather(None).await.unwrap_or_else(|error| {
+        let figures = self.gather(None, false).await.unwrap_or_else(|error| {
             tracing::warn!(%error, "usage history: cannot list the projects");
             Vec::new()
         });
