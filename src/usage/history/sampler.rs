@@ -107,6 +107,9 @@ impl Sampler {
         let machine = self.machine_sample(machine);
         rows.push((MACHINE.to_owned(), 0, at, encode(&machine)));
         self.store.put_history(&rows, &merge_any, None)?;
+        // A deleted project's counters go; its samples stay until their retention ends.
+        self.counts
+            .retain(|id, _| projects.iter().any(|p| &p.project_id == id));
         let mut subjects: Vec<String> = self.counts.keys().cloned().collect();
         subjects.extend(self.store.list_projects()?.into_iter().map(|p| p.id));
         subjects.sort();
