@@ -72,6 +72,10 @@ export async function usage(body, project) {
     const history = await api("GET", `/api/projects/${enc(project.slug)}/usage/history?${query}`);
     box.dataset.query = query;
     box.replaceChildren(...usageCharts(history, from, to, step));
+    if (!history.points.some((/** @type {any} */ p) => p.memoryBytes !== null)) {
+      box.prepend(h("p", { class: "muted", id: "usage-unmeasured" },
+        "Memory and CPU are measured from the app's cgroups: none in this range (a static site, nothing live, or sandbox mode none)."));
+    }
     const rows = history.points.flatMap((/** @type {any} */ p) => p.builds.map((/** @type {any} */ b) =>
       [ago(p.at), h("code", {}, b.provisioningId.slice(0, 12)), `${b.durationSeconds.toFixed(1)} s`, b.result]));
     builds.replaceChildren(table(["When", "Run", "Duration", "Result"], rows));
