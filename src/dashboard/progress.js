@@ -11,26 +11,29 @@ function left(ms) {
 }
 
 /**
- * Draws `status` (the API's provisioning status) into `box`, and polls while it runs.
+ * Draws `status` (the API's provisioning status): the bar and its words into `box`, each step
+ * with its state into `steps`; polls while the run goes on.
  * @param {HTMLElement} box
+ * @param {HTMLElement} steps
  * @param {any} status
  */
-export function showProgress(box, status) {
+export function showProgress(box, steps, status) {
   const running = status.status === "provisioning_in_progress";
-  const steps = (status.steps || []).map((/** @type {any} */ s) => h("li", { class: `step ${s.state}` }, badge(s.state), " ", s.name));
-  const done = (status.steps || []).filter((/** @type {any} */ s) => s.state === "succeeded" || s.state === "skipped").length;
-  const percent = running ? status.progressPercentage : status.status === "provisioning_complete" ? 100 : Math.round((100 * done) / Math.max((status.steps || []).length, 1));
+  /** @type {any[]} */
+  const all = status.steps || [];
+  const done = all.filter((s) => s.state === "succeeded" || s.state === "skipped").length;
+  const percent = running ? status.progressPercentage : status.status === "provisioning_complete" ? 100 : Math.round((100 * done) / Math.max(all.length, 1));
   const words = running ? `${status.currentStep} · ${percent} % · ${left(status.estimatedTimeRemaining)}`
     : status.status.replace("provisioning_", "").replace("_", " ");
   box.replaceChildren(
-    h("div", { class: "row" }, h("label", { for: "deploy-progress", class: "grow" }, "Progress: ", h("span", { id: "progress-words" }, words))),
-    h("progress", { id: "deploy-progress", max: 100, value: percent, "aria-valuetext": words, "data-eta-ms": running ? status.estimatedTimeRemaining : 0 }),
-    h("ol", { class: "steps", "aria-label": "Steps" }, steps));
+    h("label", { for: "deploy-progress" }, "Progress: ", h("span", { id: "progress-words" }, words)),
+    h("progress", { id: "deploy-progress", max: 100, value: percent, "aria-valuetext": words, "data-eta-ms": running ? status.estimatedTimeRemaining : 0 }));
+  steps.replaceChildren(...all.map((s) => h("span", {}, badge(s.state), " ", s.name)));
   if (running && box.isConnected) {
     poll("progress", 2000, async () => {
       if (!box.isConnected) return;
       const now = await api("GET", `/api/provisioning/${enc(status.provisioningId)}/status`).catch(() => null);
-      if (now) showProgress(box, now);
+      if (now) showProgress(box, steps, now);
     });
   }
 }

@@ -94,11 +94,12 @@ async function deployments(body, project, base, selected, reload) {
   });
   const logs = h("div", { class: "logs", id: "logs", role: "log", "aria-live": "polite", tabindex: 0 });
   const state = h("span", { class: "muted", id: "log-state" });
-  const steps = h("div", { class: "progress", id: "steps" });
+  const progress = h("div", { class: "progress", id: "progress" });
+  const steps = h("div", { class: "steps", id: "steps" });
   body.append(h("div", { class: "row" }, h("div", { class: "grow muted" }, `${deployments.length} deployment(s)`), redeploy),
     h("div", { class: "card" }, table(["Deployment", "State", "Environment", "Commit", "Trigger", "Duration", "Created", ""], rows, [2, 3, 4])),
     // Only when there is a deployment to show (append writes a null as the text "null").
-    ...(chosen ? [h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), steps, logs)] : []));
+    ...(chosen ? [h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), progress, steps, logs)] : []));
   if (!chosen) return;
   if (stopFollowing) stopFollowing();
   stopFollowing = followLogs(chosen, (type, data) => {
@@ -107,7 +108,7 @@ async function deployments(body, project, base, selected, reload) {
       logs.append(h("div", { class: data.stream }, `[${data.stream}] ${data.message}`));
       if (stick) logs.scrollTop = logs.scrollHeight;
     } else if (type === "status" && data && data.steps) {
-      showProgress(steps, data);
+      showProgress(progress, steps, data);
     } else if (type === "end" && watching) {
       setTimeout(reload, 300);
     }
