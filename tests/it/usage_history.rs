@@ -151,3 +151,70 @@ async fn bad_queries_are_refused_in_the_envelope() {
         .await;
     assert_eq!(missing.status, 404);
 }
+
+/// In namespaces mode: memory and CPU per process type from the instances' cgroups, against
+/// their limits. CPU needs two readings by one daemon: a minute's turn, then the stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_apps_memory_and_cpu_are_kept_per_process_type() {
+    if crate::support::missing_tool("node", "the app is a node server") {
+        return;
+    }
+    let Some(mut sandboxed) = crate::sandboxed::Sandboxed::start("usage history per type", "")
+    else {
+        return;
+    };
+    let daemon = &sandboxed.daemon;
+    let files = [
+        ("server.js", SERVER, 0o644),
+        ("worker.js", "setInterval(() => {}, 1000);\n", 0o644),
+        (
+            "Procfile",
+            "web: node server.js\nworker: node worker.js\n",
+            0o644,
+        ),
+    ];
+    daemon
+        .deploy("web", &files, json!({"startCommand": "node server.js"}))
+        .await;
+    // The sampler's reading at the next minute's turn (its first: no CPU yet).
+    let turned = crate::support::eventually(std::time::Duration::from_secs(75), || async {
+        history(daemon)
+            .await
+            .points
+            .iter()
+            .any(|p| p.memory_bytes.is_some())
+    })
+    .await;
+    assert!(turned, "no minute sampled within 75 s");
+    send(daemon, 5).await;
+    sandboxed.daemon.restart();
+    let after = history(&sandboxed.daemon).await;
+    let last = after.points.last().unwrap();
+    assert!(last.cpu_cores.is_some(), "{last:?}");
+    let types: Vec<&str> = last
+        .process_types
+        .iter()
+        .map(|t| t.process_type.as_str())
+        .collect();
+    assert_eq!(types, ["web", "worker"], "{last:?}");
+    for figures in &last.process_types {
+        assert_eq!(figures.instances, 1);
+        let memory = figures.memory_bytes.unwrap();
+        assert!(
+            memory > 1_000_000 && memory < figures.memory_limit_bytes,
+            "{figures:?}"
+        );
+    }
+    let limits: u64 = last
+        .process_types
+        .iter()
+        .map(|t| t.memory_limit_bytes)
+        .sum();
+    assert_eq!(last.memory_limit_bytes, Some(limits));
+    assert_eq!(after.cpu_limit_cores, Some(2.0), "two instances of 1 CPU");
+    println!(
+        "sandboxed: {} MB in all, {:.4} cores",
+        last.memory_bytes.unwrap() / 1_000_000,
+        last.cpu_cores.unwrap()
+    );
+}
