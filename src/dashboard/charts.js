@@ -102,9 +102,15 @@ export function lineChart(chart) {
     + chart.series.map((s) => sayHighest(s, chart.format)).join("; ")
     + (chart.limit ? `; limit ${chart.format(chart.limit)}.` : ".");
   const descId = `${chart.id}-summary`;
-  const rows = chart.times.map((time, i) => h("tr", {},
+  // The table's rows are made when it is first opened (a day of minutes is 1,440 of them).
+  const rows = () => chart.times.map((time, i) => h("tr", {},
     h("td", {}, h("time", { datetime: new Date(time).toISOString() }, timeLabel(time, span))),
     chart.series.map((s) => h("td", { "data-value": s.values[i] ?? "" }, s.values[i] === null || s.values[i] === undefined ? "—" : chart.format(/** @type {number} */ (s.values[i]))))));
+  const body = h("tbody", {}, chart.times.length ? null : h("tr", {}, h("td", { colspan: chart.series.length + 1, class: "muted" }, "No samples in this range yet.")));
+  const fill = (/** @type {Event} */ event) => {
+    const details = /** @type {HTMLDetailsElement} */ (event.currentTarget);
+    if (details.open && !body.childElementCount) body.replaceChildren(...rows());
+  };
   return h("figure", { class: "chart", id: chart.id },
     h("figcaption", {}, h("span", { class: "chart-title" }, chart.title),
       h("span", { class: "legend" }, chart.series.map((s) => h("span", { class: `key ${s.cls}` }, s.name)),
@@ -116,10 +122,10 @@ export function lineChart(chart) {
       h("span", { class: "y bottom", "aria-hidden": "true" }, chart.format(0))),
     h("div", { class: "x", "aria-hidden": "true" }, h("span", {}, timeLabel(chart.from, span)), h("span", {}, timeLabel(chart.to, span))),
     h("p", { class: "chart-summary", id: descId }, summary),
-    h("details", {}, h("summary", {}, `${chart.title}: data table`),
+    h("details", { ontoggle: fill }, h("summary", {}, `${chart.title}: data table`),
       h("div", { class: "scroll" }, h("table", { class: "chart-data" },
         h("thead", {}, h("tr", {}, h("th", {}, "Time"), chart.series.map((s) => h("th", {}, s.name)))),
-        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: chart.series.length + 1, class: "muted" }, "No samples in this range yet.")))))));
+        body))));
 }
 
 /**

@@ -76,11 +76,16 @@ async fn sign_in_on(browser: &mut Browser, daemon: &crate::support::TestDaemon) 
     origin
 }
 
-/// A chart's table as [time, value…] rows, the values as the page wrote them.
+/// A chart's table (opened: its rows are made then) as [time, value…] rows, the values as
+/// the page wrote them.
 fn table_of(chart: &str) -> String {
     format!(
-        "[...document.querySelectorAll('#{chart} tbody tr')].filter((r) => r.querySelector('time')).map((r) =>
-          [r.querySelector('time').getAttribute('datetime'), ...[...r.querySelectorAll('td[data-value]')].map((td) => td.dataset.value)])"
+        "(async () => {{
+           document.querySelector('#{chart} details').open = true;
+           await new Promise((resolve) => setTimeout(resolve, 100));
+           return [...document.querySelectorAll('#{chart} tbody tr')].filter((r) => r.querySelector('time')).map((r) =>
+             [r.querySelector('time').getAttribute('datetime'), ...[...r.querySelectorAll('td[data-value]')].map((td) => td.dataset.value)]);
+         }})()"
     )
 }
 
