@@ -196,7 +196,9 @@ fn parse_query(query: Option<&str>, now: u64) -> Result<Range, ApiError> {
         }
     }
     let step = parsed.step.unwrap_or(HistoryStep::Minute);
-    let to = parsed.to.as_deref().and_then(parse_time).unwrap_or(now);
+    // Without `to`: up to now, the minute under way included even in its first second (the
+    // range's end is exclusive and `now` is whole seconds).
+    let to = parsed.to.as_deref().and_then(parse_time).unwrap_or(now + 1);
     let span = match step {
         HistoryStep::Minute => 3600,
         HistoryStep::Hour => 7 * 24 * 3600,
@@ -292,10 +294,11 @@ mod tests {
 
     #[test]
     fn queries_default_and_refuse() {
+        // Up to now inclusive: a minute that began this very second is in.
         let range = parse_query(None, 10_000).unwrap();
         assert_eq!(
             (range.from, range.to, range.step),
-            (6_400, 10_000, HistoryStep::Minute)
+            (6_401, 10_001, HistoryStep::Minute)
         );
         let range = parse_query(Some("step=hour&to=1970-01-08T00%3A00%3A00Z"), 0).unwrap();
         assert_eq!((range.from, range.to), (0, 7 * 86_400));
