@@ -134,9 +134,11 @@ pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Resul
             }
             ctx.addons.start_pitr_restore(&addon, at_ms).await
         }
+        // The schema cannot say "exactly one of": a body it allows with neither or both is
+        // 409, like the other choices the schema leaves open.
         _ => {
             return Err(ApiError::new(
-                ErrorCode::InvalidBody,
+                ErrorCode::Conflict,
                 format!("name either `backupId` or `pointInTime`; {expected}"),
             ))
         }
