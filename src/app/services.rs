@@ -220,6 +220,7 @@ fn sleeper(
         notifier: notifier.clone(),
         metrics: metrics.clone(),
         tick: base.config.sleep.tick,
+        previews_default: base.config.sleep.previews,
     })
 }
 

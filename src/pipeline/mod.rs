@@ -39,7 +39,7 @@ pub use links::{addon_url, password_context};
 pub use oneoff::OneOff;
 pub use progress::{estimate_from_history, STEPS};
 pub use scale::ScaleError;
-pub use sleep::SleepRefusal;
+pub use sleep::{sleep_settings, SleepRefusal, SleepingApp};
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
 use crate::config::Config;

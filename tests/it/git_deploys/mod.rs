@@ -16,6 +16,7 @@ mod fixtures;
 mod forks;
 mod replay;
 mod scoped_vars;
+mod sleeping_previews;
 use fixtures::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
