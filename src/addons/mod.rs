@@ -23,6 +23,7 @@ mod resize;
 mod restore;
 mod schedule;
 mod scripts;
+mod sleep;
 mod start;
 mod step;
 mod transfer;
@@ -70,6 +71,8 @@ pub struct Addons {
     changes: tokio::sync::Mutex<()>,
     /// Held while WAL is moved into a backups volume (`pitr.rs`): one mover at a time.
     shipping: tokio::sync::Mutex<()>,
+    /// Add-ons put to sleep with their apps and woken for them one at a time (`sleep.rs`).
+    sleeping: tokio::sync::Mutex<()>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -147,6 +150,7 @@ impl Addons {
             memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
             shipping: tokio::sync::Mutex::new(()),
+            sleeping: tokio::sync::Mutex::new(()),
         })
     }
 

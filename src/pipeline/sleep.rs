@@ -4,7 +4,13 @@
 //! sleep (start-up does not start a sleeping app: `restore.rs`), then stops every instance
 //! of every type with its grace period; [`Pipeline::wake`] brings the app back exactly as
 //! start-up restore does (`serve_again`: prepare until healthy, then switch). When to do
-//! either is `sleep/`'s business.
+//! either is `sleep/`'s business. Linked add-ons sleep with their app and wake first
+//! ([`LinkedAddons`], `addons/sleep.rs`): told after a production app stopped, and asked
+//! before any production process starts with its links' variables (`links.rs`).
+
+use std::sync::{Arc, Weak};
+
+use futures_util::future::BoxFuture;
 
 use super::Pipeline;
 use crate::formation::sleep::SleepSettings;
@@ -24,6 +30,17 @@ impl From<crate::store::StoreError> for SleepRefusal {
     fn from(error: crate::store::StoreError) -> Self {
         SleepRefusal::Store(error)
     }
+}
+
+/// The add-ons linked to production apps, as sleeping sees them (issue 35). `addons/sleep.rs`
+/// implements it; the pipeline holds it weakly (the add-ons hold the pipeline).
+pub trait LinkedAddons: Send + Sync {
+    /// Before a production process of `project_id` starts: its linked add-ons that sleep
+    /// are started and accept connections; why one did not.
+    fn wake_for<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// `project_id`'s production app fell asleep (its instances stopped): each linked add-on
+    /// whose every linked project sleeps now stops too.
+    fn app_slept<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, ()>;
 }
 
 /// An app that sleeps on its own: a project's production app, or one of its previews.
@@ -99,7 +116,21 @@ impl Pipeline {
             "sleep: the app stops; the next request wakes it",
         );
         self.supervisor.stop_deployment(&deployment.id, None).await;
+        if app.preview.is_none() {
+            if let Some(addons) = self.linked_addons() {
+                addons.app_slept(&app.project_id).await;
+            }
+        }
         Ok(deployment.id)
+    }
+
+    /// Who sleeps and wakes the linked add-ons (once, at start-up).
+    pub fn with_linked_addons(&self, addons: Weak<dyn LinkedAddons>) {
+        let _ = self.linked_addons.set(addons);
+    }
+
+    pub(super) fn linked_addons(&self) -> Option<Arc<dyn LinkedAddons>> {
+        self.linked_addons.get().and_then(Weak::upgrade)
     }
 
     /// Starts the sleeping app `app` until healthy and serves it again; the deployment that
