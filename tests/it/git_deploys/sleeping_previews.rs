@@ -10,21 +10,6 @@ use serde_json::json;
 use super::fixtures::*;
 use crate::support::{eventually, missing_tool, TestDaemon};
 
-/// Answers its own process id.
-const APP: &str = r#"
-import http.server, os
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = str(os.getpid()).encode()
-        self.send_response(200)
-        self.send_header('content-length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()
-"#;
-
 const PREVIEW: &str = "beta--api.localhost";
 
 async fn preview_state(daemon: &TestDaemon) -> String {
@@ -58,13 +43,7 @@ async fn deploy_branch(daemon: &TestDaemon, branch: &str) {
     assert_eq!(hook.status, 201, "{}", hook.text());
     let url = hook.json()["url"].as_str().unwrap().to_owned();
     let path = &url[url.find("/api/hooks/").unwrap()..];
-    let fired = daemon
-        .request("POST", &daemon.control_host(), path, &[], Vec::new())
-        .await;
-    assert_eq!(fired.status, 202, "{}", fired.text());
-    daemon
-        .wait_complete(&fired.json(), Duration::from_secs(60))
-        .await;
+    fire_hook(daemon, path).await;
 }
 
 fn alive(pid: &str) -> bool {
@@ -81,7 +60,7 @@ async fn previews_sleep_by_the_operators_default_and_wake_on_their_host() {
     let Some(git) = GitServer::start() else {
         return;
     };
-    git.commit("main", &[("app.py", APP)]);
+    git.commit("main", &[("app.py", &python_app("str(os.getpid())"))]);
     git.commit("beta", &[("README.md", "beta")]);
     let sleep = "[sleep]\ntick_ms = 200\npreviews_idle_timeout_s = 2\n";
     let mut daemon = TestDaemon::start_with(options().extra_toml(sleep));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::addons::run;
+use super::addons::{create_postgres, run};
 use super::Sandboxed;
 use crate::support::{eventually, missing_tool, TestDaemon};
 
@@ -63,15 +63,8 @@ async fn a_linked_postgres_sleeps_when_all_its_apps_do_and_wakes_before_them() {
         .api("POST", "/api/projects", Some(json!({"slug": "shop"})))
         .await;
     assert_eq!(shop.status, 201, "{}", shop.text());
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let addon = format!("/api/addons/{}", created.json()["id"].as_str().unwrap());
+    let created = create_postgres(daemon, "shop").await;
+    let addon = format!("/api/addons/{}", created["id"].as_str().unwrap());
     let linked = daemon
         .api("PUT", &format!("{addon}/links/other"), None)
         .await;

@@ -53,6 +53,19 @@ pub(super) async fn deploy_shop(daemon: &TestDaemon) {
         .await;
 }
 
+/// Makes a PostgreSQL add-on of `project` (256 MiB, 256 MiB of disk); its record.
+pub(super) async fn create_postgres(daemon: &TestDaemon, project: &str) -> serde_json::Value {
+    let created = daemon
+        .api(
+            "POST",
+            &format!("/api/projects/{project}/addons"),
+            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    created.json()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
     let test = "postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart";
@@ -84,22 +97,14 @@ async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
             )
             .await;
     }
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let postgres = created.json();
+    let postgres = create_postgres(daemon, "shop").await;
     assert_eq!(postgres["state"], "running", "{postgres}");
     assert_eq!(postgres["envName"], "DATABASE_URL");
     assert!(
         postgres["version"].as_str().unwrap().starts_with("15."),
         "{postgres}"
     );
-    assert!(!created.text().contains("password"), "{}", created.text());
+    assert!(!postgres.to_string().contains("password"), "{postgres}");
     let id = postgres["id"].as_str().unwrap().to_owned();
 
     let sql = "psql \"$DATABASE_URL\" -tAc 'create table t (x int); insert into t values (41), (1); select sum(x) from t'";
