@@ -34,6 +34,7 @@ mod sandbox;
 mod sandboxed;
 mod scopes;
 mod server_sources;
+mod sleeping_websockets;
 mod slow_uploads;
 mod support;
 mod tls;

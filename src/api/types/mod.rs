@@ -86,7 +86,7 @@ pub struct Project {
     pub app_state: AppState,
 }
 
-/// A project's production app (issue 35): `running` (a static site too), `sleeping`
+/// A project's production app or a preview's (issue 35): `running` (a static site too), `sleeping`
 /// (stopped for want of visitors; the next request wakes it), `waking`, `stopped` (nothing
 /// live).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::{create_addon_id, deploy_shop, run};
+use super::addons::{create_addon_id, create_postgres, deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{eventually, missing_tool, DaemonOptions, TestDaemon};
 
@@ -102,11 +102,10 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     };
     let daemon = &sandboxed.daemon;
     deploy_shop(daemon).await;
-    let pg = create_addon_id(
-        daemon,
-        json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256}),
-    )
-    .await;
+    let pg = create_postgres(daemon, "shop").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let sql = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -tAc 'create table t (x int); \
                insert into t select generate_series(1, 3); create schema s; \
                create table s.u (y text); insert into s.u values ($$a$$), ($$b$$)'";
