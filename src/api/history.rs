@@ -213,7 +213,7 @@ fn parse_query(query: Option<&str>, now: u64) -> Result<Range, ApiError> {
 
 /// [`super::types::HISTORY_TIME_PATTERN`] → Unix seconds (a time before 1970 is 0); a day
 /// past its month's end counts on into the next month. `None` for anything else.
-fn parse_time(text: &str) -> Option<u64> {
+pub(super) fn parse_time(text: &str) -> Option<u64> {
     let b = text.as_bytes();
     let digits = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = b.get(range)?;

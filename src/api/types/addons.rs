@@ -191,6 +191,7 @@ pub struct RestoreAddon {
     /// PostgreSQL with `pitr`: the moment to recover to (RFC 3339), inside `pitrWindow`;
     /// only with `target: "new"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = super::history::HISTORY_TIME_PATTERN))]
     pub point_in_time: Option<String>,
     /// `new` (a new add-on with the same settings, not linked) or `in-place` (the data is
     /// replaced once the restored copy is proven).

@@ -23,12 +23,15 @@ pub enum HistoryStep {
 #[serde(rename_all = "camelCase")]
 pub struct HistoryQuery {
     /// Default: an hour before `to` (minutes) or 7 days before it (hours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = HISTORY_TIME_PATTERN))]
     pub from: Option<String>,
     /// Default: now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = HISTORY_TIME_PATTERN))]
     pub to: Option<String>,
     /// Default: `minute`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "HistoryStep")]
     pub step: Option<HistoryStep>,
 }
