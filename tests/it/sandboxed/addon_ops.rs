@@ -241,7 +241,14 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
             .text();
         panic!("PATCH took long: {}\n{logs}", daemon.log_text());
     };
-    assert_eq!(patched.status, 200, "{}", patched.text());
+    if patched.status != 200 {
+        // A restart that failed its sandbox's setup (exit 125) under load: say why.
+        let logs = daemon
+            .api("GET", &format!("/api/addons/{id}/logs"), None)
+            .await
+            .text();
+        panic!("PATCH: {}\nadd-on logs: {logs}", patched.text());
+    }
     assert_eq!(patched.json()["memoryMb"], 128);
     let third = wait_postmaster(&id, Some(second), Duration::from_secs(10)).await;
     let (state, out) = psql(daemon, "show shared_buffers").await;
