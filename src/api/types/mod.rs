@@ -220,7 +220,7 @@ pub struct CreateToken {
     #[schemars(with = "Vec<SlugString>", length(min = 1, max = 100))]
     pub projects: Option<Vec<String>>,
     /// Days until the token expires (1 to 3650; absent: never).
-    #[serde(default, deserialize_with = "super::json::whole_number")]
+    #[serde(default, deserialize_with = "crate::whole_number::optional_u32")]
     #[schemars(range(min = 1, max = 3650))]
     pub expires_in_days: Option<u32>,
 }
