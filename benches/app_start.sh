@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# App start time (issue 29 §4): from the deployment's system log line "deploy: $ <command>" to
+# App start time (issue 29 §4): from the deployment's system log line "deploy: web=1 × $ <command>"
+# (the web type's start; the line said "deploy: $ <command>" before process types) to
 # "app is accepting connections", both written by the daemon with millisecond times, for
 # RUNS deployments each of a Node and a Python hello-world, provisioned through the API of a
 # release daemon in sandbox mode namespaces (as root) and in mode none. Next to them, the same
@@ -42,21 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/node" "$WORK/python"
-cat >"$WORK/node/server.js" <<'EOF'
-require('http').createServer((req, res) => res.end('hello\n')).listen(+process.env.PORT);
-EOF
-cat >"$WORK/python/server.py" <<'EOF'
-import http.server, os
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"hello\n")
-http.server.HTTPServer(("", int(os.environ["PORT"])), Hello).serve_forever()
-EOF
-tar czf "$WORK/node.tgz" -C "$WORK/node" .
-tar czf "$WORK/python.tgz" -C "$WORK/python" .
+bench_hello_apps "$WORK"
 
 RESULTS="$WORK/results"
 for mode in $MODES; do
@@ -80,7 +67,7 @@ for app, command in [("node", "node server.js"), ("python", "python3 server.py")
     for _ in range(runs):
         status = api.provision(slug, {"startCommand": command, "installCommand": "true", "buildCommand": "true"})
         logs = api.call("GET", "/deployments/%s/logs?stream=system&limit=1000" % status["deploymentId"])["logs"]
-        deploy = next(at(l) for l in logs if l["message"].startswith("deploy: $ "))
+        deploy = next(at(l) for l in logs if l["message"].startswith("deploy: web=") and " × $ " in l["message"])
         ready = next(at(l) for l in logs if l["message"].startswith("app is accepting connections"))
         print("%s\t%s\t%.0f" % (app, mode, (ready - deploy) * 1000))
 PY
@@ -118,7 +105,7 @@ for line in open(sys.argv[1]):
 def pick(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-print("app start, deploy: $ … → accepting connections (ms), %s runs each" % sys.argv[2])
+print("app start, deploy: web=1 × $ … → accepting connections (ms), %s runs each" % sys.argv[2])
 print("| app | started by | p50 | p95 | max | runs over 900 ms |")
 print("|---|---|---:|---:|---:|---:|")
 for (app, mode), values in samples.items():

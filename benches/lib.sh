@@ -28,6 +28,17 @@
 # `http-reuse always`, X-Forwarded-For; BIND is a `bind` line's arguments, SERVER the backend
 # address.
 
+#   bench_bin
+# sets BIN to a release daemon built now, unless BIN is set (e.g. BIN=target/debug/slipway).
+#
+#   bench_hello_apps DIR
+# the hello-world apps (answer "hello\n" on $PORT): DIR/node/server.js, DIR/python/server.py,
+# and their sources as DIR/node.tgz and DIR/python.tgz.
+#
+#   bench_cleanup DAEMON_DIR
+# at exit: stops the daemons, the apps DAEMON_DIR's daemon left (apps outlive a daemon that
+# stops) and removes $WORK.
+
 BENCH_PIDS=()
 bench_stop_daemons() {
     for pid in "${BENCH_PIDS[@]}"; do
@@ -131,4 +142,35 @@ EOF
     rm -rf "$source"
     # shellcheck disable=SC2016 # expanded by the app's shell, not this one
     BENCH_APP_START='PATH="$PATH:/usr/sbin" T="$BENCH_TMP/nginx" && mkdir -p "$T" && sed -e "s|@TMP@|$T|g" -e "s|@HOST@|$BENCH_HOST|" -e "s|@PORT@|$PORT|" nginx.conf.in >"$T/nginx.conf" && exec nginx -p "$T" -e stderr -c "$T/nginx.conf" -g "daemon off;"'
+}
+
+bench_bin() {
+    if [ -z "${BIN:-}" ]; then
+        cargo build --release --quiet --bin slipway
+        BIN="$PWD/target/release/slipway"
+    fi
+}
+
+bench_hello_apps() {
+    mkdir -p "$1/node" "$1/python"
+    cat >"$1/node/server.js" <<'JS'
+require('http').createServer((req, res) => res.end('hello\n')).listen(+process.env.PORT);
+JS
+    cat >"$1/python/server.py" <<'PY'
+import http.server, os
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello\n")
+http.server.HTTPServer(("", int(os.environ["PORT"])), Hello).serve_forever()
+PY
+    tar czf "$1/node.tgz" -C "$1/node" .
+    tar czf "$1/python.tgz" -C "$1/python" .
+}
+
+bench_cleanup() {
+    bench_stop_daemons
+    "$BIN" stop-apps --config "$1/slipway.toml" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
 }

@@ -17,34 +17,11 @@ MODE=namespaces
 for tool in python3 node; do
     command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 1; }
 done
-if [ -z "${BIN:-}" ]; then
-    cargo build --release --quiet --bin slipway
-    BIN="$PWD/target/release/slipway"
-fi
-WORK="$(mktemp -d /var/tmp/slipway-wake.XXXXXX)"
 . benches/lib.sh
-cleanup() {
-    bench_stop_daemons
-    "$BIN" stop-apps --config "$WORK/daemon/slipway.toml" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-mkdir -p "$WORK/node" "$WORK/python"
-cat >"$WORK/node/server.js" <<'JS'
-require('http').createServer((req, res) => res.end('hello\n')).listen(+process.env.PORT);
-JS
-cat >"$WORK/python/server.py" <<'PY'
-import http.server, os
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"hello\n")
-http.server.HTTPServer(("", int(os.environ["PORT"])), Hello).serve_forever()
-PY
-tar czf "$WORK/node.tgz" -C "$WORK/node" .
-tar czf "$WORK/python.tgz" -C "$WORK/python" .
+bench_bin
+WORK="$(mktemp -d /var/tmp/slipway-wake.XXXXXX)"
+trap 'bench_cleanup "$WORK/daemon"' EXIT
+bench_hello_apps "$WORK"
 
 BENCH_SANDBOX_TOML="instance = \"wake$$\"
 subnet = \"${BENCH_SUBNET:-10.$((220 + RANDOM % 30)).$((RANDOM % 256)).0/24}\"" \

@@ -65,3 +65,4 @@ pub mod tls;
 pub mod upstreams;
 pub mod urls;
 pub mod usage;
+pub mod whole_number;

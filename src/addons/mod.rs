@@ -24,6 +24,7 @@ mod restore;
 mod retire;
 mod schedule;
 mod scripts;
+mod sleep;
 mod start;
 mod step;
 mod transfer;
@@ -75,6 +76,8 @@ pub struct Addons {
     /// Held while WAL is moved into a backups volume (`pitr.rs`): one mover at a time, and
     /// none while the appliance's backup archives the backups volumes (`appliance.rs`).
     shipping: Arc<tokio::sync::Mutex<()>>,
+    /// Add-ons put to sleep with their apps and woken for them one at a time (`sleep.rs`).
+    sleeping: tokio::sync::Mutex<()>,
 }
 
 /// What `POST /api/projects/{id}/addons` asks for.
@@ -155,6 +158,7 @@ impl Addons {
             memory_reserve_mb: place.memory_reserve_mb,
             changes: tokio::sync::Mutex::new(()),
             shipping: Arc::default(),
+            sleeping: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -134,9 +134,11 @@ pub async fn restore(ctx: &Arc<Context>, id: &str, request: ApiRequest) -> Resul
             }
             ctx.addons.start_pitr_restore(&addon, at_ms).await
         }
+        // The schema cannot say "exactly one of": a body it allows with neither or both is
+        // 409, like the other choices the schema leaves open.
         _ => {
             return Err(ApiError::new(
-                ErrorCode::InvalidBody,
+                ErrorCode::Conflict,
                 format!("name either `backupId` or `pointInTime`; {expected}"),
             ))
         }
@@ -153,10 +155,24 @@ fn point_in_time(text: &str) -> Result<u64, ApiError> {
             format!("`pointInTime` {text:?} must be an RFC 3339 moment ({why})"),
         )
     };
+    // The schema's pattern, checked as `usage/history` checks it: outside it, 400.
+    if super::history::parse_time(text).is_none() {
+        return Err(invalid(
+            "such as 2026-11-27T10:00:00Z, seconds and Z or an offset".into(),
+        ));
+    }
+    // Within the pattern, a moment that does not exist (February 31st) or lies before 1970
+    // cannot be in any add-on's window: 409, as a moment outside it is.
+    let outside = |why: String| {
+        ApiError::new(
+            ErrorCode::Conflict,
+            format!("`pointInTime` {text:?} is no moment a recovery can reach ({why})"),
+        )
+    };
     let moment: jiff::Timestamp = text
         .parse()
-        .map_err(|e: jiff::Error| invalid(e.to_string()))?;
-    u64::try_from(moment.as_millisecond()).map_err(|_| invalid("before 1970".into()))
+        .map_err(|e: jiff::Error| outside(e.to_string()))?;
+    u64::try_from(moment.as_millisecond()).map_err(|_| outside("before 1970".into()))
 }
 
 fn state_word(state: BackupState) -> &'static str {

@@ -312,6 +312,7 @@ pub async fn list_previews(
             preview.updated_ms,
             types::Preview {
                 url: ctx.app_url(&label),
+                app_state: super::projects::app_state(ctx, &label),
                 state: state
                     .map(|s| {
                         serde_json::to_value(s)

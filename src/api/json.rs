@@ -166,34 +166,6 @@ fn only_fields(
     }
 }
 
-/// An optional whole number that JSON may write as `30` or `30.0`: JSON Schema's `integer`
-/// (what the OpenAPI document says) counts both, so the server takes both. A fraction or a
-/// number out of `u32`'s range is refused.
-pub fn whole_number<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    use serde::de::Error;
-    let Some(number) =
-        <Option<serde_json::Number> as serde::Deserialize>::deserialize(deserializer)?
-    else {
-        return Ok(None);
-    };
-    if let Some(whole) = number.as_u64() {
-        return u32::try_from(whole)
-            .map(Some)
-            .map_err(|_| D::Error::custom(format!("{number} is out of range")));
-    }
-    match number.as_f64() {
-        Some(float) if float.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&float) => {
-            Ok(Some(float as u32))
-        }
-        _ => Err(D::Error::custom(format!(
-            "expected a whole number, not {number}"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod error;
 mod failures;
 mod formation;
 mod git;
+mod history;
 mod idempotency;
 mod json;
 mod logs;
@@ -261,6 +262,22 @@ route_table! {
         response: ResponseBody::Json(shape::<ProjectUsage>),
         query: None,
         handle: observability::usage(ctx, params.get(0)),
+    }
+    ProjectUsageHistory: GET "/api/projects/{projectId}/usage/history" {
+        needs: Read, target: Project, success: OK,
+        summary: "One project's usage over time: requests, latency, bytes, memory and CPU, builds per minute or hour",
+        request: None,
+        response: ResponseBody::Json(shape::<UsageHistory>),
+        query: Some(fields::<HistoryQuery>),
+        handle: history::project(ctx, params.get(0), &request),
+    }
+    MachineUsageHistory: GET "/api/usage/history" {
+        needs: Admin, target: None, success: OK,
+        summary: "The machine's usage over time (operator): CPU, memory, disk, router connections",
+        request: None,
+        response: ResponseBody::Json(shape::<MachineHistory>),
+        query: Some(fields::<HistoryQuery>),
+        handle: history::machine(ctx, &request),
     }
     CreateNotification: POST "/api/notifications" {
         needs: Admin, target: None, success: CREATED,

@@ -152,8 +152,8 @@ fn proxy_settings(config: &Config) -> ProxySettings {
     }
 }
 
-/// The metrics listener, notification deliveries, the admin socket, the add-ons' disk watch
-/// and maintenance.
+/// The metrics listener, notification deliveries, the admin socket, the add-ons' disk watch,
+/// the usage history's sampler and maintenance.
 fn start_control_tasks(
     base: &Base,
     services: &Services,
@@ -197,6 +197,14 @@ fn start_control_tasks(
         shutdown.root.child_token(),
     ));
     spawn_sleeper(services, shutdown);
+    shutdown.spawn(crate::usage::history::run(
+        services.observatory.clone(),
+        crate::usage::history::Sampler::new(
+            base.store.clone(),
+            crate::usage::history::Clock::System,
+        ),
+        shutdown.root.clone(),
+    ));
     shutdown.spawn(maintain(
         base.store.clone(),
         base.tokens.clone(),

@@ -174,7 +174,8 @@ fn public_urls(config: &Config, bound: &Bound) -> PublicUrls {
     )
 }
 
-/// The jobs service (told when a deployment goes live) and the add-on service.
+/// The jobs service (told when a deployment goes live) and the add-on service (told when an
+/// app sleeps, asked before one starts).
 fn jobs_and_addons(
     base: &Base,
     pipeline: &Arc<Pipeline>,
@@ -205,6 +206,9 @@ fn jobs_and_addons(
             memory_reserve_mb: config.limits.memory_reserve_mb,
         },
     );
+    // Linked add-ons sleep with their apps and wake first (issue 35).
+    let linked: Arc<dyn crate::pipeline::LinkedAddons> = addons.clone();
+    pipeline.with_linked_addons(Arc::downgrade(&linked));
     (jobs, addons)
 }
 
@@ -224,6 +228,7 @@ fn sleeper(
         notifier: notifier.clone(),
         metrics: metrics.clone(),
         tick: base.config.sleep.tick,
+        previews_default: base.config.sleep.previews,
     })
 }
 

@@ -255,6 +255,7 @@ impl AutoDeploy {
             deployment_id: None,
             latest_deployment_id: String::new(),
             updated_ms: crate::ids::now_ms(),
+            sleeping: None,
         };
         let stored = record.clone();
         let evicted = self

@@ -1,12 +1,13 @@
 //! `[sleep]`: how sleeping apps (issue 35) are watched and woken: how often the idle tick
 //! looks at every sleep-enabled app, how long a request waits for its app to wake, and how
-//! many requests may wait at once per app.
+//! many requests may wait at once per app; and the operator's default for previews.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::ConfigError;
+use crate::formation::sleep::{SleepSettings, SleepStrategy};
 
 /// `[sleep]`, validated.
 #[derive(Debug, Clone)]
@@ -19,6 +20,10 @@ pub struct SleepConfig {
     pub hold_timeout: Duration,
     /// `max_held` (default 1000): requests waiting per waking app; more get 503 at once.
     pub max_held: usize,
+    /// `previews_idle_timeout_s` (default: none, previews never sleep unless their project
+    /// sets `sleep`) with `previews_strategy` (default `hold`): how the previews of a
+    /// project without its own `sleep` setting sleep.
+    pub previews: Option<SleepSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +32,8 @@ pub(super) struct RawSleep {
     tick_ms: Option<u64>,
     hold_timeout_s: Option<u64>,
     max_held: Option<usize>,
+    previews_idle_timeout_s: Option<u64>,
+    previews_strategy: Option<SleepStrategy>,
 }
 
 impl RawSleep {
@@ -56,6 +63,17 @@ impl RawSleep {
                 self.max_held.unwrap_or(1000) as u64,
                 1..=100_000,
             )? as usize,
+            previews: match self.previews_idle_timeout_s {
+                None => None,
+                Some(seconds) => Some(SleepSettings {
+                    idle_timeout_s: within(
+                        "sleep.previews_idle_timeout_s",
+                        seconds,
+                        crate::formation::sleep::IDLE_TIMEOUT_S,
+                    )?,
+                    strategy: self.previews_strategy.unwrap_or_default(),
+                }),
+            },
         })
     }
 }

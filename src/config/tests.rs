@@ -90,3 +90,22 @@ fn smtp_from_sandboxes_is_off_unless_allowed() {
     let config = Config::from_toml("[sandbox]\nallow_smtp = true", true).unwrap();
     assert!(config.sandbox.allow_smtp);
 }
+
+#[test]
+fn previews_sleep_only_when_the_operator_says_so() {
+    let config = Config::from_toml("", true).unwrap();
+    assert_eq!(config.sleep.previews, None);
+    let config = Config::from_toml(
+        "[sleep]\npreviews_idle_timeout_s = 1800\npreviews_strategy = \"page\"",
+        true,
+    )
+    .unwrap();
+    let previews = config.sleep.previews.unwrap();
+    assert_eq!(previews.idle_timeout_s, 1800);
+    assert_eq!(previews.strategy, crate::router::SleepStrategy::Page);
+    let error = Config::from_toml("[sleep]\npreviews_idle_timeout_s = 1", true).unwrap_err();
+    assert!(
+        error.to_string().contains("previews_idle_timeout_s"),
+        "{error}"
+    );
+}

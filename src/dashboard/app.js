@@ -1,9 +1,10 @@
 // The dashboard: a client of the public API only. Hash routes (#/projects, #/projects/<slug>,
 // #/tokens, #/notifications, #/audit); every page is rebuilt from the API when shown.
 import { api, ApiError, session, enc } from "./api.js";
-import { h, field, form, byId, flash, act, describe, ago, badge, table } from "./ui.js";
+import { h, field, form, byId, flash, act, describe, ago, badge, table, size } from "./ui.js";
 import { projectPage } from "./project.js";
 import { notificationsPage } from "./notifications.js";
+import { lineChart, sparkline } from "./charts.js";
 
 /** @typedef {(...nodes: Node[]) => void} Show puts a page's nodes in <main> */
 
@@ -51,25 +52,79 @@ async function systemLine() {
   if (system.sandboxMode === "none") line.textContent += " — builds and apps run without isolation";
 }
 
+/**
+ * A project's last hour at a glance: a line of its requests per minute and the figures in words.
+ * @param {any} history the API's UsageHistory (minutes of the last hour), or null
+ * @returns {HTMLElement | string}
+ */
+function lastHour(history) {
+  if (!history) return "—";
+  /** @type {any[]} */
+  const points = history.points;
+  const requests = points.reduce((n, p) => n + p.requestsTotal, 0);
+  const errors = points.reduce((n, p) => n + p.requests["5xx"], 0);
+  const words = `${requests} requests, ${errors} errors in the last hour`;
+  // One slot per minute of the hour; a minute without a sample (the daemon was down) is 0.
+  const from = Date.parse(history.from);
+  /** @type {number[]} */
+  const minutes = new Array(60).fill(0);
+  for (const p of points) {
+    const slot = Math.floor((Date.parse(p.at) - from) / 60e3);
+    if (slot >= 0 && slot < 60) minutes[slot] += p.requestsTotal;
+  }
+  return h("span", { class: "glance", "data-requests": requests, "data-errors": errors },
+    sparkline(minutes, words), h("span", {}, `${requests} req · ${errors} err`));
+}
+
 /** @param {Show} show */
 async function projectsPage(show) {
   /** @type {{projects: any[]}} */
   const { projects } = await api("GET", "/api/projects?limit=200");
   /** @type {string[]} */
   const failures = [];
-  const lastDeployments = await Promise.all(projects.map((p) =>
-    api("GET", `/api/projects/${enc(p.slug)}/deployments?limit=1`).then((d) => d.deployments[0])
-      .catch((error) => { failures.push(`${p.slug}: ${describe(error)}`); return null; })));
+  const hour = `step=minute&from=${enc(new Date(Date.now() - 3600e3).toISOString())}`;
+  const [lastDeployments, histories, machine] = await Promise.all([
+    Promise.all(projects.map((p) =>
+      api("GET", `/api/projects/${enc(p.slug)}/deployments?limit=1`).then((d) => d.deployments[0])
+        .catch((error) => { failures.push(`${p.slug}: ${describe(error)}`); return null; }))),
+    Promise.all(projects.map((p) => api("GET", `/api/projects/${enc(p.slug)}/usage/history?${hour}`).catch(() => null))),
+    // The machine's figures are the operator's: another token gets 403 and no card.
+    api("GET", `/api/usage/history?${hour}`).catch(() => null)]);
   const rows = projects.map((p, i) => {
     const last = lastDeployments[i];
-    return [h("a", { href: `#/projects/${enc(p.slug)}` }, p.slug), badge(p.state),
+    return [h("a", { href: `#/projects/${enc(p.slug)}` }, p.slug), badge(p.state), lastHour(histories[i]),
       h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url),
       last ? h("span", {}, badge(last.state), " ", ago(last.createdAt)) : "—"];
   });
   show(h("div", { class: "row" }, h("h1", { class: "grow" }, "Projects"),
       h("a", { href: "#/new" }, h("button", { class: "primary", tabindex: -1 }, "New project"))),
-    h("div", { class: "card" }, table(["Project", "State", "URL", "Last deployment"], rows, [2])));
+    h("div", { class: "card" }, table(["Project", "State", "Last hour", "URL", "Last deployment"], rows, [3, 4])),
+    ...(machine ? [machineCard(machine)] : []));
   if (failures.length) flash(`Could not read the last deployment of ${failures.join("; ")}`);
+}
+
+/**
+ * This machine's last hour, for the operator: CPU, memory, disk, connections.
+ * @param {any} history the API's MachineHistory
+ * @returns {HTMLElement}
+ */
+function machineCard(history) {
+  /** @type {any[]} */
+  const points = history.points;
+  const to = Date.parse(history.to), from = Date.parse(history.from);
+  const base = { times: points.map((p) => Date.parse(p.at)), from, to, step: 60e3 };
+  const last = points[points.length - 1];
+  const percent = (/** @type {number} */ v) => `${Math.round(v * 1000) / 10} %`;
+  return h("section", { class: "card", id: "machine", "aria-labelledby": "machine-title" },
+    h("h2", { id: "machine-title" }, "This machine, last hour"),
+    last ? h("p", { class: "muted", id: "machine-disk" }, `Disk (data directory): ${size(last.diskUsedBytes)} of ${size(last.diskTotalBytes)} used.`) : null,
+    h("div", { class: "charts" },
+      lineChart({ ...base, id: "chart-machine-cpu", title: "CPU busy", format: percent, limit: 1,
+        series: [{ name: "CPU busy", cls: "cpu", values: points.map((p) => p.cpuBusy) }] }),
+      lineChart({ ...base, id: "chart-machine-memory", title: "Memory used", format: size, scale: 1073741824, limit: last ? last.memoryTotalBytes : null,
+        series: [{ name: "Memory used", cls: "memory", values: points.map((p) => p.memoryUsedBytes) }] }),
+      lineChart({ ...base, id: "chart-machine-connections", title: "Open visitor connections", format: (v) => String(Math.round(v)),
+        series: [{ name: "Connections", cls: "requests", values: points.map((p) => p.connections) }] })));
 }
 
 /** @param {Show} show */

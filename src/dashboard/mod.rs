@@ -72,6 +72,21 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("backups.js"),
     ),
     (
+        "/assets/charts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("charts.js"),
+    ),
+    (
+        "/assets/usage.js",
+        "text/javascript; charset=utf-8",
+        include_str!("usage.js"),
+    ),
+    (
+        "/assets/progress.js",
+        "text/javascript; charset=utf-8",
+        include_str!("progress.js"),
+    ),
+    (
         "/assets/notifications.js",
         "text/javascript; charset=utf-8",
         include_str!("notifications.js"),

@@ -1,4 +1,5 @@
-// One project: deployments with live logs (redeploy, rollback, cancel), processes (the
+// One project: deployments with live logs and progress (redeploy, rollback, cancel), usage
+// charts (usage.js), processes (the
 // live deployment's types and instances, scaled in processes.js), jobs (one-off runs and
 // cron jobs, in jobs.js and runs.js), add-ons (addons.js, addon.js, backups.js), env vars,
 // domains, git settings with webhook and deploy hooks, previews.
@@ -7,6 +8,8 @@ import { h, field, form, byId, flash, act, describe, ago, duration, badge, table
 import { processes } from "./processes.js";
 import { jobs } from "./jobs.js";
 import { addons } from "./addons.js";
+import { usage } from "./usage.js";
+import { showProgress } from "./progress.js";
 
 /** @typedef {(body: HTMLElement, project: any, base: string, deploymentId: string | undefined, reload: () => Promise<void>) => Promise<void>} Tab */
 
@@ -14,7 +17,7 @@ import { addons } from "./addons.js";
 let stopFollowing = null;
 window.addEventListener("hashchange", () => { if (stopFollowing) { stopFollowing(); stopFollowing = null; } });
 
-const TABS = [["deployments", "Deployments"], ["processes", "Processes"], ["jobs", "Jobs"], ["addons", "Add-ons"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
+const TABS = [["deployments", "Deployments"], ["usage", "Usage"], ["processes", "Processes"], ["jobs", "Jobs"], ["addons", "Add-ons"], ["env", "Environment"], ["domains", "Domains"], ["git", "Git & hooks"], ["previews", "Previews"]];
 
 /**
  * @param {(...nodes: Node[]) => void} show
@@ -36,7 +39,7 @@ export async function projectPage(show, slug, tab, deploymentId) {
   const body = h("div");
   show(header, body);
   /** @type {Record<string, Tab>} */
-  const pages = { deployments, processes, jobs, addons, env, domains, git, previews };
+  const pages = { deployments, usage, processes, jobs, addons, env, domains, git, previews };
   await (pages[tab] || deployments)(body, project, base, deploymentId, () => projectPage(show, slug, tab, deploymentId));
 }
 
@@ -112,11 +115,12 @@ async function deployments(body, project, base, selected, reload) {
   });
   const logs = h("div", { class: "logs", id: "logs", role: "log", "aria-live": "polite", tabindex: 0 });
   const state = h("span", { class: "muted", id: "log-state" });
+  const progress = h("div", { class: "progress", id: "progress" });
   const steps = h("div", { class: "steps", id: "steps" });
   body.append(h("div", { class: "row" }, h("div", { class: "grow muted" }, `${deployments.length} deployment(s)`), redeploy),
     h("div", { class: "card" }, table(["Deployment", "State", "Environment", "Commit", "Trigger", "Duration", "Created", ""], rows, [2, 3, 4])),
     // Only when there is a deployment to show (append writes a null as the text "null").
-    ...(chosen ? [h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), steps, logs)] : []));
+    ...(chosen ? [h("div", { class: "card" }, h("div", { class: "row" }, h("h2", { class: "grow" }, "Logs of ", h("code", {}, chosen)), state), progress, steps, logs)] : []));
   if (!chosen) return;
   if (stopFollowing) stopFollowing();
   stopFollowing = followLogs(chosen, (type, data) => {
@@ -125,8 +129,7 @@ async function deployments(body, project, base, selected, reload) {
       logs.append(h("div", { class: data.stream }, `[${data.stream}] ${data.message}`));
       if (stick) logs.scrollTop = logs.scrollHeight;
     } else if (type === "status" && data && data.steps) {
-      steps.replaceChildren(...data.steps.map((/** @type {any} */ s) => h("span", {}, badge(s.state), " ", s.name)));
-      if (data.progress !== undefined) state.textContent = `${data.status} · ${Math.round(data.progress * 100)} %`;
+      showProgress(progress, steps, data);
     } else if (type === "end" && watching) {
       setTimeout(reload, 300);
     }

@@ -316,10 +316,13 @@ mod tests {
         assert!(node.exists(), "{} was made", node.display());
         std::fs::write(mount_point.join("f"), b"x").unwrap();
         nix::mount::umount2(&mount_point, nix::mount::MntFlags::MNT_DETACH).unwrap();
-        // Auto-clear: the device is free again once unmounted.
+        // Auto-clear: the device is free again once unmounted (or already taken by another
+        // image: loop devices are the machine's, and other tests attach them meanwhile). The
+        // kernel clears it after the detached unmount ends, later on a loaded machine.
         let backing = format!("/sys/block/loop{index}/loop/backing_file");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while Path::new(&backing).exists() {
+        let ours = |text: String| Path::new(text.trim()) == image.as_path();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read_to_string(&backing).is_ok_and(ours) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "loop{index} not cleared"

@@ -28,6 +28,7 @@ pub enum SleepStrategy {
 pub struct SleepSettings {
     /// Seconds without a request, stream or tunnel open before the app sleeps (2 to 604800).
     #[schemars(range(min = 2, max = 604_800))]
+    #[serde(deserialize_with = "crate::whole_number::u64")]
     pub idle_timeout_s: u64,
     /// `hold` or `page`.
     pub strategy: SleepStrategy,

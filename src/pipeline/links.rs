@@ -1,7 +1,8 @@
 //! What a project's links to add-ons (issue 34) give its code: the add-on's URL in its
 //! variable (`DATABASE_URL`, `REDIS_URL`, or the one asked for) and the allowance to connect
 //! to its address and port. Production only: a preview never gets a link (it would write the
-//! production database).
+//! production database). Linked add-ons asleep with their apps are started before the
+//! variables are given (`sleep.rs`'s `LinkedAddons`).
 
 use std::net::SocketAddrV4;
 
@@ -37,6 +38,10 @@ impl Pipeline {
     ) -> Result<Vec<AddonRecord>, String> {
         if target.environment != Environment::Production {
             return Ok(Vec::new());
+        }
+        // An add-on asleep with its apps starts first (issue 35).
+        if let Some(addons) = self.linked_addons() {
+            addons.wake_for(project_id).await?;
         }
         let id = project_id.to_owned();
         self.store

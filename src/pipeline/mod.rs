@@ -40,7 +40,7 @@ pub use links::{addon_url, password_context};
 pub use oneoff::OneOff;
 pub use progress::{estimate_from_history, STEPS};
 pub use scale::ScaleError;
-pub use sleep::SleepRefusal;
+pub use sleep::{sleep_settings, LinkedAddons, SleepRefusal, SleepingApp};
 pub use status::{run_status, ProvisionStatus, RunEnded, RunErrorBody, StepStatus};
 
 use crate::config::Config;
@@ -161,6 +161,8 @@ pub struct Pipeline {
     static_budget: crate::static_files::MemoryBudget,
     /// Called once a production deployment went live (`on_live`).
     live_hook: std::sync::OnceLock<LiveHook>,
+    /// The add-ons that sleep with their apps (`sleep.rs`, `with_linked_addons`).
+    linked_addons: std::sync::OnceLock<std::sync::Weak<dyn sleep::LinkedAddons>>,
 }
 
 /// What is told that a production deployment went live: its project, itself and its build
@@ -224,6 +226,7 @@ impl Pipeline {
         Arc::new(Pipeline {
             static_budget,
             live_hook: std::sync::OnceLock::new(),
+            linked_addons: std::sync::OnceLock::new(),
             survivors: Mutex::new(HashMap::new()),
             workspaces,
             config: parts.config,

@@ -14,7 +14,8 @@ use super::golive::Switch;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::store::records::{
-    DeploymentMode, DeploymentRecord, DeploymentState, Environment, RunError, RunStatus, StepState,
+    DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunError,
+    RunStatus, StepState,
 };
 
 /// Live deployments brought back at once: apps start in parallel up to this many.
@@ -53,19 +54,23 @@ impl Pipeline {
 
         let projects = self.store.call(|s| s.list_projects()).await?;
         let previews = self.store.call(|s| s.all_previews()).await?;
-        let mut live: Vec<(crate::store::records::ProjectRecord, String)> = projects
+        // (project, live deployment, the deployment recorded asleep there)
+        let mut live: Vec<(ProjectRecord, String, Option<String>)> = projects
             .iter()
-            .filter_map(|p| Some((p.clone(), p.live_deployment_id.clone()?)))
+            .filter_map(|p| {
+                let id = p.live_deployment_id.clone()?;
+                Some((p.clone(), id, p.sleeping.clone()))
+            })
             .collect();
         for preview in previews {
             let project = projects.iter().find(|p| p.id == preview.project_id);
             if let (Some(project), Some(id)) = (project, preview.deployment_id) {
-                live.push((project.clone(), id));
+                live.push((project.clone(), id, preview.sleeping));
             }
         }
         futures_util::stream::iter(live)
-            .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id)| {
-                self.restore_deployment(project, id)
+            .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id, sleeping)| {
+                self.restore_deployment(project, id, sleeping)
             })
             .await;
         let left_over: Vec<_> = self
@@ -146,8 +151,9 @@ impl Pipeline {
     /// or the daemon stops: a site is never left at 503 because of one failed start.
     async fn restore_deployment(
         self: &Arc<Self>,
-        project: crate::store::records::ProjectRecord,
+        project: ProjectRecord,
         live: String,
+        sleeping: Option<String>,
     ) {
         let id = live.clone();
         let deployment = match self.store.call(move |s| s.deployment(&id)).await {
@@ -158,15 +164,12 @@ impl Pipeline {
                 return;
             }
         };
-        if asleep_at_start(&project, &deployment) {
+        if deployment.mode == Some(DeploymentMode::Server)
+            && sleeping.as_deref() == Some(deployment.id.as_str())
+        {
             // Asleep: the route waits for its first request; what an earlier daemon may
             // have left running of it is stopped with the other left-overs.
-            let strategy = project.settings.sleep.map(|s| s.strategy);
-            let asleep =
-                self.routes
-                    .asleep(&project.slug, &deployment.id, strategy.unwrap_or_default());
-            self.routes.set_live(&project.slug, Some(asleep));
-            tracing::info!(project = %project.slug, deployment = %deployment.id, "asleep: not started");
+            self.restore_asleep(&project, &deployment);
             return;
         }
         let adopting = self.has_survivors(&deployment.id);
@@ -260,6 +263,23 @@ impl Pipeline {
             .await
     }
 
+    /// A sleeping app's route at start-up: asleep on `deployment`.
+    fn restore_asleep(&self, project: &ProjectRecord, deployment: &DeploymentRecord) {
+        let app = super::SleepingApp {
+            project_id: project.id.clone(),
+            preview: deployment.target.preview.clone(),
+        };
+        let settings = super::sleep_settings(project, &app, self.config.sleep.previews);
+        let strategy = settings.map(|s| s.strategy).unwrap_or_default();
+        let label = super::host_label(&project.slug, &deployment.target);
+        let asleep = self.routes.asleep(&label, &deployment.id, strategy);
+        match deployment.target.environment {
+            Environment::Production => self.routes.set_live(&label, Some(asleep)),
+            Environment::Preview => self.routes.set_preview(&label, Some(asleep)),
+        }
+        tracing::info!(app = %label, deployment = %deployment.id, "asleep: not started");
+    }
+
     /// Whether `deployment` is still the one its project (or preview) serves: a deploy or a
     /// rollback since start-up ends the retries.
     pub(super) async fn is_recorded_live(
@@ -286,15 +306,4 @@ impl Pipeline {
             .await
             .unwrap_or(false)
     }
-}
-
-/// Whether `deployment` is the production app its project put to sleep.
-fn asleep_at_start(
-    project: &crate::store::records::ProjectRecord,
-    deployment: &DeploymentRecord,
-) -> bool {
-    deployment.target.environment == Environment::Production
-        && deployment.mode == Some(DeploymentMode::Server)
-        && project.sleeping.as_deref() == Some(deployment.id.as_str())
-        && project.live_deployment_id.as_deref() == Some(deployment.id.as_str())
 }

@@ -236,25 +236,34 @@ pub fn setup_veth(network: &NetworkSpec, sandbox_pid: i32, netns: impl AsFd) -> 
     Ok(())
 }
 
-/// How long the helper waits for the interface of a link's previous step to go. The kernel
-/// tears a network namespace down in a work queue after its last process is gone; on a
-/// loaded machine (many namespaces made and removed at once) that took more than 5 s, and an
-/// add-on restarted on its pinned link failed (a test's memory `PATCH` under 4-wide load).
-const PREVIOUS_GONE_WITHIN: Duration = Duration::from_secs(30);
+/// How long the helper waits for the interface of a link's previous step to go.
+const PREVIOUS_GONE_WITHIN: Duration = Duration::from_secs(10);
 
-/// Waits until no interface is named `interface`. A pinned link (`StepSpec::link`) is used
-/// again at once when its step restarts, while the kernel may still be tearing down the
-/// previous step's network namespace, and its veth with it; a link still in use by a live
-/// step stays, and the new step fails.
+/// Waits until no interface is named `interface`, then removes it if it stayed. A pinned link
+/// (`StepSpec::link`) belongs to one add-on, whose previous server the supervisor stopped
+/// before starting this one; the kernel tears its network namespace down later, and under
+/// load (CI's parallel add-on tests) the old veth outlived the wait — 30 s once — and the
+/// restart failed with "still in use". Its pair is removed with it; nothing else uses a link
+/// pinned to this step's add-on.
 fn wait_gone(interface: &str) -> io::Result<()> {
     let path = format!("/sys/class/net/{interface}");
     let deadline = Instant::now() + PREVIOUS_GONE_WITHIN;
     while std::path::Path::new(&path).exists() {
         if Instant::now() >= deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("the link's interface {interface} is still in use by another step"),
-            ));
+            eprintln!(
+                "slipway sandbox: the link's interface {interface} outlived its previous step \
+                 by {} s; removing it",
+                PREVIOUS_GONE_WITHIN.as_secs()
+            );
+            return match ip_batch(&format!("link del {interface}\n"), None) {
+                Ok(()) => Ok(()),
+                // Gone meanwhile.
+                Err(_) if !std::path::Path::new(&path).exists() => Ok(()),
+                Err(error) => Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("the link's interface {interface} is still in use: {error}"),
+                )),
+            };
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -1,6 +1,8 @@
 //! Scale to zero (issue 35): when to put apps to sleep and the one task that wakes them.
-//! [`Sleeper::run`] is a task of `app::serve`: every `[sleep] tick_ms` it reads each
-//! sleep-enabled project's activity from the route snapshot (requests, streams and tunnels
+//! An app is a project's production app or one of its previews (`pipeline::SleepingApp`;
+//! a preview sleeps by its project's setting, or else by the operator's default for
+//! previews). [`Sleeper::run`] is a task of `app::serve`: every `[sleep] tick_ms` it reads
+//! each sleep-enabled app's activity from the route snapshot (requests, streams and tunnels
 //! open; last use: `upstreams::Activity`) and puts the app to sleep once nothing was open for
 //! its `idleTimeoutS` and no run or cron job of it is running (a running one counts as use);
 //! and it takes the wake calls sleeping routes send (`router::Asleep`: one per sleep) and
@@ -8,7 +10,7 @@
 //! pipeline's (`pipeline/sleep.rs`). Each sends its event: `app.slept`, `app.woke`,
 //! `app.wake_failed`.
 //!
-//! Architecture invariant: one sleep or wake of a project at a time (`locks`), and a wake
+//! Architecture invariant: one sleep or wake of an app at a time (`locks`), and a wake
 //! call acts only while its sleeping target is still the route's (a late call is told
 //! "woke" and its requests find the route as it is).
 
@@ -19,10 +21,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
+use crate::formation::sleep::SleepSettings;
 use crate::jobs::Jobs;
 use crate::metrics::DaemonMetrics;
 use crate::notifications::{Event, EventKind, Notifier};
-use crate::pipeline::{Pipeline, SleepRefusal};
+use crate::pipeline::{sleep_settings, Pipeline, SleepRefusal, SleepingApp};
 use crate::router::{clock_ms, Activity, Routes, Target, WakeCall, WakeOutcome};
 use crate::store::records::ProjectRecord;
 use crate::store::Store;
@@ -36,7 +39,9 @@ pub struct Sleeper {
     notifier: Notifier,
     metrics: Arc<DaemonMetrics>,
     tick: Duration,
-    /// One sleep or wake per project at a time, by project id.
+    /// `[sleep] previews_idle_timeout_s`: how previews of projects without a setting sleep.
+    previews_default: Option<SleepSettings>,
+    /// One sleep or wake per app at a time, by route key.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -50,6 +55,8 @@ pub struct SleeperParts {
     pub metrics: Arc<DaemonMetrics>,
     /// `[sleep] tick_ms`.
     pub tick: Duration,
+    /// `[sleep] previews_idle_timeout_s` and `previews_strategy`.
+    pub previews_default: Option<SleepSettings>,
 }
 
 /// Why `POST …/sleep` did nothing.
@@ -65,6 +72,7 @@ impl Sleeper {
             notifier: parts.notifier,
             metrics: parts.metrics,
             tick: parts.tick,
+            previews_default: parts.previews_default,
             locks: Mutex::default(),
         })
     }
@@ -90,74 +98,109 @@ impl Sleeper {
 
     /// Puts `project`'s app to sleep now (`POST …/sleep`), whatever is open to it.
     pub async fn sleep_now(self: &Arc<Self>, project: &ProjectRecord) -> Result<(), Refusal> {
-        let lock = self.lock(&project.id);
+        let lock = self.lock(&project.slug);
         let _guard = lock.lock().await;
-        let deployment = self.pipeline.put_to_sleep(&project.id, || true).await?;
-        self.slept(project, &deployment, "asked through the API");
+        let app = SleepingApp::production(&project.id);
+        let deployment = self.pipeline.put_to_sleep(&app, || true).await?;
+        self.slept(project, &project.slug, &deployment, "asked through the API");
         Ok(())
     }
 
-    /// One look at every sleep-enabled project; each idle one is put to sleep in a task of
-    /// its own (stopping takes the apps' grace periods).
+    /// One look at every sleep-enabled app; each idle one is put to sleep in a task of its
+    /// own (stopping takes the apps' grace periods).
     async fn tick(self: &Arc<Self>) {
-        let projects = match self.store.call(|s| s.list_projects()).await {
-            Ok(projects) => projects,
+        let listed = self
+            .store
+            .call(|s| Ok::<_, crate::store::StoreError>((s.list_projects()?, s.all_previews()?)))
+            .await;
+        let (projects, previews) = match listed {
+            Ok(listed) => listed,
             Err(error) => {
                 tracing::warn!(%error, "sleep: cannot list the projects");
                 return;
             }
         };
         let table = self.routes.snapshot();
-        let now = clock_ms();
-        for project in projects {
-            let live = table.apps.get(&project.slug);
-            let serving = matches!(live, Some(Some(Target::Proxy { .. })));
-            if project.sleeping.is_some() && !matches!(live, Some(Some(Target::Asleep(_)))) {
-                self.forget_ended_sleep(&project);
+        for project in &projects {
+            let production = (
+                SleepingApp::production(&project.id),
+                project.sleeping.clone(),
+            );
+            let of_project = previews.iter().filter(|p| p.project_id == project.id);
+            let previews = of_project.map(|preview| {
+                let app = SleepingApp {
+                    project_id: project.id.clone(),
+                    preview: Some(preview.name.clone()),
+                };
+                (app, preview.sleeping.clone())
+            });
+            for (app, sleeping) in std::iter::once(production).chain(previews) {
+                self.look_at(&table, project, app, sleeping.is_some());
             }
-            let (Some(settings), true) = (project.settings.sleep, serving) else {
-                continue;
-            };
-            let Some(activity) = table.activity.get(&project.slug).cloned() else {
-                continue;
-            };
-            if self.jobs.is_running(&project.id, None) {
-                activity.touch();
-                continue;
-            }
-            if activity.idle_for(now) < Duration::from_secs(settings.idle_timeout_s) {
-                continue;
-            }
-            let reason = format!("no visitor for {} s", settings.idle_timeout_s);
-            tokio::spawn(self.clone().sleep_idle(project, activity, reason));
         }
+    }
+
+    /// One app at the tick: a recorded sleep its route no longer has is forgotten; an app
+    /// idle for its timeout is put to sleep.
+    fn look_at(
+        self: &Arc<Self>,
+        table: &crate::router::RouteTable,
+        project: &ProjectRecord,
+        app: SleepingApp,
+        recorded_asleep: bool,
+    ) {
+        let label = app.label(&project.slug);
+        let live = table.apps.get(&label);
+        if recorded_asleep && !matches!(live, Some(Some(Target::Asleep(_)))) {
+            self.forget_ended_sleep(&label, app.clone());
+        }
+        let settings = sleep_settings(project, &app, self.previews_default);
+        let serving = matches!(live, Some(Some(Target::Proxy { .. })));
+        let (Some(settings), true) = (settings, serving) else {
+            return;
+        };
+        let Some(activity) = table.activity.get(&label).cloned() else {
+            return;
+        };
+        // A run or cron job works with production's app: it keeps that one awake.
+        if app.preview.is_none() && self.jobs.is_running(&project.id, None) {
+            activity.touch();
+            return;
+        }
+        if activity.idle_for(clock_ms()) < Duration::from_secs(settings.idle_timeout_s) {
+            return;
+        }
+        let idle = Idle {
+            project: project.clone(),
+            app,
+            label,
+            activity,
+            reason: format!("no visitor for {} s", settings.idle_timeout_s),
+        };
+        tokio::spawn(self.clone().sleep_idle(idle));
     }
 
     /// Puts an app judged idle to sleep, unless it was used since (or a sleep or wake of it
     /// is under way).
-    async fn sleep_idle(
-        self: Arc<Self>,
-        project: ProjectRecord,
-        activity: Arc<Activity>,
-        reason: String,
-    ) {
-        let lock = self.lock(&project.id);
+    async fn sleep_idle(self: Arc<Self>, idle: Idle) {
+        let lock = self.lock(&idle.label);
         let Ok(_guard) = lock.try_lock() else {
             return;
         };
+        let activity = &idle.activity;
         let seen = activity.last_ms();
         let still_idle = || activity.open() == 0 && activity.last_ms() == seen;
-        match self.pipeline.put_to_sleep(&project.id, still_idle).await {
-            Ok(deployment) => self.slept(&project, &deployment, &reason),
+        match self.pipeline.put_to_sleep(&idle.app, still_idle).await {
+            Ok(deployment) => self.slept(&idle.project, &idle.label, &deployment, &idle.reason),
             Err(SleepRefusal::Used | SleepRefusal::Nothing(_)) => {}
             Err(SleepRefusal::Store(error)) => {
-                tracing::warn!(project = %project.slug, %error, "sleep: not put to sleep");
+                tracing::warn!(app = %idle.label, %error, "sleep: not put to sleep");
             }
         }
     }
 
-    fn slept(&self, project: &ProjectRecord, deployment: &str, reason: &str) {
-        tracing::info!(project = %project.slug, deployment, reason, "app asleep");
+    fn slept(&self, project: &ProjectRecord, label: &str, deployment: &str, reason: &str) {
+        tracing::info!(app = %label, deployment, reason, "app asleep");
         self.notifier.emit(
             Event::new(EventKind::AppSlept)
                 .project(&project.slug)
@@ -167,16 +210,16 @@ impl Sleeper {
     }
 
     /// A recorded sleep whose route is no longer asleep (a deploy made another deployment
-    /// live) is forgotten, unless a sleep or wake of the project is under way.
-    fn forget_ended_sleep(self: &Arc<Self>, project: &ProjectRecord) {
-        let lock = self.lock(&project.id);
-        let (this, id) = (self.clone(), project.id.clone());
+    /// live) is forgotten, unless a sleep or wake of the app is under way.
+    fn forget_ended_sleep(self: &Arc<Self>, label: &str, app: SleepingApp) {
+        let lock = self.lock(label);
+        let this = self.clone();
         tokio::spawn(async move {
             let Ok(_guard) = lock.try_lock() else {
                 return;
             };
-            if let Err(error) = this.pipeline.forget_sleep(&id).await {
-                tracing::warn!(project = %id, %error, "sleep: cannot forget an ended sleep");
+            if let Err(error) = this.pipeline.forget_sleep(&app).await {
+                tracing::warn!(project = %app.project_id, %error, "sleep: cannot forget an ended sleep");
             }
         });
     }
@@ -220,19 +263,33 @@ impl Sleeper {
         &self,
         call: &WakeCall,
     ) -> Result<Option<(ProjectRecord, String)>, (Option<ProjectRecord>, String)> {
-        let slug = call.label.clone();
-        let project = match self.store.call(move |s| s.find_project(&slug)).await {
-            Ok(Some(project)) => project,
+        let dpl = call.asleep.deployment_id().to_owned();
+        let found = self
+            .store
+            .call(move |s| -> crate::store::Result<_> {
+                let Some(deployment) = s.deployment(&dpl)? else {
+                    return Ok(None);
+                };
+                let project = s.find_project(&deployment.project_id)?;
+                Ok(project.map(|p| (p, deployment.target.preview)))
+            })
+            .await;
+        let (project, preview) = match found {
+            Ok(Some(found)) => found,
             Ok(None) => return Err((None, "the project was deleted".into())),
             Err(error) => return Err((None, error.to_string())),
         };
-        let lock = self.lock(&project.id);
+        let lock = self.lock(&call.label);
         let _guard = lock.lock().await;
         let current = self.routes.snapshot().apps.get(&call.label).cloned();
         if !matches!(&current, Some(Some(Target::Asleep(a))) if Arc::ptr_eq(a, &call.asleep)) {
             return Ok(None);
         }
-        match self.pipeline.wake(&project.id).await {
+        let app = SleepingApp {
+            project_id: project.id.clone(),
+            preview,
+        };
+        match self.pipeline.wake(&app).await {
             Ok(deployment) => Ok(Some((project, deployment))),
             Err(reason) => {
                 // Asleep again, on a new target: the next request tries once more.
@@ -246,8 +303,17 @@ impl Sleeper {
         }
     }
 
-    fn lock(&self, project_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn lock(&self, label: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().expect("sleep locks poisoned");
-        locks.entry(project_id.to_owned()).or_default().clone()
+        locks.entry(label.to_owned()).or_default().clone()
     }
+}
+
+/// An app the tick found idle.
+struct Idle {
+    project: ProjectRecord,
+    app: SleepingApp,
+    label: String,
+    activity: Arc<Activity>,
+    reason: String,
 }

@@ -130,6 +130,7 @@ impl Store {
             if let Some(old) = table.get(key)? {
                 let old: PreviewRecord = decode("previews", old.value())?;
                 stored.deployment_id = old.deployment_id;
+                stored.sleeping = old.sleeping;
             }
             table.insert(key, encode(&stored).as_slice())?;
             let mut others = previews_in(&table, &record.project_id)?;
@@ -175,6 +176,31 @@ impl Store {
         };
         txn.commit()?;
         Ok(outcome)
+    }
+
+    /// Changes preview `name` of a project in one transaction; `None` when there is none.
+    pub fn update_preview(
+        &self,
+        project_id: &str,
+        name: &str,
+        change: impl FnOnce(&mut PreviewRecord),
+    ) -> Result<Option<PreviewRecord>> {
+        let txn = self.write()?;
+        let updated = {
+            let mut table = txn.open_table(tables::PREVIEWS)?;
+            let preview: Option<PreviewRecord> = match table.get((project_id, name))? {
+                Some(value) => Some(decode("previews", value.value())?),
+                None => None,
+            };
+            let Some(mut preview) = preview else {
+                return Ok(None);
+            };
+            change(&mut preview);
+            table.insert((project_id, name), encode(&preview).as_slice())?;
+            preview
+        };
+        txn.commit()?;
+        Ok(Some(updated))
     }
 
     pub fn previews_of(&self, project_id: &str) -> Result<Vec<PreviewRecord>> {

@@ -12,6 +12,7 @@ mod deployments;
 pub mod domains;
 mod formations;
 pub mod git;
+mod history;
 pub mod jobs;
 mod logs;
 pub mod notifications;
@@ -29,6 +30,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, Table};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use history::{HistoryRow, HistorySize};
 pub use logs::*;
 pub use projects::*;
 pub use snapshot::SnapshotInfo;
@@ -175,6 +177,7 @@ impl Store {
             txn.open_table(tables::DEPLOY_HOOKS)?;
             txn.open_table(tables::WEBHOOK_DELIVERIES)?;
             txn.open_table(tables::BRANCH_HEADS)?;
+            txn.open_table(tables::USAGE_HISTORY)?;
         }
         txn.commit()?;
         Ok(())

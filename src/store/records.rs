@@ -167,6 +167,10 @@ pub struct PreviewRecord {
     /// The last deployment started for it (may still be building, or have failed).
     pub latest_deployment_id: String,
     pub updated_ms: u64,
+    /// The deployment it serves, put to sleep (issue 35): while it is still the one served,
+    /// start-up does not start it.
+    #[serde(default)]
+    pub sleeping: Option<String>,
 }
 
 /// A deploy hook: `POST /api/hooks/<secret>` deploys `branch` with the project's settings.

@@ -57,6 +57,7 @@ impl Store {
         copy_table(&read, &write, tables::ADDONS, &mut copied)?;
         copy_table(&read, &write, tables::ADDON_BACKUPS, &mut copied)?;
         copy_table(&read, &write, tables::DELETED_ADDONS, &mut copied)?;
+        copy_table(&read, &write, tables::USAGE_HISTORY, &mut copied)?;
         // Not copied: which processes of this machine run the live apps. A restored data dir
         // starts its apps afresh (the table is created empty when the copy is opened).
         copied.push(tables::APP_PROCESSES.name().to_owned());

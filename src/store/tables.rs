@@ -76,3 +76,7 @@ pub const NOTIFICATION_QUEUE: TableDefinition<(u64, &str), &[u8]> =
 /// (`ntf_…`, seq) → `DeliveryAttempt`: the last 100 attempts of each subscription.
 pub const NOTIFICATION_ATTEMPTS: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("notification_attempts");
+/// (`prj_…` or `machine`, step (0 minute, 1 hour), start in Unix seconds) → a usage sample
+/// (JSON the `usage::history` module owns): minutes kept a day, hours 30 days.
+pub const USAGE_HISTORY: TableDefinition<(&str, u8, u64), &[u8]> =
+    TableDefinition::new("usage_history");

@@ -6,6 +6,7 @@
 //! ([`ProjectUsage`]: `GET /api/projects/{projectId}/usage`). Built by `app.rs`.
 
 mod addons;
+pub mod history;
 mod prometheus;
 pub mod server;
 mod sleeping;
@@ -173,7 +174,7 @@ impl Observatory {
         self: &Arc<Self>,
         audience: &Audience,
     ) -> Result<String, StoreError> {
-        let mut projects = self.gather(None).await?;
+        let mut projects = self.gather(None, true).await?;
         if let Audience::Projects(ids) = audience {
             projects.retain(|figures| ids.contains(&figures.record.id));
         }
@@ -183,7 +184,7 @@ impl Observatory {
     /// One project's figures.
     pub async fn project_usage(self: &Arc<Self>, project: ProjectRecord) -> ProjectUsage {
         let figures = self
-            .gather(Some(project))
+            .gather(Some(project), true)
             .await
             .ok()
             .and_then(|mut all| all.pop())
@@ -249,10 +250,12 @@ impl Observatory {
     }
 
     /// Every project's figures (or just `only`'s), sorted by slug. The cgroup and build cache
-    /// reads are filesystem reads, so they run on the blocking pool.
+    /// reads are filesystem reads, so they run on the blocking pool; the build caches (a walk
+    /// of their trees) only when `build_caches` (the usage history does without).
     async fn gather(
         self: &Arc<Self>,
         only: Option<ProjectRecord>,
+        build_caches: bool,
     ) -> Result<Vec<ProjectFigures>, StoreError> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -284,7 +287,11 @@ impl Observatory {
                         this.runner
                             .usage(&crate::supervisor::app_step_prefix(deployment_id))
                     });
-                    let build_cache_bytes = build_cache_bytes(&this.data_dir, &record.id);
+                    let build_cache_bytes = if build_caches {
+                        build_cache_bytes(&this.data_dir, &record.id)
+                    } else {
+                        0
+                    };
                     ProjectFigures {
                         record,
                         counts,

@@ -7,6 +7,7 @@
 mod addon_backups;
 mod addon_ops;
 mod addon_pitr;
+mod addon_sleep;
 mod addon_tunnel;
 mod addon_upgrade;
 mod addons;

@@ -36,6 +36,8 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("GET /api/nodes", "admin"),
         ("GET /api/metrics", "read"),
         ("GET /api/projects/{projectId}/usage", "read"),
+        ("GET /api/projects/{projectId}/usage/history", "read"),
+        ("GET /api/usage/history", "admin"),
         ("POST /api/notifications", "admin"),
         ("GET /api/notifications", "admin"),
         ("GET /api/notifications/{notificationId}", "admin"),

@@ -95,6 +95,8 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         | Route::ClearBuildCache => &[],
         Route::Metrics
         | Route::ProjectUsage
+        | Route::ProjectUsageHistory
+        | Route::MachineUsageHistory
         | Route::ListNotifications
         | Route::GetNotification
         | Route::DeleteNotification

@@ -14,7 +14,7 @@ pub struct PatchAddon {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 64, max = 1048576))]
     pub disk_mb: Option<u32>,
@@ -23,7 +23,7 @@ pub struct PatchAddon {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 64, max = 65536))]
     pub memory_mb: Option<u32>,

@@ -17,7 +17,7 @@ pub struct CreateAddon {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 64, max = 65536))]
     pub memory_mb: Option<u32>,
@@ -25,7 +25,7 @@ pub struct CreateAddon {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 64, max = 1048576))]
     pub disk_mb: Option<u32>,
@@ -191,6 +191,7 @@ pub struct RestoreAddon {
     /// PostgreSQL with `pitr`: the moment to recover to (RFC 3339), inside `pitrWindow`;
     /// only with `target: "new"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = super::history::HISTORY_TIME_PATTERN))]
     pub point_in_time: Option<String>,
     /// `new` (a new add-on with the same settings, not linked) or `in-place` (the data is
     /// replaced once the restored copy is proven).

@@ -30,7 +30,7 @@ pub struct ProcessTypePatch {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 0, max = 32))]
     pub instances: Option<u32>,
@@ -38,7 +38,7 @@ pub struct ProcessTypePatch {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 32, max = 262144))]
     pub memory_mb: Option<u32>,
@@ -57,7 +57,7 @@ pub struct ProcessTypePatch {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 1, max = 32))]
     pub min_healthy: Option<u32>,

@@ -164,6 +164,8 @@ pub struct Preview {
     pub deployment_id: Option<String>,
     /// The state of its latest deployment (`building`, `live`, `failed`, …).
     pub state: String,
+    /// Its app as it is now: a preview sleeps like production (issue 35).
+    pub app_state: super::AppState,
     pub updated_at: String,
 }
 

@@ -26,7 +26,7 @@ pub struct CreateRun {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 1, max = 86400))]
     pub timeout_s: Option<u32>,
@@ -167,7 +167,7 @@ pub struct CreateCronJob {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 1, max = 86400))]
     pub timeout_s: Option<u32>,
@@ -203,7 +203,7 @@ pub struct CronJobPatch {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::api::json::whole_number"
+        deserialize_with = "crate::whole_number::optional_u32"
     )]
     #[schemars(range(min = 1, max = 86400))]
     pub timeout_s: Option<u32>,

@@ -12,6 +12,7 @@ mod domains;
 mod env_vars;
 mod formation;
 mod git;
+mod history;
 mod jobs;
 mod logs;
 mod notifications;
@@ -32,6 +33,7 @@ pub use domains::*;
 pub use env_vars::*;
 pub use formation::*;
 pub use git::*;
+pub use history::*;
 pub use jobs::*;
 pub use logs::{LogPage, LogQuery, LogStreamEvent, StreamEnd};
 pub use notifications::*;
@@ -86,7 +88,7 @@ pub struct Project {
     pub app_state: AppState,
 }
 
-/// A project's production app (issue 35): `running` (a static site too), `sleeping`
+/// A project's production app or a preview's (issue 35): `running` (a static site too), `sleeping`
 /// (stopped for want of visitors; the next request wakes it), `waking`, `stopped` (nothing
 /// live).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -220,7 +222,7 @@ pub struct CreateToken {
     #[schemars(with = "Vec<SlugString>", length(min = 1, max = 100))]
     pub projects: Option<Vec<String>>,
     /// Days until the token expires (1 to 3650; absent: never).
-    #[serde(default, deserialize_with = "super::json::whole_number")]
+    #[serde(default, deserialize_with = "crate::whole_number::optional_u32")]
     #[schemars(range(min = 1, max = 3650))]
     pub expires_in_days: Option<u32>,
 }

@@ -255,3 +255,34 @@ pub(super) fn options() -> DaemonOptions {
         "[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
     )
 }
+
+/// A small Python HTTP server for the apps under test: answers every GET with `body`, a
+/// Python expression (of `os` and `env`, the environment) giving a `str`.
+pub(super) fn python_app(body: &str) -> String {
+    format!(
+        r#"import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        env = os.environ
+        body = ({body}).encode()
+        self.send_response(200)
+        self.send_header('content-length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()
+"#
+    )
+}
+
+/// Fires the deploy hook at `path` (no token: the secret URL is enough) and waits for its run.
+pub(super) async fn fire_hook(daemon: &TestDaemon, path: &str) {
+    let fired = daemon
+        .request("POST", &daemon.control_host(), path, &[], Vec::new())
+        .await;
+    assert_eq!(fired.status, 202, "{}", fired.text());
+    daemon
+        .wait_complete(&fired.json(), Duration::from_secs(60))
+        .await;
+}

@@ -16,6 +16,7 @@ mod fixtures;
 mod forks;
 mod replay;
 mod scoped_vars;
+mod sleeping_previews;
 use fixtures::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,20 +363,11 @@ async fn a_deploy_hook_deploys_its_branch_and_a_server_apps_preview_runs_beside_
     if missing_tool("python3", "the server app is a small Python HTTP server") {
         return;
     }
-    let app = r#"import http.server, os
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        env = os.environ
-        body = ('env=%s branch=%s commit=%s' % (env.get('SLIPWAY_ENV'), env.get('SLIPWAY_BRANCH'), env.get('SLIPWAY_COMMIT', '')[:7])).encode()
-        self.send_response(200)
-        self.send_header('content-length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()
-"#;
-    git.commit("main", &[("app.py", app)]);
+    let app = python_app(
+        "'env=%s branch=%s commit=%s' % (env.get('SLIPWAY_ENV'), env.get('SLIPWAY_BRANCH'), \
+         env.get('SLIPWAY_COMMIT', '')[:7])",
+    );
+    git.commit("main", &[("app.py", &app)]);
     let mut daemon = TestDaemon::start_with(options());
     let api = set_up(
         &daemon,
@@ -418,13 +410,7 @@ http.server.ThreadingHTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve
         )
         .await;
     assert_eq!(unknown.status, 404);
-    let fired = daemon
-        .request("POST", &daemon.control_host(), path, &[], Vec::new())
-        .await;
-    assert_eq!(fired.status, 202, "{}", fired.text());
-    daemon
-        .wait_complete(&fired.json(), Duration::from_secs(60))
-        .await;
+    fire_hook(&daemon, path).await;
     assert_eq!(
         api.page("api.localhost").await.text(),
         "env=production branch=None commit="

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::{deploy_shop, run};
+use super::addons::{create_addon_id, create_postgres, deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{eventually, missing_tool, DaemonOptions, TestDaemon};
 
@@ -102,15 +102,10 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
     };
     let daemon = &sandboxed.daemon;
     deploy_shop(daemon).await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let pg = created.json()["id"].as_str().unwrap().to_owned();
+    let pg = create_postgres(daemon, "shop").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let sql = "psql \"$DATABASE_URL\" -v ON_ERROR_STOP=1 -tAc 'create table t (x int); \
                insert into t select generate_series(1, 3); create schema s; \
                create table s.u (y text); insert into s.u values ($$a$$), ($$b$$)'";
@@ -236,17 +231,11 @@ async fn backups_are_proven_before_they_are_good_and_restore_with_the_same_rows(
         Some(bak.as_str()),
         "a new backup"
     );
-    let other = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(
-                json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128, "envName": "OTHER_URL"}),
-            ),
-        )
-        .await;
-    assert_eq!(other.status, 201, "{}", other.text());
-    let other = other.json()["id"].as_str().unwrap().to_owned();
+    let other = create_addon_id(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128, "envName": "OTHER_URL"}),
+    )
+    .await;
     let import = |body: Vec<u8>| {
         let (daemon, other) = (daemon, other.clone());
         async move {
@@ -376,15 +365,7 @@ async fn a_redis_backup_is_proven_and_restores_its_keys() {
     };
     let daemon = &sandboxed.daemon;
     deploy_shop(daemon).await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "redis"})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let redis = created.json()["id"].as_str().unwrap().to_owned();
+    let redis = create_addon_id(daemon, json!({"kind": "redis"})).await;
     let fill = "redis-cli -u \"$REDIS_URL\" --no-auth-warning MSET a 1 b 2 c 3";
     assert_eq!(run(daemon, "shop", fill).await.1.trim(), "OK");
 

@@ -13,6 +13,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 
+use super::addons::create_addon_id;
 use super::Sandboxed;
 use crate::notifications::allow_loopback;
 use crate::notifications::receiver::Receiver;
@@ -39,15 +40,11 @@ async fn shop_with_postgres(daemon: &TestDaemon, disk_mb: u64) -> String {
             json!({"startCommand": "exec python3 -m http.server $PORT"}),
         )
         .await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": disk_mb})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    created.json()["id"].as_str().unwrap().to_owned()
+    create_addon_id(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 256, "diskMb": disk_mb}),
+    )
+    .await
 }
 
 /// Runs `sql` with psql in `shop`: (state, output).
@@ -244,7 +241,14 @@ async fn postgres_survives_kill_9_is_adopted_by_the_next_daemon_and_shows_its_lo
             .text();
         panic!("PATCH took long: {}\n{logs}", daemon.log_text());
     };
-    assert_eq!(patched.status, 200, "{}", patched.text());
+    if patched.status != 200 {
+        // A restart that failed its sandbox's setup (exit 125) under load: say why.
+        let logs = daemon
+            .api("GET", &format!("/api/addons/{id}/logs"), None)
+            .await
+            .text();
+        panic!("PATCH: {}\nadd-on logs: {logs}", patched.text());
+    }
     assert_eq!(patched.json()["memoryMb"], 128);
     let third = wait_postmaster(&id, Some(second), Duration::from_secs(10)).await;
     let (state, out) = psql(daemon, "show shared_buffers").await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::{deploy_shop, run};
+use super::addons::{create_addon, deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{missing_tool, TestDaemon};
 
@@ -53,16 +53,13 @@ async fn a_point_in_time_restore_keeps_the_first_write_and_not_the_second() {
         )
         .await;
     assert_eq!(redis.status, 409, "{}", redis.text());
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256, "pitr": true})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    assert_eq!(created.json()["pitr"], true);
-    let pg = created.json()["id"].as_str().unwrap().to_owned();
+    let created = create_addon(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256, "pitr": true}),
+    )
+    .await;
+    assert_eq!(created["pitr"], true);
+    let pg = created["id"].as_str().unwrap().to_owned();
 
     // The first base backup, taken when PITR was turned on, is proven.
     let backups = poll(daemon, &format!("/api/addons/{pg}/backups"), |list| {
@@ -170,16 +167,13 @@ async fn pitr_is_turned_on_for_an_existing_add_on_by_patch() {
     };
     let daemon = &sandboxed.daemon;
     deploy_shop(daemon).await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    assert_eq!(created.json()["pitr"], false);
-    let pg = created.json()["id"].as_str().unwrap().to_owned();
+    let created = create_addon(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128}),
+    )
+    .await;
+    assert_eq!(created["pitr"], false);
+    let pg = created["id"].as_str().unwrap().to_owned();
     let early = daemon
         .api(
             "POST",

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::addons::create_addon_id;
 use super::Sandboxed;
 use crate::support::{cli_output, missing_tool, TestDaemon, BIN};
 
@@ -28,14 +29,6 @@ fn tools_missing(test: &str) -> bool {
     }
     missing_tool("psql", "db connect runs psql (postgresql-client)")
         || missing_tool("redis-cli", "db connect runs redis-cli (redis-tools)")
-}
-
-async fn create_addon(daemon: &TestDaemon, body: serde_json::Value) -> String {
-    let created = daemon
-        .api("POST", "/api/projects/shop/addons", Some(body))
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    created.json()["id"].as_str().unwrap().to_owned()
 }
 
 /// `slipway ARGS` on a blocking thread (it may take a while); (exit code, stdout, stderr).
@@ -85,7 +78,7 @@ async fn addon_tunnel_carries_psql_and_redis_cli_from_outside() {
     };
     let daemon = &sandboxed.daemon;
     daemon.deploy_page("shop", "<h1>shop</h1>").await;
-    let postgres = create_addon(
+    let postgres = create_addon_id(
         daemon,
         json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256}),
     )
@@ -158,7 +151,7 @@ async fn addon_tunnel_carries_psql_and_redis_cli_from_outside() {
     assert!(status.success(), "{status:?}");
 
     // Redis through `db connect`, a counter.
-    let redis = create_addon(daemon, json!({"kind": "redis"})).await;
+    let redis = create_addon_id(daemon, json!({"kind": "redis"})).await;
     for expected in ["1", "2"] {
         let (code, stdout, stderr) =
             slipway(daemon, &["db", "connect", &redis, "--", "INCR", "n"]).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::addons::{deploy_shop, run};
+use super::addons::{create_addon, deploy_shop, run};
 use super::Sandboxed;
 use crate::support::{missing_tool, TestDaemon};
 
@@ -64,15 +64,11 @@ async fn an_upgrade_moves_data_and_links_and_a_rollback_relinks_the_old_one() {
     };
     let daemon = &sandboxed.daemon;
     deploy_shop(daemon).await;
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let old = created.json();
+    let old = create_addon(
+        daemon,
+        json!({"kind": "postgres", "memoryMb": 128, "diskMb": 128}),
+    )
+    .await;
     let old_id = old["id"].as_str().unwrap().to_owned();
     let shop = json!([old["projectId"]]);
     let old_host = format!("{}:{}/app", old["host"].as_str().unwrap(), old["port"]);

@@ -42,6 +42,34 @@ pub(super) async fn run(daemon: &TestDaemon, project: &str, command: &str) -> (S
     )
 }
 
+/// Creates an add-on of `shop` with `body` (asserting the 201); the add-on.
+pub(super) async fn create_addon(
+    daemon: &TestDaemon,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    create_addon_of(daemon, "shop", body).await
+}
+
+/// Creates an add-on of `project` with `body` (asserting the 201); the add-on.
+async fn create_addon_of(
+    daemon: &TestDaemon,
+    project: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let path = format!("/api/projects/{project}/addons");
+    let created = daemon.api("POST", &path, Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    created.json()
+}
+
+/// [`create_addon`]'s id.
+pub(super) async fn create_addon_id(daemon: &TestDaemon, body: serde_json::Value) -> String {
+    create_addon(daemon, body).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Deploys `shop` (python's http.server) on `daemon`: the project the add-ons belong to.
 pub(super) async fn deploy_shop(daemon: &TestDaemon) {
     daemon
@@ -51,6 +79,12 @@ pub(super) async fn deploy_shop(daemon: &TestDaemon) {
             json!({"startCommand": SERVER}),
         )
         .await;
+}
+
+/// Makes a PostgreSQL add-on of `project` (256 MiB, 256 MiB of disk); its record.
+pub(super) async fn create_postgres(daemon: &TestDaemon, project: &str) -> serde_json::Value {
+    let body = json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256});
+    create_addon_of(daemon, project, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,22 +118,14 @@ async fn postgres_and_redis_serve_linked_projects_only_and_outlive_a_restart() {
             )
             .await;
     }
-    let created = daemon
-        .api(
-            "POST",
-            "/api/projects/shop/addons",
-            Some(json!({"kind": "postgres", "memoryMb": 256, "diskMb": 256})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text());
-    let postgres = created.json();
+    let postgres = create_postgres(daemon, "shop").await;
     assert_eq!(postgres["state"], "running", "{postgres}");
     assert_eq!(postgres["envName"], "DATABASE_URL");
     assert!(
         postgres["version"].as_str().unwrap().starts_with("15."),
         "{postgres}"
     );
-    assert!(!created.text().contains("password"), "{}", created.text());
+    assert!(!postgres.to_string().contains("password"), "{postgres}");
     let id = postgres["id"].as_str().unwrap().to_owned();
 
     let sql = "psql \"$DATABASE_URL\" -tAc 'create table t (x int); insert into t values (41), (1); select sum(x) from t'";
