@@ -61,7 +61,7 @@ impl Services {
             crate::source::SourceStore::open(config.data_dir.join("sources"))
                 .context("opening the source archive store")?,
         );
-        if let Some(cluster) = cluster_backend(config, &routes, runs.clone()).await? {
+        if let Some(cluster) = cluster_backend(config, &routes, &hub, runs.clone()).await? {
             supervisor.set_cluster(cluster);
         }
         let tls = start_tls(config, store, &notifier).await?;
@@ -329,20 +329,26 @@ fn supervisor(
 async fn cluster_backend(
     config: &Config,
     routes: &Arc<Routes>,
+    hub: &Arc<LogHub>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Option<Arc<dyn crate::supervisor::backend::AppBackend>>> {
     let (Some(_), Some(listen)) = (config.cluster.engine, config.cluster.fetch_listen) else {
         return Ok(None);
     };
-    let fetch = crate::cluster::fetch::FetchServer::bind(listen, shutdown)
-        .await
-        .with_context(|| format!("binding cluster.fetch_listen {listen}"))?;
+    let fetch = crate::cluster::fetch::FetchServer::bind(
+        listen,
+        &config.data_dir.join("cluster"),
+        shutdown,
+    )
+    .await
+    .with_context(|| format!("binding cluster.fetch_listen {listen}"))?;
     Ok(Some(crate::cluster::Swarm::new(
         crate::cluster::docker::Docker::new(&config.cluster.docker_socket),
         config.cluster.runtime_image.clone(),
         fetch,
         routes.clone(),
-        config.data_dir.join("cluster-builds"),
+        hub.clone(),
+        config.data_dir.join("cluster").join("builds"),
     )))
 }
 

@@ -43,9 +43,7 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
             document.sha256
         ));
     }
-    tar::Archive::new(&tarball[..])
-        .unpack(APP_DIR)
-        .map_err(|e| format!("cannot unpack the build: {e}"))?;
+    unpack(&tarball)?;
     use std::os::unix::process::CommandExt;
     let error = std::process::Command::new("/bin/sh")
         .arg("-c")
@@ -55,6 +53,28 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
         .envs(document.env.iter().map(|(k, v)| (k, v)))
         .exec();
     Err(format!("cannot run the command: {error}"))
+}
+
+/// Unpacks the build into [`APP_DIR`]; the error names the file and the system's reason.
+fn unpack(tarball: &[u8]) -> Result<(), String> {
+    let why = |e: std::io::Error| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    };
+    let mut archive = tar::Archive::new(tarball);
+    for entry in archive.entries().map_err(why)? {
+        let mut entry = entry.map_err(why)?;
+        let path = entry.path().map_err(why)?.into_owned();
+        entry
+            .unpack_in(APP_DIR)
+            .map_err(|e| format!("cannot unpack {}: {}", path.display(), why(e)))?;
+    }
+    Ok(())
 }
 
 async fn fetch(document: &BootDocument) -> Result<Bytes, String> {

@@ -135,6 +135,40 @@ impl Docker {
         })
     }
 
+    /// A streaming call (`follow=1` logs): the answer's body as it comes, once the engine has
+    /// answered with a success status within the call timeout.
+    pub async fn stream(&self, path: &str) -> Result<hyper::body::Incoming, DockerError> {
+        let opened = async {
+            let stream = tokio::net::UnixStream::connect(&self.socket)
+                .await
+                .map_err(|e| self.unreachable(&e.to_string()))?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| self.unreachable(&e.to_string()))?;
+            tokio::spawn(connection);
+            let request = Request::get(format!("{API}{path}"))
+                .header(http::header::HOST, "docker")
+                .body(Full::new(Bytes::new()))
+                .expect("a valid request");
+            sender
+                .send_request(request)
+                .await
+                .map_err(|e| self.unreachable(&e.to_string()))
+        };
+        let response = tokio::time::timeout(CALL_TIMEOUT, opened)
+            .await
+            .unwrap_or_else(|_| Err(self.unreachable("no answer within 30 s")))?;
+        match response.status().is_success() {
+            true => Ok(response.into_body()),
+            false => Err(DockerError::Api {
+                status: response.status(),
+                call: format!("GET {path}"),
+                message: "the stream was refused".to_owned(),
+            }),
+        }
+    }
+
     fn unreachable(&self, message: &str) -> DockerError {
         DockerError::Unreachable {
             path: self.socket.clone(),

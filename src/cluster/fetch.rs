@@ -1,21 +1,25 @@
 //! How a task gets its build without a registry: the daemon serves each deployment's build
-//! tarball at `https://<fetch_listen>/builds/<capability>` over TLS with a certificate made
-//! at start-up (its PEM travels in the task's boot secret, so the task trusts exactly this
-//! server), and the task checks the tarball's SHA-256 before it unpacks it.
+//! tarball at `https://<fetch_listen>/builds/<deployment>/<capability>` over TLS with a
+//! certificate of its own (its PEM travels in the task's boot secret, so the task trusts
+//! exactly this server), and the task checks the tarball's SHA-256 before it unpacks it.
 //!
-//! A capability is 32 random bytes, valid while its deployment runs on the cluster (a task
-//! rescheduled an hour later must fetch it again); stopping the deployment revokes it. It
-//! is only ever in the engine's secret store and this table, never in a log or the API.
+//! A capability is the HMAC-SHA256 of the deployment id under a key kept in the data dir
+//! (`cluster/fetch.key`, 0600), so the URLs in the engine's secrets stay valid across daemon
+//! restarts (a task rescheduled a day later fetches again), and it is honoured while the
+//! deployment is granted (runs on the cluster); stopping it revokes it. The certificate and
+//! its key are kept next to it, made once per `fetch_listen` address. A capability is only
+//! ever in the engine's secret store, never in a log or the API.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use ring::hmac;
 use tokio_util::sync::CancellationToken;
 
 /// A build a capability lets a task fetch.
@@ -26,24 +30,73 @@ pub struct Build {
     pub sha256: String,
 }
 
-/// The build server: its address, its certificate and the capabilities it honours.
+/// The build server: its address, its certificate and the builds it serves.
 pub struct FetchServer {
     address: SocketAddr,
     cert_pem: String,
+    key: hmac::Key,
     builds: Mutex<HashMap<String, Build>>,
 }
 
+/// Writes a new file only its owner reads, synced.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Reads `path`, or writes what `make` gives there (0600) first.
+fn kept(path: &Path, make: impl FnOnce() -> std::io::Result<Vec<u8>>) -> std::io::Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(bytes),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let bytes = make()?;
+            write_private(path, &bytes)?;
+            Ok(bytes)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// The certificate (PEM) and its key (PKCS#8 DER) for `ip`, made once and kept in `dir`.
+fn certificate(dir: &Path, ip: std::net::IpAddr) -> std::io::Result<(String, Vec<u8>)> {
+    let other = |e: rcgen::Error| std::io::Error::other(e.to_string());
+    let key_path = dir.join(format!("fetch-{ip}.key"));
+    let cert_path = dir.join(format!("fetch-{ip}.pem"));
+    if let (Ok(key), Ok(cert)) = (
+        std::fs::read(&key_path),
+        std::fs::read_to_string(&cert_path),
+    ) {
+        return Ok((cert, key));
+    }
+    let key = rcgen::KeyPair::generate().map_err(other)?;
+    let params = rcgen::CertificateParams::new(vec![ip.to_string()]).map_err(other)?;
+    let cert = params.self_signed(&key).map_err(other)?;
+    write_private(&key_path, &key.serialize_der())?;
+    write_private(&cert_path, cert.pem().as_bytes())?;
+    Ok((cert.pem(), key.serialize_der()))
+}
+
 impl FetchServer {
-    /// Binds `listen` (port 0: any) with a fresh certificate for its IP.
+    /// Binds `listen` (port 0: any) with the certificate and key kept in `dir`.
     pub async fn bind(
         listen: SocketAddr,
+        dir: &Path,
         shutdown: CancellationToken,
     ) -> std::io::Result<Arc<FetchServer>> {
         let other = |e: String| std::io::Error::other(e);
-        let key = rcgen::KeyPair::generate().map_err(|e| other(e.to_string()))?;
-        let params = rcgen::CertificateParams::new(vec![listen.ip().to_string()])
-            .map_err(|e| other(e.to_string()))?;
-        let cert = params.self_signed(&key).map_err(|e| other(e.to_string()))?;
+        std::fs::create_dir_all(dir)?;
+        let secret = kept(&dir.join("fetch.key"), || {
+            Ok(crate::ids::random_bytes::<32>().to_vec())
+        })?;
+        let (cert_pem, key_der) = certificate(dir, listen.ip())?;
+        let chain = crate::tls::certs::parse_chain(&cert_pem).map_err(|e| other(e.to_string()))?;
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -51,14 +104,15 @@ impl FetchServer {
         .map_err(|e| other(e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            chain,
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key_der.into()),
         )
         .map_err(|e| other(e.to_string()))?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let server = Arc::new(FetchServer {
             address: listener.local_addr()?,
-            cert_pem: cert.pem(),
+            cert_pem,
+            key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
             builds: Mutex::new(HashMap::new()),
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
@@ -71,21 +125,39 @@ impl FetchServer {
         &self.cert_pem
     }
 
-    /// A new capability URL for `build`.
+    fn capability(&self, deployment_id: &str) -> String {
+        crate::ids::hex(hmac::sign(&self.key, deployment_id.as_bytes()).as_ref())
+    }
+
+    /// The capability URL of `build`, honoured from now on (the same URL every time for a
+    /// deployment, across restarts).
     pub fn grant(&self, build: Build) -> String {
-        let token = crate::ids::base32(&crate::ids::random_bytes::<32>());
-        let url = format!("https://{}/builds/{token}", self.address);
-        self.lock().insert(token, build);
+        let url = format!(
+            "https://{}/builds/{}/{}",
+            self.address,
+            build.deployment_id,
+            self.capability(&build.deployment_id)
+        );
+        self.lock().insert(build.deployment_id.clone(), build);
         url
     }
 
-    /// Revokes every capability of the deployment.
+    /// Revokes the deployment's capability.
     pub fn revoke(&self, deployment_id: &str) {
-        self.lock().retain(|_, b| b.deployment_id != deployment_id);
+        self.lock().remove(deployment_id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Build>> {
         self.builds.lock().expect("builds poisoned")
+    }
+
+    /// The build a request's path names, when its capability is right and it is granted.
+    fn build_for(&self, path: &str) -> Option<Build> {
+        let (deployment_id, capability) = path.strip_prefix("/builds/")?.split_once('/')?;
+        // In constant time: the check does not say how much of a guess was right.
+        let tag = crate::ids::hex_decode(capability)?;
+        hmac::verify(&self.key, deployment_id.as_bytes(), &tag).ok()?;
+        self.lock().get(deployment_id).cloned()
     }
 
     async fn serve(
@@ -124,11 +196,7 @@ impl FetchServer {
     }
 
     async fn answer(&self, request: http::Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
-        let build = request
-            .uri()
-            .path()
-            .strip_prefix("/builds/")
-            .and_then(|token| self.lock().get(token).cloned());
+        let build = self.build_for(request.uri().path());
         let answer = |status: StatusCode, body: Bytes| {
             let mut response = Response::new(Full::new(body));
             *response.status_mut() = status;

@@ -36,6 +36,8 @@ struct TaskView {
     node: String,
     address: Option<SocketAddr>,
     running: bool,
+    /// The engine's state and error (`rejected: no such image`), for messages.
+    state: String,
 }
 
 struct Service {
@@ -52,6 +54,7 @@ pub struct Swarm {
     image: String,
     fetch: Arc<FetchServer>,
     routes: Arc<Routes>,
+    hub: Arc<crate::logs::LogHub>,
     builds_dir: std::path::PathBuf,
     services: Mutex<HashMap<String, Service>>,
     /// Itself, for the watchers it spawns.
@@ -71,6 +74,7 @@ impl Swarm {
         image: String,
         fetch: Arc<FetchServer>,
         routes: Arc<Routes>,
+        hub: Arc<crate::logs::LogHub>,
         builds_dir: std::path::PathBuf,
     ) -> Arc<Swarm> {
         Arc::new_cyclic(|me| Swarm {
@@ -78,6 +82,7 @@ impl Swarm {
             image,
             fetch,
             routes,
+            hub,
             builds_dir,
             services: Mutex::new(HashMap::new()),
             me: me.clone(),
@@ -112,6 +117,47 @@ impl Swarm {
         .map_err(|e| failure(format!("cannot package the build: {e}")))?;
         Ok(Build {
             deployment_id,
+            tarball,
+            sha256,
+        })
+    }
+
+    /// The deployment's service an earlier daemon made (re-attached: same tasks, same boot
+    /// secret, its capability honoured again), else a new one; its id and whether it was
+    /// re-attached.
+    async fn attach_or_create(&self, spec: &TypeSpec) -> Result<(String, bool), StartFailure> {
+        let template = &spec.template;
+        let name = spec::service_name(&template.deployment_id, &template.instance.process);
+        #[derive(Deserialize)]
+        struct Id {
+            #[serde(rename = "ID")]
+            id: String,
+        }
+        match self.docker.get::<Id>(&format!("/services/{name}")).await {
+            Ok(service) => {
+                let build = match self.packaged(&template.deployment_id).await {
+                    Some(build) => build,
+                    None => self.package(spec).await?,
+                };
+                self.fetch.grant(build);
+                return Ok((service.id, true));
+            }
+            Err(error) if !error.is_not_found() => return Err(failure(error)),
+            Err(_) => {}
+        }
+        let build = self.package(spec).await?;
+        self.create(spec, &build).await.map(|id| (id, false))
+    }
+
+    /// The build tarball already made for the deployment, with its SHA-256.
+    async fn packaged(&self, deployment_id: &str) -> Option<Build> {
+        let tarball = self.builds_dir.join(format!("{deployment_id}.tar"));
+        let bytes = tokio::fs::read(&tarball).await.ok()?;
+        let sha256 = tokio::task::spawn_blocking(move || crate::ids::sha256_hex(&bytes))
+            .await
+            .ok()?;
+        Some(Build {
+            deployment_id: deployment_id.to_owned(),
             tarball,
             sha256,
         })
@@ -197,13 +243,14 @@ impl Swarm {
         let mut nodes: BTreeMap<String, Option<std::net::IpAddr>> = BTreeMap::new();
         let mut views = Vec::new();
         for task in tasks {
-            if !nodes.contains_key(&task.node_id) {
+            // A task not yet placed has no node.
+            if !task.node_id.is_empty() && !nodes.contains_key(&task.node_id) {
                 let node: Value = self.docker.get(&format!("/nodes/{}", task.node_id)).await?;
                 let ip = node["Status"]["Addr"].as_str().and_then(|a| a.parse().ok());
                 nodes.insert(task.node_id.clone(), ip);
             }
             let port = task.status.port_status.ports.first().map(|p| p.published);
-            let address = match (nodes[&task.node_id], port) {
+            let address = match (nodes.get(&task.node_id).copied().flatten(), port) {
                 (Some(ip), Some(port)) => Some(SocketAddr::new(ip, port)),
                 _ => None,
             };
@@ -212,6 +259,10 @@ impl Swarm {
                 node: task.node_id,
                 address,
                 running: task.status.state == "running",
+                state: match task.status.err.is_empty() {
+                    true => task.status.state,
+                    false => format!("{}: {}", task.status.state, task.status.err),
+                },
             });
         }
         views.sort_by_key(|t| t.slot);
@@ -239,7 +290,15 @@ impl Swarm {
             if healthy.len() as u32 >= count {
                 return Ok(healthy);
             }
-            let last = format!("{} of {count} tasks accept connections", healthy.len());
+            let states: Vec<String> = tasks
+                .iter()
+                .map(|t| format!("task {} {} at {:?}", t.slot, t.state, t.address))
+                .collect();
+            let last = format!(
+                "{} of {count} tasks accept connections ({})",
+                healthy.len(),
+                states.join("; ")
+            );
             if tokio::time::Instant::now() >= deadline {
                 return Err(StartFailure {
                     code: ErrorCode::HealthcheckFailed,
@@ -381,23 +440,42 @@ impl AppBackend for Swarm {
         spec: TypeSpec,
     ) -> futures_util::future::BoxFuture<'_, Result<Started, StartFailure>> {
         Box::pin(async move {
-            let build = self.package(&spec).await?;
             let template = &spec.template;
-            let created = self.create(&spec, &build).await;
-            let service_id = match created {
-                Ok(id) => id,
+            let (service_id, adopted) = match self.attach_or_create(&spec).await {
+                Ok(made) => made,
                 Err(failure) => {
                     self.stop(&template.deployment_id, Some(&template.instance.process))
                         .await;
                     return Err(failure);
                 }
             };
+            let watcher = CancellationToken::new();
+            let target = super::logs::Target {
+                hub: self.hub.clone(),
+                deployment_id: template.deployment_id.clone(),
+                process: template.instance.process.clone(),
+            };
+            super::logs::follow(
+                self.docker.clone(),
+                service_id.clone(),
+                target,
+                watcher.clone(),
+            );
             let healthy = match self
                 .wait_healthy(&service_id, spec.instances, spec.health_timeout)
                 .await
             {
                 Ok(healthy) => healthy,
+                Err(failure) if adopted => {
+                    // What an earlier daemon left keeps running (the engine restarts its
+                    // tasks); the pipeline tries again.
+                    watcher.cancel();
+                    return Err(failure);
+                }
                 Err(failure) => {
+                    // The last lines of a failing task reach the log before it goes.
+                    tokio::time::sleep(WATCH_EVERY).await;
+                    watcher.cancel();
                     self.stop(&template.deployment_id, Some(&template.instance.process))
                         .await;
                     return Err(failure);
@@ -408,7 +486,6 @@ impl AppBackend for Swarm {
                 .filter_map(|t| Some((Arc::from(format!("web.{}", t.slot)), t.address?)))
                 .collect();
             let tasks = Arc::new(Mutex::new(healthy));
-            let watcher = CancellationToken::new();
             self.lock().insert(
                 crate::formation::instance_key(&template.deployment_id, &template.instance),
                 Service {
@@ -478,6 +555,31 @@ impl AppBackend for Swarm {
                 let _ =
                     tokio::fs::remove_file(self.builds_dir.join(format!("{deployment_id}.tar")))
                         .await;
+            }
+        })
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        live: &'a std::collections::HashSet<String>,
+    ) -> futures_util::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let filters = encode(&json!({ "label": [DEPLOYMENT_LABEL] }).to_string());
+            let services: Vec<Value> = self
+                .docker
+                .get(&format!("/services?filters={filters}"))
+                .await
+                .unwrap_or_default();
+            let mut gone: Vec<String> = services
+                .iter()
+                .filter_map(|s| s["Spec"]["Labels"][DEPLOYMENT_LABEL].as_str())
+                .filter(|deployment| !live.contains(*deployment))
+                .map(str::to_owned)
+                .collect();
+            gone.dedup();
+            for deployment_id in gone {
+                tracing::info!(deployment = %deployment_id, "removing a swarm service an earlier daemon left");
+                self.stop(&deployment_id, None).await;
             }
         })
     }
@@ -575,6 +677,8 @@ struct TaskStatus {
     state: String,
     #[serde(rename = "PortStatus", default)]
     port_status: PortStatus,
+    #[serde(rename = "Err", default)]
+    err: String,
 }
 
 #[derive(Deserialize, Default)]

@@ -68,6 +68,8 @@ impl Pipeline {
                 live.push((project.clone(), id, preview.sleeping));
             }
         }
+        let live_ids: std::collections::HashSet<String> =
+            live.iter().map(|(_, id, _)| id.clone()).collect();
         futures_util::stream::iter(live)
             .for_each_concurrent(RESTORE_CONCURRENCY, |(project, id, sleeping)| {
                 self.restore_deployment(project, id, sleeping)
@@ -81,6 +83,9 @@ impl Pipeline {
             .collect();
         for (key, handle) in left_over {
             self.supervisor.stop_left_over(&key, &handle).await;
+        }
+        if let Some(cluster) = self.supervisor.cluster() {
+            cluster.sweep(&live_ids).await;
         }
         Ok(())
     }

@@ -10,9 +10,12 @@
 //! What it never does: build, choose the deployment, or switch the route to it — the
 //! pipeline does that the same way for every backend.
 //!
-//! Still local-only (not through the trait yet): log streaming and re-attaching after a
-//! daemon restart are the supervisor's own (`leave_all`, adoption handles); the Swarm
-//! backend has neither yet.
+//! Logs: a backend writes its instances' output into the deployment's log hub itself (the
+//! local sandbox through its pipes, Swarm through the engine's service logs). Re-attaching
+//! after a daemon restart: start-up restore calls [`AppBackend::start`] for each live
+//! deployment again, and a backend that finds the deployment already running (Swarm: its
+//! service by name) takes it over instead of starting it anew; then [`AppBackend::sweep`]
+//! removes what is left of deployments no longer live.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,6 +58,10 @@ pub trait AppBackend: Send + Sync {
     /// Stops the deployment's instances (of type `process` only, when given) and waits until
     /// they are gone, with whatever the backend made for them.
     fn stop<'a>(&'a self, deployment_id: &'a str, process: Option<&'a str>) -> BoxFuture<'a, ()>;
+
+    /// Removes what an earlier daemon left running of deployments other than `live` (called
+    /// once, after start-up restore re-attached those).
+    fn sweep<'a>(&'a self, live: &'a std::collections::HashSet<String>) -> BoxFuture<'a, ()>;
 
     /// Whether any instance of the deployment runs here.
     fn runs(&self, deployment_id: &str) -> bool;

@@ -1,191 +1,28 @@
-//! Apps on a single-node Docker Swarm (issue 36): a dockerd of the test's own (its own data
-//! root, socket and exec root; `--iptables=false`, so the host's firewall and the local
-//! sandboxes' rules are untouched), a runtime image made from this host's files (`sh`,
-//! `node`, the `slipway` binary; nothing is pulled), a server app deployed with 3 replicas
-//! and served through the router, scaled 3 → 1, and its project deleted with nothing of it
-//! left in the engine. Skips with a printed reason where dockerd cannot run.
+//! Apps on a single-node Docker Swarm (issue 36), through the real daemon with
+//! `[cluster] engine = "swarm"` and a dockerd of the test's own (`dockerd.rs`): a server app
+//! with 3 replicas served through the router; a killed task replaced and routed again; a
+//! redeploy under a request loop with no failed request; the daemon restarted and
+//! re-attached to the same tasks; 3 → 1; the project deleted with no service, secret or
+//! network left and its build's capability revoked. Skips with a printed reason where
+//! dockerd is not installed or the test is not root.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod dockerd;
+mod load;
+
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::support::{eventually, DaemonOptions, TestDaemon};
-
-/// The gateway of the `docker_gwbridge` the test makes: tasks reach the daemon's build
-/// server there.
-const GATEWAY: &str = "172.30.0.1";
+use dockerd::{Dockerd, GATEWAY};
+use load::Load;
 
 const SERVER: &str = r#"
+console.log(`listening on ${process.env.PORT}`);
 require('http').createServer((req, res) => {
-  res.end(JSON.stringify({host: require('os').hostname(), v: process.env.V || ''}));
+  res.end(JSON.stringify({host: require('os').hostname()}));
 }).listen(process.env.PORT);
 "#;
-
-/// A dockerd of the test's own, stopped and removed (with its swarm) when dropped.
-struct Dockerd {
-    root: PathBuf,
-    child: std::process::Child,
-}
-
-impl Dockerd {
-    fn socket(&self) -> PathBuf {
-        self.root.join("docker.sock")
-    }
-
-    fn docker(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new(docker_cli())
-            .args(args)
-            .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
-            .output()
-            .map_err(|e| e.to_string())?;
-        match output.status.success() {
-            true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
-            false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
-        }
-    }
-
-    /// Starts it, inits the swarm and imports the runtime image; why not, when it cannot.
-    fn start() -> Result<Dockerd, String> {
-        if !Path::new("/usr/sbin/dockerd").exists() {
-            return Err("dockerd is not installed (apt-get install docker.io)".into());
-        }
-        if !nix::unistd::Uid::effective().is_root() {
-            return Err("dockerd needs root".into());
-        }
-        let root = std::env::temp_dir().join(format!("slipway-swarm-it-{}", std::process::id()));
-        std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
-        let log = std::fs::File::create(root.join("dockerd.log")).map_err(|e| e.to_string())?;
-        let child = Command::new("/usr/sbin/dockerd")
-            .arg(format!("--data-root={}", root.join("data").display()))
-            .arg(format!("--exec-root={}", root.join("exec").display()))
-            .arg(format!("--pidfile={}", root.join("dockerd.pid").display()))
-            .arg(format!("-H=unix://{}", root.join("docker.sock").display()))
-            .args(["--iptables=false", "--ip-masq=false", "--bridge=none"])
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start dockerd: {e}"))?;
-        let dockerd = Dockerd { root, child };
-        let started = std::time::Instant::now();
-        while dockerd.docker(&["version"]).is_err() {
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err(format!("dockerd did not answer: {}", dockerd.log_tail()));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        // Made before the swarm is, so its gateway (where tasks reach the daemon) is known.
-        dockerd.docker(&[
-            "network",
-            "create",
-            "--driver=bridge",
-            "--subnet=172.30.0.0/16",
-            "--opt=com.docker.network.bridge.name=docker_gwbridge",
-            "--opt=com.docker.network.bridge.enable_icc=false",
-            "docker_gwbridge",
-        ])?;
-        dockerd.docker(&["swarm", "init", "--advertise-addr", "127.0.0.1"])?;
-        dockerd.import_runtime()?;
-        Ok(dockerd)
-    }
-
-    /// `slipway-runtime:it`: `sh`, `node` and `slipway` with their libraries, from this host.
-    fn import_runtime(&self) -> Result<(), String> {
-        let rootfs = self.root.join("rootfs");
-        let slipway = env!("CARGO_BIN_EXE_slipway");
-        for (from, to) in [
-            ("/bin/dash", "/bin/sh"),
-            ("/usr/bin/node", "/usr/bin/node"),
-            (slipway, "/usr/local/bin/slipway"),
-        ] {
-            copy_with_libraries(Path::new(from), &rootfs, to)?;
-        }
-        for dir in ["app", "tmp", "proc", "sys", "dev", "etc", "run"] {
-            std::fs::create_dir_all(rootfs.join(dir)).map_err(|e| e.to_string())?;
-        }
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "tar -C {} -c . | {} import - slipway-runtime:it >/dev/null",
-                rootfs.display(),
-                docker_cli()
-            ))
-            .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
-            .status()
-            .map_err(|e| e.to_string())?;
-        let _ = std::fs::remove_dir_all(&rootfs);
-        match status.success() {
-            true => Ok(()),
-            false => Err("docker import failed".into()),
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.root.join("dockerd.log")).unwrap_or_default();
-        log.lines().rev().take(10).collect::<Vec<_>>().join("\n")
-    }
-
-    /// The names of the engine's objects of `kind` (`service`, `secret`, `network`).
-    fn names(&self, kind: &str) -> Vec<String> {
-        self.docker(&[kind, "ls", "--format", "{{.Name}}"])
-            .unwrap_or_default()
-            .lines()
-            .filter(|n| n.starts_with("slipway-"))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        let _ = self.docker(&["swarm", "leave", "--force"]);
-        let _ = self.docker(&["network", "rm", "docker_gwbridge"]);
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-        // Anything dockerd left mounted under its roots, then the roots themselves.
-        let _ = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "grep -o ' {0}[^ ]*' /proc/mounts | sort -r | xargs -r -n1 umount -l",
-                self.root.display()
-            ))
-            .status();
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// Debian's CLI (speaks the daemon's API version), else any.
-fn docker_cli() -> &'static str {
-    match Path::new("/usr/bin/docker").exists() {
-        true => "/usr/bin/docker",
-        false => "docker",
-    }
-}
-
-fn copy_with_libraries(binary: &Path, rootfs: &Path, to: &str) -> Result<(), String> {
-    let copy = |from: &Path, to: &Path| -> Result<(), String> {
-        std::fs::create_dir_all(to.parent().unwrap()).map_err(|e| e.to_string())?;
-        std::fs::copy(from, to)
-            .map(|_| ())
-            .map_err(|e| format!("{from:?}: {e}"))
-    };
-    copy(binary, &rootfs.join(to.trim_start_matches('/')))?;
-    let ldd = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .map_err(|e| e.to_string())?;
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        if let Some(path) = line.split_whitespace().find(|w| w.starts_with('/')) {
-            let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-            copy(&real, &rootfs.join(path.trim_start_matches('/')))?;
-        }
-    }
-    Ok(())
-}
 
 /// The distinct hosts (task containers) that answer `/` through the router in `tries`.
 async fn answering_hosts(daemon: &TestDaemon, slug: &str, tries: usize) -> Vec<String> {
@@ -199,31 +36,69 @@ async fn answering_hosts(daemon: &TestDaemon, slug: &str, tries: usize) -> Vec<S
     hosts.into_iter().collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_server_app_runs_scales_and_goes_on_a_single_node_swarm() {
-    let dockerd = match Dockerd::start() {
-        Ok(dockerd) => dockerd,
-        Err(reason) => {
-            eprintln!("skipping the swarm test: {reason}");
-            return;
-        }
-    };
+/// Whether `count` distinct hosts answer within 30 s.
+async fn hosts_answer(daemon: &TestDaemon, count: usize) -> Vec<String> {
+    let last = std::sync::Mutex::new(Vec::new());
+    let reached = eventually(Duration::from_secs(30), || async {
+        let hosts = answering_hosts(daemon, "orbit", 6 * count).await;
+        let reached = hosts.len() == count;
+        *last.lock().unwrap() = hosts;
+        reached
+    })
+    .await;
+    let last = last.into_inner().unwrap();
+    assert!(
+        reached,
+        "{count} tasks should answer through the router; these did: {last:?}"
+    );
+    last
+}
+
+fn daemon_on(dockerd: &Dockerd) -> TestDaemon {
     let fetch_port = std::net::TcpListener::bind((GATEWAY, 0))
         .and_then(|l| l.local_addr())
         .expect("a port on the gateway")
         .port();
-    let daemon = TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
+    TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
         "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nruntime_image = \
-         \"slipway-runtime:it\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\nrequests_per_minute = \
-         100000\nposts_per_minute_per_endpoint = 100000\n",
+         \"slipway-runtime:it\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\n\
+         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
         dockerd.socket().display()
-    )));
+    )))
+}
+
+async fn scale(daemon: &TestDaemon, instances: u32) {
+    let scaled = daemon
+        .api(
+            "PATCH",
+            "/api/projects/orbit/formation",
+            Some(json!({"web": {"instances": instances}})),
+        )
+        .await;
+    assert_eq!(scaled.status, 200, "{}", scaled.text());
+}
+
+/// Asserts a request loop's outcome: at most `allowed` failures.
+fn assert_load(what: &str, (ok, failed): (u32, Vec<String>), allowed: usize) {
+    println!("{what}: {ok} requests succeeded, {} failed", failed.len());
+    assert!(ok > 50, "{what}: the loop made too few requests ({ok})");
+    assert!(
+        failed.len() <= allowed,
+        "{what}: {} failed: {failed:?}",
+        failed.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm() {
+    let Some(dockerd) = Dockerd::start_or_skip("the swarm test") else {
+        return;
+    };
+    let mut daemon = daemon_on(&dockerd);
     let files = [("server.js", SERVER, 0o644)];
     let body = json!({"startCommand": "node server.js"});
-    daemon.deploy("orbit", &files, body.clone()).await;
-    let nodes = daemon.api("GET", "/api/nodes", None).await;
-    assert_eq!(nodes.status, 200, "{}", nodes.text());
-    let nodes: Value = nodes.json();
+    let first = daemon.deploy("orbit", &files, body.clone()).await;
+    let nodes: Value = daemon.api("GET", "/api/nodes", None).await.json();
     assert_eq!(nodes["nodes"].as_array().unwrap().len(), 1, "{nodes}");
     assert_eq!(nodes["nodes"][0]["engine"], "swarm");
     assert_eq!(nodes["nodes"][0]["state"], "ready");
@@ -231,48 +106,119 @@ async fn a_server_app_runs_scales_and_goes_on_a_single_node_swarm() {
         .as_str()
         .unwrap()
         .starts_with("nod_"));
-
-    // Three replicas: a deploy with the formation at 3 starts a service of 3 tasks, each
-    // reached through the router.
-    let scaled = daemon
-        .api(
-            "PATCH",
-            "/api/projects/orbit/formation",
-            Some(json!({"web": {"instances": 3}})),
-        )
-        .await;
-    assert_eq!(scaled.status, 200, "{}", scaled.text());
-    let started = std::time::Instant::now();
-    daemon.deploy("orbit", &files, body).await;
-    println!("a 3-replica deploy on swarm took {:?}", started.elapsed());
-    assert_eq!(
-        dockerd.names("service").len(),
-        1,
-        "the first deployment's service is gone"
-    );
-    let hosts = answering_hosts(&daemon, "orbit", 30).await;
-    assert_eq!(
-        hosts.len(),
-        3,
-        "every task answers through the router: {hosts:?}"
-    );
-
-    // 3 → 1: the route follows the task list.
-    let scaled = daemon
-        .api(
-            "PATCH",
-            "/api/projects/orbit/formation",
-            Some(json!({"web": {"instances": 1}})),
-        )
-        .await;
-    assert_eq!(scaled.status, 200, "{}", scaled.text());
-    let one = eventually(Duration::from_secs(30), || async {
-        answering_hosts(&daemon, "orbit", 10).await.len() == 1
+    // The app's output is in the deployment's log, tagged with its instance.
+    let first_id = first["deploymentId"].as_str().unwrap().to_owned();
+    let logged = eventually(Duration::from_secs(10), || async {
+        daemon.logs_text(&first_id).await.contains("listening on")
     })
     .await;
-    assert!(one, "one task answers after scaling to 1");
+    assert!(logged, "{}", daemon.logs_text(&first_id).await);
 
-    // Deleting the project leaves no service, secret or network of it.
+    // 1 → 3 on the live service, then a redeploy of 3 under a request loop: no failure.
+    scale(&daemon, 3).await;
+    hosts_answer(&daemon, 3).await;
+    let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
+    let started = std::time::Instant::now();
+    daemon.deploy("orbit", &files, body).await;
+    println!("a 3-replica redeploy on swarm took {:?}", started.elapsed());
+    let one_service = eventually(Duration::from_secs(30), || async {
+        dockerd.names("service").len() == 1
+    })
+    .await;
+    assert!(
+        one_service,
+        "the first deployment's service is removed: {:?}",
+        dockerd.names("service")
+    );
+    assert_load("redeploy", load.stop().await, 0);
+    let before = hosts_answer(&daemon, 3).await;
+
+    // A task's container killed under the loop: replaced and routed again; only requests in
+    // flight to it may fail (one per client at most).
+    let service = dockerd.names("service").remove(0);
+    let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let containers = dockerd
+        .docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.swarm.service.name={service}"),
+        ])
+        .unwrap();
+    let victim = containers
+        .lines()
+        .next()
+        .expect("a task container")
+        .to_owned();
+    dockerd.docker(&["kill", &victim]).unwrap();
+    let healed = eventually(Duration::from_secs(30), || async {
+        let hosts = answering_hosts(&daemon, "orbit", 18).await;
+        hosts.len() == 3 && hosts != before
+    })
+    .await;
+    assert!(healed, "the killed task is replaced and routed");
+    assert_load("killed task", load.stop().await, 2);
+
+    // The daemon restarted: the same tasks serve, re-attached (nothing started anew).
+    let tasks = |dockerd: &Dockerd| {
+        dockerd
+            .docker(&[
+                "service",
+                "ps",
+                "-q",
+                "--filter",
+                "desired-state=running",
+                &service,
+            ])
+            .unwrap()
+    };
+    let running = tasks(&dockerd);
+    let hosts = hosts_answer(&daemon, 3).await;
+    daemon.restart();
+    assert_eq!(
+        hosts_answer(&daemon, 3).await,
+        hosts,
+        "the same containers answer"
+    );
+    assert_eq!(tasks(&dockerd), running, "the same tasks run");
+    assert_eq!(dockerd.names("service"), vec![service.clone()]);
+
+    // 3 → 1: the route follows the task list.
+    scale(&daemon, 1).await;
+    hosts_answer(&daemon, 1).await;
+
+    // The build's capability URL (from a task's boot secret) serves it until the project
+    // is deleted; then nothing of the project is left in the engine and the URL is refused.
+    let container = dockerd
+        .docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.swarm.service.name={service}"),
+        ])
+        .unwrap()
+        .lines()
+        .next()
+        .expect("a task container")
+        .to_owned();
+    let secret = dockerd
+        .docker(&[
+            "exec",
+            &container,
+            "/bin/sh",
+            "-c",
+            "read -r x < /run/secrets/slipway-boot; printf %s \"$x\"",
+        ])
+        .unwrap();
+    let boot: Value = serde_json::from_str(secret.trim()).expect("the boot document");
+    let url = boot["url"].as_str().unwrap().to_owned();
+    assert_eq!(fetch_status(&url, &boot["certPem"]).await, 200);
+    let forged = format!(
+        "{}0000",
+        url.trim_end_matches(|c: char| c.is_ascii_hexdigit())
+    );
+    assert_eq!(fetch_status(&forged, &boot["certPem"]).await, 404);
     let deleted = daemon.api("DELETE", "/api/projects/orbit", None).await;
     assert!(deleted.status < 300, "{}", deleted.text());
     let gone = eventually(Duration::from_secs(40), || async {
@@ -288,4 +234,36 @@ async fn a_server_app_runs_scales_and_goes_on_a_single_node_swarm() {
         dockerd.names("secret"),
         dockerd.names("network")
     );
+    assert_eq!(
+        fetch_status(&url, &boot["certPem"]).await,
+        404,
+        "the capability is revoked"
+    );
+}
+
+/// The status of a GET of a build URL, trusting only the certificate the boot document names.
+async fn fetch_status(url: &str, cert_pem: &Value) -> u16 {
+    let pem = cert_pem.as_str().unwrap().as_bytes().to_vec();
+    let output = tokio::task::spawn_blocking({
+        let url = url.to_owned();
+        move || {
+            let ca =
+                std::env::temp_dir().join(format!("slipway-swarm-ca-{}.pem", std::process::id()));
+            std::fs::write(&ca, pem).unwrap();
+            let output = std::process::Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+                .arg(&ca)
+                .arg(&url)
+                .output()
+                .expect("curl");
+            let _ = std::fs::remove_file(&ca);
+            output
+        }
+    })
+    .await
+    .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
