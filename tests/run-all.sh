@@ -2,7 +2,8 @@
 # Runs every Slipway test. As root on Debian it first installs what the tests use
 # (nftables and iproute2 for the sandbox, pebble for ACME, git, curl, node/npm for app builds;
 # lintian, debootstrap, systemd-container and cargo-deb for the package and its install test;
-# postgresql-15 and redis-server for the add-on tests);
+# postgresql-15 and redis-server for the add-on tests; docker.io for the Swarm tests, whose
+# dockerd the tests start themselves);
 # the dashboard's type check fetches a pinned TypeScript from npm;
 # tests whose tool or privilege is missing print "SKIP: <reason>" instead of failing.
 set -euo pipefail
@@ -13,7 +14,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # chromium: the dashboard's browser test (tests/it/dashboard.rs), over the DevTools protocol.
   wanted=(nftables iproute2 pebble git curl ca-certificates e2fsprogs python3-pip prometheus
           systemd lintian debootstrap systemd-container chromium chromium-driver
-          postgresql-15 redis-server)
+          postgresql-15 redis-server docker.io)
   command -v node >/dev/null 2>&1 || wanted+=(nodejs)
   command -v npm >/dev/null 2>&1 || wanted+=(npm)
   missing=()

@@ -342,8 +342,16 @@ async fn cluster_backend(
     )
     .await
     .with_context(|| format!("binding cluster.fetch_listen {listen}"))?;
+    let docker = crate::cluster::docker::Docker::new(&config.cluster.docker_socket);
+    let image = &config.cluster.runtime_image;
+    match crate::cluster::image::ensure(&docker, image).await {
+        Ok(true) => tracing::info!(image = %image, "made the runtime image on this node's engine"),
+        Ok(false) => {}
+        // Deploys say it again; the daemon still serves everything else.
+        Err(error) => tracing::error!(%error, image = %image, "cannot make the runtime image"),
+    }
     Ok(Some(crate::cluster::Swarm::new(
-        crate::cluster::docker::Docker::new(&config.cluster.docker_socket),
+        docker,
         config.cluster.runtime_image.clone(),
         fetch,
         routes.clone(),

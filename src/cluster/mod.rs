@@ -8,6 +8,7 @@
 pub mod boot;
 pub mod docker;
 pub mod fetch;
+pub mod image;
 pub mod logs;
 pub mod nodes;
 pub mod spec;

@@ -39,6 +39,17 @@ pub struct ServiceParts<'a> {
     pub secret_id: &'a str,
 }
 
+/// What a task sees of its node, read-only: `/usr` (the programs and libraries apps run
+/// with) and the parts of `/etc` that TLS and Debian's alternatives need — the same as the
+/// local sandbox's view, less what differs per node. A Debian node has each of them.
+pub const NODE_PATHS: &[&str] = &["/usr", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates"];
+
+fn node_mounts() -> impl Iterator<Item = Value> {
+    NODE_PATHS.iter().map(|path| {
+        json!({"Type": "bind", "Source": path, "Target": path, "ReadOnly": true})
+    })
+}
+
 /// The `ServiceSpec` for `POST /services/create`.
 pub fn service_spec(parts: &ServiceParts<'_>) -> Value {
     let spec = parts.spec;
@@ -61,19 +72,19 @@ pub fn service_spec(parts: &ServiceParts<'_>) -> Value {
         "TaskTemplate": {
             "ContainerSpec": {
                 "Image": parts.image,
-                "Command": ["/usr/local/bin/slipway", "task-boot", BOOT_SECRET_PATH],
+                "Command": [super::image::BOOT_BINARY, "task-boot", BOOT_SECRET_PATH],
                 "Labels": labels,
                 "User": format!("{0}:{0}", spec.uid),
                 "ReadOnly": true,
                 "CapabilityDrop": ["ALL"],
                 "Init": true,
                 "StopGracePeriod": 10_000_000_000u64,
-                "Mounts": [
-                    {"Type": "tmpfs", "Target": "/app",
-                     "TmpfsOptions": {"SizeBytes": 1u64 << 30, "Mode": 0o1777}},
-                    {"Type": "tmpfs", "Target": "/tmp",
-                     "TmpfsOptions": {"SizeBytes": 64u64 << 20, "Mode": 0o1777}},
-                ],
+                "Mounts": node_mounts().chain([
+                    json!({"Type": "tmpfs", "Target": "/app",
+                     "TmpfsOptions": {"SizeBytes": 1u64 << 30, "Mode": 0o1777}}),
+                    json!({"Type": "tmpfs", "Target": "/tmp",
+                     "TmpfsOptions": {"SizeBytes": 64u64 << 20, "Mode": 0o1777}}),
+                ]).collect::<Vec<Value>>(),
                 "Secrets": [{
                     "SecretID": parts.secret_id,
                     "SecretName": secret,

@@ -22,6 +22,12 @@ impl Engine {
     }
 }
 
+/// The runtime image's reference by default: this build's version (a node made by another
+/// version has its own).
+pub fn default_runtime_image() -> String {
+    format!("slipway-runtime:{}", env!("CARGO_PKG_VERSION"))
+}
+
 /// `[cluster]`, validated.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -29,8 +35,9 @@ pub struct ClusterConfig {
     pub engine: Option<Engine>,
     /// `docker_socket` (default `/var/run/docker.sock`): a swarm manager's Engine API.
     pub docker_socket: PathBuf,
-    /// `runtime_image` (default `slipway-runtime:latest`): the base every task starts from,
-    /// present on every node (`slipway node join` makes it); never pulled.
+    /// `runtime_image` (default `slipway-runtime:<version>`): the base every task starts
+    /// from, made on every node from its own files (the daemon on its engine at start-up,
+    /// `slipway node join` on a worker); never pulled.
     pub runtime_image: String,
     /// `fetch_listen`: where the daemon serves builds to tasks over TLS (an address every
     /// node reaches, e.g. the `docker_gwbridge` gateway on a single node). Required with an
@@ -75,7 +82,7 @@ impl RawCluster {
         }
         let runtime_image = self
             .runtime_image
-            .unwrap_or_else(|| "slipway-runtime:latest".to_owned());
+            .unwrap_or_else(default_runtime_image);
         if runtime_image.is_empty() || runtime_image.contains(char::is_whitespace) {
             return Err(invalid(
                 "cluster.runtime_image",

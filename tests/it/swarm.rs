@@ -60,8 +60,7 @@ fn daemon_on(dockerd: &Dockerd) -> TestDaemon {
         .expect("a port on the gateway")
         .port();
     TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
-        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nruntime_image = \
-         \"slipway-runtime:it\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\n\
+        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\n\
          requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
         dockerd.socket().display()
     )))

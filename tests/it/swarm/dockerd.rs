@@ -1,7 +1,7 @@
 //! The test's own dockerd: its own data root, socket and exec root, `--iptables=false` (the
-//! host's firewall and the local sandboxes' rules untouched), a single-node swarm, and the
-//! runtime image made from this host's files (`sh`, `node`, the `slipway` binary; nothing is
-//! pulled). One at a time (`docker_gwbridge` is the host's): [`Dockerd::start`] takes a lock.
+//! host's firewall and the local sandboxes' rules untouched) and a single-node swarm. The
+//! daemon makes its runtime image on it (nothing is pulled). One at a time (`docker_gwbridge`
+//! is the host's): [`Dockerd::start_or_skip`] takes a lock.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -92,42 +92,19 @@ impl Dockerd {
             "--opt=com.docker.network.bridge.enable_icc=false",
             "docker_gwbridge",
         ])?;
-        dockerd.docker(&["swarm", "init", "--advertise-addr", "127.0.0.1"])?;
-        dockerd.import_runtime()?;
-        Ok(dockerd)
-    }
-
-    /// `slipway-runtime:it`: `sh`, `node` and `slipway` with their libraries, from this host.
-    fn import_runtime(&self) -> Result<(), String> {
-        let rootfs = self.root.join("rootfs");
-        let slipway = env!("CARGO_BIN_EXE_slipway");
-        for (from, to) in [
-            ("/bin/dash", "/bin/sh"),
-            ("/usr/bin/node", "/usr/bin/node"),
-            (slipway, "/usr/local/bin/slipway"),
-        ] {
-            copy_with_libraries(Path::new(from), &rootfs, to)?;
-        }
-        // No `/app` or `/tmp`: the tasks' tmpfs mounts make them with their own mode (on a
-        // directory the image has, the engine copies its mode up and the app cannot write).
-        for dir in ["proc", "sys", "dev", "etc", "run"] {
-            std::fs::create_dir_all(rootfs.join(dir)).map_err(|e| e.to_string())?;
-        }
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "tar -C {} -c . | {} import - slipway-runtime:it >/dev/null",
-                rootfs.display(),
-                docker_cli()
-            ))
-            .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
-            .status()
+        // A port of its own (not 2377: a dockerd of the machine's may hold it).
+        let listen = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
             .map_err(|e| e.to_string())?;
-        let _ = std::fs::remove_dir_all(&rootfs);
-        match status.success() {
-            true => Ok(()),
-            false => Err("docker import failed".into()),
-        }
+        dockerd.docker(&[
+            "swarm",
+            "init",
+            "--advertise-addr",
+            &listen.to_string(),
+            "--listen-addr",
+            &listen.to_string(),
+        ])?;
+        Ok(dockerd)
     }
 
     fn log_tail(&self) -> String {
@@ -173,25 +150,4 @@ fn docker_cli() -> &'static str {
         true => "/usr/bin/docker",
         false => "docker",
     }
-}
-
-fn copy_with_libraries(binary: &Path, rootfs: &Path, to: &str) -> Result<(), String> {
-    let copy = |from: &Path, to: &Path| -> Result<(), String> {
-        std::fs::create_dir_all(to.parent().unwrap()).map_err(|e| e.to_string())?;
-        std::fs::copy(from, to)
-            .map(|_| ())
-            .map_err(|e| format!("{from:?}: {e}"))
-    };
-    copy(binary, &rootfs.join(to.trim_start_matches('/')))?;
-    let ldd = Command::new("ldd")
-        .arg(binary)
-        .output()
-        .map_err(|e| e.to_string())?;
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        if let Some(path) = line.split_whitespace().find(|w| w.starts_with('/')) {
-            let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-            copy(&real, &rootfs.join(path.trim_start_matches('/')))?;
-        }
-    }
-    Ok(())
 }
