@@ -84,6 +84,13 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// This machine in the cluster apps run on: `slipway node join --manager ADDR --token T`
+    /// makes the runtime image here (from this binary; nothing is pulled) and joins the swarm
+    /// as a worker.
+    Node {
+        #[command(subcommand)]
+        action: NodeAction,
+    },
     /// Internal: the sandbox helper the daemon execs (reads its spec from a pipe).
     #[command(hide = true)]
     SandboxExec,
@@ -149,6 +156,12 @@ pub enum ClientCommand {
         /// The project's slug or id.
         project: String,
         /// Print the API's JSON instead of the summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The cluster's nodes apps run on (`[cluster] engine`): name, address, state, tasks.
+    Nodes {
+        /// Print the API's JSON instead of the table.
         #[arg(long)]
         json: bool,
     },
@@ -534,5 +547,31 @@ pub enum CaAction {
         /// constraints: trusting it trusts this daemon for any name (see docs/security.md).
         #[arg(long)]
         domains: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeAction {
+    /// Make this machine a worker: the runtime image on its engine, then `swarm join`.
+    Join {
+        /// A manager's swarm address, e.g. 10.0.0.1:2377.
+        #[arg(long, value_name = "ADDR")]
+        manager: String,
+        /// The worker join token (`docker swarm join-token -q worker` on the manager).
+        #[arg(long, value_name = "TOKEN")]
+        token: String,
+        /// The address other nodes reach this one at (default: the engine picks).
+        #[arg(long, value_name = "ADDR")]
+        advertise_addr: Option<String>,
+        /// Where this node's swarm listens.
+        #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:2377")]
+        listen_addr: String,
+        /// This machine's Docker Engine socket.
+        #[arg(long, value_name = "PATH", default_value = "/var/run/docker.sock")]
+        docker_socket: PathBuf,
+        /// The runtime image to make (the control plane's `[cluster] runtime_image`; default
+        /// `slipway-runtime:<version>`).
+        #[arg(long, value_name = "REF")]
+        image: Option<String>,
     },
 }

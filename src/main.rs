@@ -13,6 +13,36 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::SandboxExec => slipway::sandbox::sandbox_exec_main(),
+        Command::Node {
+            action:
+                slipway::cli::NodeAction::Join {
+                    manager,
+                    token,
+                    advertise_addr,
+                    listen_addr,
+                    docker_socket,
+                    image,
+                },
+        } => {
+            let args = slipway::cluster::join::JoinArgs {
+                manager,
+                token,
+                advertise_addr,
+                listen_addr,
+                docker_socket,
+                image: image.unwrap_or_else(slipway::config::default_runtime_image),
+            };
+            match slipway::cluster::join::run(&args) {
+                Ok(said) => {
+                    print!("{said}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("slipway node join: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::TaskBoot { secret } => match slipway::cluster::boot::run(&secret) {
             Ok(never) => match never {},
             Err(error) => {

@@ -88,7 +88,7 @@ async fn formation_of(
                     instance: view.instance.to_string(),
                     state: view.status.state,
                     pid: view.status.pid,
-                    node: None,
+                    node: view.node.clone(),
                     address: view.status.address.map(|a| a.to_string()),
                     restarts: view.status.restarts,
                     started_at: crate::ids::rfc3339(view.status.started_ms),

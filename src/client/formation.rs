@@ -152,6 +152,25 @@ pub fn instances_table(formation: &Formation) -> String {
     if rows.len() == 1 {
         return notes;
     }
+    // On a cluster: where each instance runs (`local`: this machine), after its state.
+    let clustered = formation
+        .types
+        .values()
+        .any(|t| t.running.iter().any(|i| i.node.is_some()));
+    if clustered {
+        rows[0].insert(3, "NODE".to_owned());
+        let shown = formation.types.values().filter(|p| p.instances != 0);
+        let nodes = shown.flat_map(|process| {
+            let mut running: Vec<&RunningInstance> = process.running.iter().collect();
+            running.sort_by_key(|instance| InstanceId::parse(&instance.instance));
+            running
+                .into_iter()
+                .map(|i| i.node.clone().unwrap_or_else(|| "local".into()))
+        });
+        for (row, node) in rows[1..].iter_mut().zip(nodes) {
+            row.insert(3, node);
+        }
+    }
     table(&rows) + &notes
 }
 

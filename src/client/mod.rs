@@ -22,6 +22,7 @@ pub mod formation;
 pub mod gitignore;
 pub mod history;
 pub mod http;
+pub mod nodes;
 pub mod pack;
 pub mod project_file;
 pub mod runs;
@@ -113,6 +114,7 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             commands::env(&api()?, action, project.as_deref()).await
         }
         ClientCommand::Projects => commands::projects(&api()?).await,
+        ClientCommand::Nodes { json } => nodes::nodes(&api()?, json).await,
         ClientCommand::Rollback {
             project,
             deployment,

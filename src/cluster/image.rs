@@ -97,7 +97,10 @@ mod tests {
                 assert_eq!(entry.header().mode().unwrap(), 0o755);
             }
             if name == "bin" {
-                assert_eq!(entry.link_name().unwrap().unwrap().to_str(), Some("usr/bin"));
+                assert_eq!(
+                    entry.link_name().unwrap().unwrap().to_str(),
+                    Some("usr/bin")
+                );
             }
             names.push(name);
         }

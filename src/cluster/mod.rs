@@ -9,6 +9,7 @@ pub mod boot;
 pub mod docker;
 pub mod fetch;
 pub mod image;
+pub mod join;
 pub mod logs;
 pub mod nodes;
 pub mod spec;

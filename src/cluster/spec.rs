@@ -42,12 +42,17 @@ pub struct ServiceParts<'a> {
 /// What a task sees of its node, read-only: `/usr` (the programs and libraries apps run
 /// with) and the parts of `/etc` that TLS and Debian's alternatives need — the same as the
 /// local sandbox's view, less what differs per node. A Debian node has each of them.
-pub const NODE_PATHS: &[&str] = &["/usr", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates"];
+pub const NODE_PATHS: &[&str] = &[
+    "/usr",
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+];
 
 fn node_mounts() -> impl Iterator<Item = Value> {
-    NODE_PATHS.iter().map(|path| {
-        json!({"Type": "bind", "Source": path, "Target": path, "ReadOnly": true})
-    })
+    NODE_PATHS
+        .iter()
+        .map(|path| json!({"Type": "bind", "Source": path, "Target": path, "ReadOnly": true}))
 }
 
 /// The `ServiceSpec` for `POST /services/create`.

@@ -33,11 +33,14 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, PartialEq)]
 struct TaskView {
     slot: u32,
+    /// The node's name (empty until the task is placed).
     node: String,
     address: Option<SocketAddr>,
     running: bool,
     /// The engine's state and error (`rejected: no such image`), for messages.
     state: String,
+    /// When it reached that state (Unix ms; 0 when the engine did not say).
+    since_ms: u64,
 }
 
 struct Service {
@@ -240,25 +243,32 @@ impl Swarm {
             .docker
             .get(&format!("/tasks?filters={}", encode(&filters.to_string())))
             .await?;
-        let mut nodes: BTreeMap<String, Option<std::net::IpAddr>> = BTreeMap::new();
+        // node id → (address, name)
+        let mut nodes: BTreeMap<String, (Option<std::net::IpAddr>, String)> = BTreeMap::new();
         let mut views = Vec::new();
         for task in tasks {
             // A task not yet placed has no node.
             if !task.node_id.is_empty() && !nodes.contains_key(&task.node_id) {
                 let node: Value = self.docker.get(&format!("/nodes/{}", task.node_id)).await?;
                 let ip = node["Status"]["Addr"].as_str().and_then(|a| a.parse().ok());
-                nodes.insert(task.node_id.clone(), ip);
+                let name = node["Description"]["Hostname"].as_str().unwrap_or_default();
+                nodes.insert(task.node_id.clone(), (ip, name.to_owned()));
             }
             let port = task.status.port_status.ports.first().map(|p| p.published);
-            let address = match (nodes.get(&task.node_id).copied().flatten(), port) {
+            let (ip, node) = nodes.get(&task.node_id).cloned().unwrap_or_default();
+            let address = match (ip, port) {
                 (Some(ip), Some(port)) => Some(SocketAddr::new(ip, port)),
                 _ => None,
             };
             views.push(TaskView {
                 slot: task.slot,
-                node: task.node_id,
+                node,
                 address,
                 running: task.status.state == "running",
+                since_ms: humantime::parse_rfc3339(&task.status.timestamp)
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as u64),
                 state: match task.status.err.is_empty() {
                     true => task.status.state,
                     false => format!("{}: {}", task.status.state, task.status.err),
@@ -602,6 +612,7 @@ impl AppBackend for Swarm {
                     deployment_id: deployment_id.to_owned(),
                     instance: InstanceId::new(&service.process, task.slot),
                     memory_mb: service.memory_mb,
+                    node: (!task.node.is_empty()).then(|| task.node.clone()),
                     status: InstanceStatus {
                         state: match task.running {
                             true => InstanceState::Running,
@@ -610,7 +621,7 @@ impl AppBackend for Swarm {
                         pid: None,
                         address: task.address,
                         restarts: 0,
-                        started_ms: 0,
+                        started_ms: task.since_ms,
                     },
                 });
             }
@@ -679,6 +690,9 @@ struct TaskStatus {
     port_status: PortStatus,
     #[serde(rename = "Err", default)]
     err: String,
+    /// When the task reached its state (RFC 3339, nanoseconds).
+    #[serde(rename = "Timestamp", default)]
+    timestamp: String,
 }
 
 #[derive(Deserialize, Default)]

@@ -80,9 +80,7 @@ impl RawCluster {
                 "is required with an engine: the address tasks fetch builds from",
             ));
         }
-        let runtime_image = self
-            .runtime_image
-            .unwrap_or_else(default_runtime_image);
+        let runtime_image = self.runtime_image.unwrap_or_else(default_runtime_image);
         if runtime_image.is_empty() || runtime_image.contains(char::is_whitespace) {
             return Err(invalid(
                 "cluster.runtime_image",

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 mod addons;
 mod cidr;
 mod cluster;
+pub use cluster::default_runtime_image;
 mod domains;
 mod jobs;
 mod raw;

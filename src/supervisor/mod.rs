@@ -145,6 +145,8 @@ pub struct InstanceView {
     pub instance: InstanceId,
     pub memory_mb: u64,
     pub status: InstanceStatus,
+    /// The cluster node it runs on (its name); `None`: this machine.
+    pub node: Option<String>,
 }
 
 struct App {
@@ -296,6 +298,7 @@ impl Supervisor {
                 instance: a.instance.clone(),
                 memory_mb: a.memory_mb,
                 status: a.status.lock().expect("status poisoned").clone(),
+                node: None,
             })
             .collect();
         if let Some(cluster) = self.cluster() {

@@ -131,6 +131,29 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     );
     assert_load("redeploy", load.stop().await, 0);
     let before = hosts_answer(&daemon, 3).await;
+    // Where each instance runs: the formation's `node` and `slipway ps`'s NODE column.
+    let formation: Value = daemon
+        .api("GET", "/api/projects/orbit/formation", None)
+        .await
+        .json();
+    let running = formation["types"]["web"]["running"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(running.len(), 3, "{formation}");
+    let node_name = nodes["nodes"][0]["name"].as_str().unwrap().to_owned();
+    assert!(
+        running.iter().all(|i| i["node"] == node_name.as_str()),
+        "{formation}"
+    );
+    let ps = crate::support::cli(&daemon, &["ps", "--project", "orbit"]);
+    assert!(ps.lines().next().unwrap().contains("NODE"), "{ps}");
+    assert_eq!(ps.matches(&node_name).count(), 3, "{ps}");
+    let listed = crate::support::cli(&daemon, &["nodes"]);
+    assert!(
+        listed.contains(&node_name) && listed.contains("ready"),
+        "{listed}"
+    );
 
     // A task's container killed under the loop: replaced and routed again; only requests in
     // flight to it may fail (one per client at most).
