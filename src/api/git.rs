@@ -26,6 +26,15 @@ pub async fn patch_settings(
     let patch = read_json_object(&request)?;
     let project = find(ctx, id_or_slug).await?;
     let settings = patched(&project.settings, patch)?;
+    if settings.placement == Some(crate::store::records::Placement::Cluster)
+        && ctx.config.cluster.engine.is_none()
+    {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "placement `cluster` needs a cluster engine: set [cluster] engine in the daemon's \
+             config, or use `local`",
+        ));
+    }
     let id = project.id.clone();
     let updated = ctx
         .store

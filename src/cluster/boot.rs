@@ -45,13 +45,18 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
     }
     unpack(&tarball)?;
     use std::os::unix::process::CommandExt;
-    let error = std::process::Command::new("/bin/sh")
+    let mut command = std::process::Command::new("/bin/sh");
+    command
         .arg("-c")
         .arg(&document.command)
         .current_dir(APP_DIR)
         .env_clear()
-        .envs(document.env.iter().map(|(k, v)| (k, v)))
-        .exec();
+        .envs(document.env.iter().map(|(k, v)| (k, v)));
+    // This task's own instance name (`web.3`), which the engine set from its slot.
+    if let Ok(instance) = std::env::var("SLIPWAY_INSTANCE") {
+        command.env("SLIPWAY_INSTANCE", instance);
+    }
+    let error = command.exec();
     Err(format!("cannot run the command: {error}"))
 }
 

@@ -79,6 +79,8 @@ pub fn service_spec(parts: &ServiceParts<'_>) -> Value {
                 "Image": parts.image,
                 "Command": [super::image::BOOT_BINARY, "task-boot", BOOT_SECRET_PATH],
                 "Labels": labels,
+                // The engine fills in the task's slot; task-boot hands it to the app.
+                "Env": [format!("SLIPWAY_INSTANCE={process}.{{{{.Task.Slot}}}}")],
                 "User": format!("{0}:{0}", spec.uid),
                 "ReadOnly": true,
                 "CapabilityDrop": ["ALL"],

@@ -280,10 +280,12 @@ impl Swarm {
     }
 
     /// Waits until `count` tasks run and accept connections; their names and addresses.
+    /// A type without a port (a worker) is healthy once its tasks run.
     async fn wait_healthy(
         &self,
         service_id: &str,
         count: u32,
+        probe: Option<&Probe>,
         timeout: Duration,
     ) -> Result<Vec<TaskView>, StartFailure> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -291,10 +293,13 @@ impl Swarm {
             let tasks = self.tasks(service_id).await.map_err(failure)?;
             let mut healthy = Vec::new();
             for task in tasks.iter().filter(|t| t.running) {
-                if let Some(address) = task.address {
-                    if accepts(address).await {
-                        healthy.push(task.clone());
-                    }
+                let up = match (probe, task.address) {
+                    (Some(probe), Some(address)) => probe.passes(address).await,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                };
+                if up {
+                    healthy.push(task.clone());
                 }
             }
             if healthy.len() as u32 >= count {
@@ -389,16 +394,16 @@ impl Swarm {
     }
 }
 
-/// The watcher of one service: the route follows its task list.
+/// The watcher of one service: its task list is kept, and the route (a `web` service's:
+/// its key and deployment) follows it.
 fn watch(
     swarm: Arc<Swarm>,
     service_id: String,
-    route: (String, String),
+    route: Option<(String, String, Probe)>,
     tasks: Arc<Mutex<Vec<TaskView>>>,
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let (key, deployment_id) = route;
         let mut routed: BTreeMap<u32, Option<SocketAddr>> = tasks
             .lock()
             .expect("tasks poisoned")
@@ -413,10 +418,19 @@ fn watch(
             let Ok(now) = swarm.tasks(&service_id).await else {
                 continue;
             };
+            let Some((key, deployment_id, probe)) = &route else {
+                *tasks.lock().expect("tasks poisoned") = now;
+                continue;
+            };
             let mut next = BTreeMap::new();
             for task in &now {
+                // A routed task stays routed while the engine says it runs (the router's
+                // own retries cover a crash in between); a new one once it answers.
                 let ready = match (task.running, task.address) {
-                    (true, Some(address)) => accepts(address).await.then_some(address),
+                    (true, Some(address)) if routed.get(&task.slot) == Some(&Some(address)) => {
+                        Some(address)
+                    }
+                    (true, Some(address)) => probe.passes(address).await.then_some(address),
                     _ => None,
                 };
                 next.insert(task.slot, ready);
@@ -426,13 +440,13 @@ fn watch(
                     let name = format!("web.{slot}");
                     swarm
                         .routes
-                        .set_instance(&key, &deployment_id, &name, *address);
+                        .set_instance(key, deployment_id, &name, *address);
                 }
             }
             for slot in routed.keys().filter(|s| !next.contains_key(s)) {
                 swarm
                     .routes
-                    .remove_instance(&key, &deployment_id, &format!("web.{slot}"));
+                    .remove_instance(key, deployment_id, &format!("web.{slot}"));
             }
             routed = next;
             *tasks.lock().expect("tasks poisoned") = now;
@@ -472,7 +486,12 @@ impl AppBackend for Swarm {
                 watcher.clone(),
             );
             let healthy = match self
-                .wait_healthy(&service_id, spec.instances, spec.health_timeout)
+                .wait_healthy(
+                    &service_id,
+                    spec.instances,
+                    template.port.map(|_| Probe::of(template)).as_ref(),
+                    spec.health_timeout,
+                )
                 .await
             {
                 Ok(healthy) => healthy,
@@ -642,21 +661,58 @@ impl Swarm {
         let Some(me) = self.me.upgrade() else {
             return;
         };
-        let route = (template.slug.clone(), template.deployment_id.clone());
+        let route = template.port.map(|_| {
+            (
+                template.slug.clone(),
+                template.deployment_id.clone(),
+                Probe::of(template),
+            )
+        });
         watch(me, service_id, route, tasks, watcher);
     }
 }
 
-/// Whether something accepts a TCP connection at `address` within a second.
-async fn accepts(address: SocketAddr) -> bool {
-    matches!(
-        tokio::time::timeout(
-            Duration::from_secs(1),
-            tokio::net::TcpStream::connect(address)
-        )
-        .await,
-        Ok(Ok(_))
-    )
+/// How a task's app is asked whether it is up: a connection alone proves nothing here (the
+/// engine's userland proxy accepts for a task whose app does not listen yet), so an HTTP
+/// request — with a health check path, a 2xx/3xx answer to it; without, any HTTP answer
+/// to `/`.
+#[derive(Debug, Clone)]
+struct Probe {
+    path: Option<String>,
+    host: String,
+}
+
+impl Probe {
+    fn of(spec: &crate::supervisor::AppSpec) -> Probe {
+        Probe {
+            path: spec.health_check_path.clone(),
+            host: spec.slug.clone(),
+        }
+    }
+
+    async fn passes(&self, address: SocketAddr) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let asked = async {
+            let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+            let request = format!(
+                "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: slipway-health\r\nConnection: close\r\n\r\n",
+                self.path.as_deref().unwrap_or("/"),
+                self.host
+            );
+            stream.write_all(request.as_bytes()).await.ok()?;
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head).await.ok()?;
+            let status = std::str::from_utf8(&head[9..12])
+                .ok()?
+                .parse::<u16>()
+                .ok()?;
+            Some((head.starts_with(b"HTTP/1."), status))
+        };
+        match tokio::time::timeout(Duration::from_secs(5), asked).await {
+            Ok(Some((true, status))) => self.path.is_none() || (200..400).contains(&status),
+            _ => false,
+        }
+    }
 }
 
 /// Percent-encodes a query value (the engine's `filters` JSON).

@@ -178,7 +178,7 @@ impl Pipeline {
             env: env.to_vec(),
             reach: self.addon_reach(&project.id, &deployment.target).await,
         };
-        let (web, types) = match self.supervisor.cluster().cloned() {
+        let (web, types) = match self.cluster_for(project) {
             Some(cluster) => self.start_on_cluster(&cluster, &launch, types).await?,
             None => (self.start_overlapping(&launch, &types).await?, types),
         };

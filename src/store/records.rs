@@ -54,6 +54,20 @@ pub struct ProjectSettings {
     /// Scale to zero: sleep after this long without visitors (`null`: never).
     #[serde(default)]
     pub sleep: Option<crate::formation::sleep::SleepSettings>,
+    /// Where its app runs (`null`: the operator's default — the cluster when `[cluster]
+    /// engine` is set, else this machine).
+    #[serde(default)]
+    pub placement: Option<Placement>,
+}
+
+/// Where a project's app runs (issue 36).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    // This machine's sandbox.
+    Local,
+    // The configured cluster engine.
+    Cluster,
 }
 
 impl Default for ProjectSettings {
@@ -65,6 +79,7 @@ impl Default for ProjectSettings {
             previews: false,
             preview_forks: false,
             sleep: None,
+            placement: None,
         }
     }
 }

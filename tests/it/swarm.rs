@@ -17,6 +17,13 @@ use crate::support::{eventually, DaemonOptions, TestDaemon};
 use dockerd::{Dockerd, GATEWAY};
 use load::Load;
 
+/// A worker: says which instance it is every half second.
+const WORKER: &str = r#"
+setInterval(() => console.log(`worker ${process.env.SLIPWAY_INSTANCE} alive`), 500);
+"#;
+
+const PROCFILE: &str = "web: node server.js\nworker: node worker.js\n";
+
 const SERVER: &str = r#"
 console.log(`listening on ${process.env.PORT}`);
 require('http').createServer((req, res) => {
@@ -94,7 +101,11 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         return;
     };
     let mut daemon = daemon_on(&dockerd);
-    let files = [("server.js", SERVER, 0o644)];
+    let files = [
+        ("server.js", SERVER, 0o644),
+        ("worker.js", WORKER, 0o644),
+        ("Procfile", PROCFILE, 0o644),
+    ];
     let body = json!({"startCommand": "node server.js"});
     let first = daemon.deploy("orbit", &files, body.clone()).await;
     let nodes: Value = daemon.api("GET", "/api/nodes", None).await.json();
@@ -112,6 +123,15 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     })
     .await;
     assert!(logged, "{}", daemon.logs_text(&first_id).await);
+    // The worker type runs as a service of its own, its instance named by its task's slot.
+    let worked = eventually(Duration::from_secs(10), || async {
+        daemon
+            .logs_text(&first_id)
+            .await
+            .contains("worker worker.1 alive")
+    })
+    .await;
+    assert!(worked, "{}", daemon.logs_text(&first_id).await);
 
     // 1 → 3 on the live service, then a redeploy of 3 under a request loop: no failure.
     scale(&daemon, 3).await;
@@ -120,13 +140,14 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     let started = std::time::Instant::now();
     daemon.deploy("orbit", &files, body).await;
     println!("a 3-replica redeploy on swarm took {:?}", started.elapsed());
-    let one_service = eventually(Duration::from_secs(30), || async {
-        dockerd.names("service").len() == 1
+    // Its web and worker services; the first deployment's are removed.
+    let two_services = eventually(Duration::from_secs(30), || async {
+        dockerd.names("service").len() == 2
     })
     .await;
     assert!(
-        one_service,
-        "the first deployment's service is removed: {:?}",
+        two_services,
+        "the first deployment's services are removed: {:?}",
         dockerd.names("service")
     );
     assert_load("redeploy", load.stop().await, 0);
@@ -148,7 +169,11 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     );
     let ps = crate::support::cli(&daemon, &["ps", "--project", "orbit"]);
     assert!(ps.lines().next().unwrap().contains("NODE"), "{ps}");
-    assert_eq!(ps.matches(&node_name).count(), 3, "{ps}");
+    assert_eq!(
+        ps.matches(&node_name).count(),
+        4,
+        "3 web and 1 worker: {ps}"
+    );
     let listed = crate::support::cli(&daemon, &["nodes"]);
     assert!(
         listed.contains(&node_name) && listed.contains("ready"),
@@ -157,7 +182,12 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
 
     // A task's container killed under the loop: replaced and routed again; only requests in
     // flight to it may fail (one per client at most).
-    let service = dockerd.names("service").remove(0);
+    let services = dockerd.names("service");
+    let service = services
+        .iter()
+        .find(|n| n.ends_with("-web"))
+        .unwrap()
+        .clone();
     let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let containers = dockerd
@@ -204,7 +234,7 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         "the same containers answer"
     );
     assert_eq!(tasks(&dockerd), running, "the same tasks run");
-    assert_eq!(dockerd.names("service"), vec![service.clone()]);
+    assert_eq!(dockerd.names("service"), services);
 
     // 3 → 1: the route follows the task list.
     scale(&daemon, 1).await;
@@ -288,4 +318,48 @@ async fn fetch_status(url: &str, cert_pem: &Value) -> u16 {
         .trim()
         .parse()
         .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn placement_on_a_cluster_needs_an_engine() {
+    let daemon = TestDaemon::start();
+    let made = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "solo"})))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let refused = daemon
+        .api(
+            "PATCH",
+            "/api/projects/solo",
+            Some(json!({"placement": "cluster"})),
+        )
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.text());
+    assert!(
+        refused.text().contains("[cluster] engine"),
+        "{}",
+        refused.text()
+    );
+    let local = daemon
+        .api(
+            "PATCH",
+            "/api/projects/solo",
+            Some(json!({"placement": "local"})),
+        )
+        .await;
+    assert_eq!(local.status, 200, "{}", local.text());
+    assert_eq!(
+        local.json()["settings"]["placement"],
+        "local",
+        "{}",
+        local.text()
+    );
+    let bad = daemon
+        .api(
+            "PATCH",
+            "/api/projects/solo",
+            Some(json!({"placement": "moon"})),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
 }

@@ -69,6 +69,10 @@ pub struct ProjectSettingsPatch {
     /// Scale to zero: the app sleeps after `idleTimeoutS` without visitors; `null`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sleep: Option<Option<crate::formation::sleep::SleepSettings>>,
+    /// Where the app runs: `local` (this machine) or `cluster` (`[cluster] engine`, 409
+    /// without one); `null`: the operator's default. Applies from the next deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Option<crate::store::records::Placement>>,
 }
 
 /// `POST /api/projects/{projectId}/webhook-secret`: shown once; calling again rotates it.
