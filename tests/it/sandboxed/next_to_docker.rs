@@ -98,18 +98,8 @@ async fn sandboxes_keep_egress_and_isolation_next_to_dockerds_firewall() {
         "{status}\n{logs}"
     );
     let other = app_address(&logs).unwrap_or_else(|| panic!("no app address in:\n{logs}"));
-    let (other_ip, other_port) = other.split_once(':').unwrap();
     deploy_shop(daemon).await;
-    let daemon_port = daemon.http.port();
-    let probes = [
-        format!("probe public {} {PUBLIC_PORT}", outside.address),
-        format!("probe machine {} {daemon_port}", machine.address),
-        format!("probe machine-outer {} {PUBLIC_PORT}", outside.host_address),
-        format!("probe other-sandbox {other_ip} {other_port}"),
-        "probe private 10.0.0.1 80".to_owned(),
-        "probe docker0 172.17.0.1 80".to_owned(),
-        "probe metadata 169.254.169.254 80".to_owned(),
-    ];
+    let probes = probes(&outside, &machine, daemon.http.port(), &other);
     let (state, out) = run(daemon, "shop", &probe_command(&probes)).await;
     eprintln!("{out}");
     assert_eq!(state, "succeeded", "{out}");
@@ -136,7 +126,22 @@ async fn sandboxes_keep_egress_and_isolation_next_to_dockerds_firewall() {
     assert_eq!((page.status, page.text()), (200, "target".to_owned()));
 
     // The rules lost (a firewall reload): the runner's check puts them back.
-    for rule in &ours {
+    delete_and_wait_back(&machine, &ours).await;
+    assert_eq!(run(daemon, "shop", incr).await.1.trim(), "2");
+
+    // Stopped with its apps (`stop-apps`: the runner's shutdown), only its rules go.
+    assert_eq!(sandboxed.daemon.stop(), Some(0));
+    let stopped = sandboxed.daemon.stop_apps();
+    assert!(stopped.status.success(), "{stopped:?}");
+    let chain = machine.iptables_chain("DOCKER-USER");
+    assert!(!chain.contains(prefix.as_str()), "{chain}");
+    assert!(chain.contains("-A DOCKER-USER -j RETURN"), "{chain}");
+}
+
+/// Deletes `ours` from the machine's DOCKER-USER and waits (at most 15 s) until the
+/// runner's check has put them back.
+async fn delete_and_wait_back(machine: &Machine, ours: &[String]) {
+    for rule in ours {
         let delete = rule.replacen("-A", "-D", 1);
         let args: Vec<&str> = ["-w"].into_iter().chain(delete.split(' ')).collect();
         machine.run("iptables", &args).unwrap();
@@ -154,13 +159,20 @@ async fn sandboxes_keep_egress_and_isolation_next_to_dockerds_firewall() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("the DOCKER-USER rules were back after {:?}", lost.elapsed());
-    assert_eq!(run(daemon, "shop", incr).await.1.trim(), "2");
+}
 
-    // Stopped with its apps (`stop-apps`: the runner's shutdown), only its rules go.
-    assert_eq!(sandboxed.daemon.stop(), Some(0));
-    let stopped = sandboxed.daemon.stop_apps();
-    assert!(stopped.status.success(), "{stopped:?}");
-    let chain = machine.iptables_chain("DOCKER-USER");
-    assert!(!chain.contains(prefix.as_str()), "{chain}");
-    assert!(chain.contains("-A DOCKER-USER -j RETURN"), "{chain}");
+/// Egress to the public address, then what must stay refused: the machine (on both its
+/// links and its docker0), another sandbox (`other`, an app's address), a private range and
+/// the metadata address.
+fn probes(outside: &Outside, machine: &Machine, daemon_port: u16, other: &str) -> Vec<String> {
+    let (other_ip, other_port) = other.split_once(':').unwrap();
+    vec![
+        format!("probe public {} {PUBLIC_PORT}", outside.address),
+        format!("probe machine {} {daemon_port}", machine.address),
+        format!("probe machine-outer {} {PUBLIC_PORT}", outside.host_address),
+        format!("probe other-sandbox {other_ip} {other_port}"),
+        "probe private 10.0.0.1 80".to_owned(),
+        "probe docker0 172.17.0.1 80".to_owned(),
+        "probe metadata 169.254.169.254 80".to_owned(),
+    ]
 }
