@@ -26,6 +26,10 @@ pub const CHAIN: &str = "DOCKER-USER";
 /// after the daemon cuts sandbox egress for at most this long.
 pub const CHECK: Duration = Duration::from_secs(5);
 
+/// At most this long for the xtables lock (iptables-legacy; iptables-nft takes no lock), so
+/// that a spawn never hangs on another program's iptables call.
+const WAIT: [&str; 2] = ["-w", "5"];
+
 /// What [`ensure`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ensured {
@@ -53,7 +57,11 @@ pub fn rules(prefix: &str) -> [[String; 4]; 2] {
 
 /// The full `iptables` argument list for `action` (`-I`, `-D`) on `rule` in [`CHAIN`].
 pub fn command_args(action: &str, rule: &[String; 4]) -> Vec<String> {
-    let mut args = vec!["-w".to_owned(), action.to_owned(), CHAIN.to_owned()];
+    let mut args: Vec<String> = WAIT
+        .iter()
+        .chain(&[action, CHAIN])
+        .map(|a| a.to_string())
+        .collect();
     args.extend(rule.iter().cloned());
     args
 }
@@ -102,7 +110,8 @@ pub fn remove(prefix: &str) -> io::Result<()> {
 /// `iptables -S DOCKER-USER`, or `None` if the chain (or `iptables`) is not there.
 fn list() -> io::Result<Option<String>> {
     let output = match base_command()
-        .args(["-w", "-S", CHAIN])
+        .args(WAIT)
+        .args(["-S", CHAIN])
         .stdin(Stdio::null())
         .output()
     {
@@ -169,11 +178,11 @@ mod tests {
         let [from, to] = rules("sw12ab");
         assert_eq!(
             command_args("-I", &from).join(" "),
-            "-w -I DOCKER-USER -i sw12ab+ -j ACCEPT"
+            "-w 5 -I DOCKER-USER -i sw12ab+ -j ACCEPT"
         );
         assert_eq!(
             command_args("-D", &to).join(" "),
-            "-w -D DOCKER-USER -o sw12ab+ -j ACCEPT"
+            "-w 5 -D DOCKER-USER -o sw12ab+ -j ACCEPT"
         );
     }
 
