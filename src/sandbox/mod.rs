@@ -28,6 +28,7 @@ mod adopt;
 mod cgroup;
 mod detached;
 pub mod direct;
+mod docker_user;
 mod exec;
 mod firewall;
 mod init;

@@ -3,7 +3,8 @@
 //! [`NamespaceRunner::start`] checks the machine (root, namespaces, cgroups, `ip`, `nft`),
 //! sweeps what a crashed daemon left (step cgroups, veths, the nftables table) and installs
 //! the host table, which it puts back if the host's ruleset lost it (checked before every
-//! spawn and every [`firewall::HOST_TABLE_CHECK`]); [`NamespaceRunner::shutdown`] removes it
+//! spawn and every [`firewall::HOST_TABLE_CHECK`]), and, next to dockerd, its rules in
+//! `DOCKER-USER` ([`super::docker_user`]); [`NamespaceRunner::shutdown`] removes it
 //! all. Each [`Runner::spawn`] takes a /30 link and a step cgroup, then execs
 //! `slipway sandbox-exec` with the spec on its stdin pipe (see [`super::exec`] and
 //! `launch`), which carries what the sandbox's own firewall needs; the step's
@@ -29,6 +30,7 @@ use super::adopt::{self, AppHandle};
 use super::cgroup::{
     CgroupError, CgroupLayout, CgroupLimits, Cgroups, HostCgroupFs, CPU_PERIOD_US,
 };
+use super::docker_user;
 use super::firewall;
 use super::launch::{launch, Launched};
 use super::machine::check_machine;
@@ -133,7 +135,9 @@ impl NamespaceRunner {
             next_step: AtomicU64::new(crate::ids::now_ms()),
             run_dir,
             stopped: AtomicBool::new(false),
+            docker_user_failing: AtomicBool::new(false),
         });
+        shared.ensure_docker_user();
         watch_host_table(Arc::downgrade(&shared));
         Ok(NamespaceRunner { shared })
     }
@@ -149,6 +153,9 @@ impl NamespaceRunner {
         self.shared.stopped.store(true, Ordering::SeqCst);
         if let Err(error) = firewall::nft_delete_table(&self.shared.table) {
             tracing::warn!(%error, "could not remove the sandbox nftables table");
+        }
+        if let Err(error) = docker_user::remove(&self.shared.interface_prefix) {
+            tracing::warn!(%error, "could not remove the sandbox rules from DOCKER-USER");
         }
         let _ = net::sweep_interfaces(&self.shared.interface_prefix, &HashSet::new());
         self.shared.cgroups.remove_instance();
@@ -196,18 +203,27 @@ impl Shared {
     }
 }
 
-/// Checks the host table every [`firewall::HOST_TABLE_CHECK`] until the runner is shut down
-/// or dropped, so that live apps get their egress back after a flush without a new spawn.
+/// Checks the host table every [`firewall::HOST_TABLE_CHECK`] and dockerd's `DOCKER-USER`
+/// every [`docker_user::CHECK`] until the runner is shut down or dropped, so that live apps
+/// get their egress back after a flush, or a dockerd started later, without a new spawn.
 fn watch_host_table(shared: std::sync::Weak<Shared>) {
     let spawned = std::thread::Builder::new()
         .name("sandbox-nft".into())
-        .spawn(move || loop {
-            std::thread::sleep(firewall::HOST_TABLE_CHECK);
-            match shared.upgrade() {
-                Some(shared) if !shared.stopped.load(Ordering::SeqCst) => {
-                    shared.restore_host_table()
+        .spawn(move || {
+            let mut table_checked = std::time::Instant::now();
+            loop {
+                std::thread::sleep(docker_user::CHECK);
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if shared.stopped.load(Ordering::SeqCst) {
+                    return;
                 }
-                _ => return,
+                if table_checked.elapsed() >= firewall::HOST_TABLE_CHECK {
+                    shared.restore_host_table();
+                    table_checked = std::time::Instant::now();
+                }
+                shared.ensure_docker_user();
             }
         });
     if let Err(error) = spawned {
@@ -222,6 +238,7 @@ impl Runner for NamespaceRunner {
             return Err(io::Error::other("the sandbox runner is shut down"));
         }
         shared.restore_host_table();
+        shared.ensure_docker_user();
         check_reach(shared, &spec)?;
         let (link, pinned) = take_link(shared, &spec)?;
         let step_name = format!(

@@ -27,4 +27,6 @@ pub(super) struct Shared {
     pub(super) nameservers: Vec<Ipv4Addr>,
     pub(super) next_step: AtomicU64,
     pub(super) stopped: AtomicBool,
+    /// The last check of dockerd's `DOCKER-USER` chain failed (logged once until it works).
+    pub(super) docker_user_failing: AtomicBool,
 }

@@ -4,7 +4,7 @@
 mod firewall;
 mod limited;
 mod network;
-mod outside;
+pub(crate) mod outside;
 mod reach;
 mod reachable;
 pub(crate) mod support;

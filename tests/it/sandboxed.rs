@@ -18,7 +18,9 @@ mod comeback;
 mod cron;
 mod disk;
 mod formation;
+mod machine;
 mod network;
+mod next_to_docker;
 mod outlive;
 mod release;
 mod runs;
@@ -130,13 +132,19 @@ impl Sandboxed {
             .await
     }
 
-    /// The host ends of this daemon's veth pairs (named `sw` + 16 bits of the instance's
-    /// FNV-1a hash + the link index).
-    pub fn interfaces(&self) -> Vec<String> {
+    /// What the host ends of this daemon's veth pairs start with: `sw` + 16 bits of the
+    /// instance's FNV-1a hash.
+    pub fn interface_prefix(&self) -> String {
         let hash = self.instance.bytes().fold(0x811c_9dc5u32, |hash, byte| {
             (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
         });
-        let prefix = format!("sw{:04x}", hash & 0xffff);
+        format!("sw{:04x}", hash & 0xffff)
+    }
+
+    /// The host ends of this daemon's veth pairs (named `sw` + 16 bits of the instance's
+    /// FNV-1a hash + the link index).
+    pub fn interfaces(&self) -> Vec<String> {
+        let prefix = self.interface_prefix();
         let output = std::process::Command::new("ip")
             .args(["-o", "link", "show"])
             .output()

@@ -100,14 +100,7 @@ impl TestDaemon {
 
     /// The `slipway serve` command for this daemon's options.
     fn command(&self) -> Command {
-        let mut command = match self.options.launcher.split_first() {
-            Some((program, args)) => {
-                let mut command = Command::new(program);
-                command.args(args).arg(BIN);
-                command
-            }
-            None => Command::new(BIN),
-        };
+        let mut command = prefixed(&self.options.prefix(true));
         command.arg("serve");
         if self.options.dev {
             command.arg("--dev");
@@ -251,7 +244,7 @@ impl TestDaemon {
 
     /// `slipway stop-apps` for this daemon's data dir (through it when it runs).
     pub fn stop_apps(&self) -> std::process::Output {
-        let mut command = Command::new(BIN);
+        let mut command = prefixed(&self.options.prefix(false));
         command.arg("stop-apps");
         if self.options.dev {
             command.arg("--dev");
@@ -366,6 +359,18 @@ impl Drop for TestDaemon {
                 );
             }
         }
+    }
+}
+
+/// `slipway` started through `prefix` (programs and their arguments), or directly.
+fn prefixed(prefix: &[String]) -> Command {
+    match prefix.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(BIN);
+            command
+        }
+        None => Command::new(BIN),
     }
 }
 

@@ -16,6 +16,8 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// The namespace, its link to the host, and its addresses.
 pub struct Outside {
     netns: String,
+    /// The namespace the host end of the link is in (`None`: the host's own).
+    behind: Option<String>,
     host_interface: String,
     /// The host's end of the link: a host address outside every private range.
     pub host_address: Ipv4Addr,
@@ -30,6 +32,12 @@ impl Outside {
     /// Creates the namespace and its link; panics if `ip` fails (the caller runs as root with
     /// a working sandbox runner, so `ip` and network namespaces exist).
     pub fn create() -> Outside {
+        Outside::create_behind(None)
+    }
+
+    /// [`Outside::create`], linked to the network namespace `behind` (a machine of the test's
+    /// own) instead of the host: the link's other end and its address are there.
+    pub fn create_behind(behind: Option<&str>) -> Outside {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let netns = format!("slwt-outside-{pid}-{n}");
@@ -40,6 +48,7 @@ impl Outside {
         let address_v6 = Ipv6Addr::new(0x2001, 0xdb8, u16::from(block), 0, 0, 0, 0, 2);
         let outside = Outside {
             netns,
+            behind: behind.map(str::to_owned),
             host_interface,
             host_address,
             address,
@@ -48,12 +57,13 @@ impl Outside {
         };
         let (ns, host) = (&outside.netns, &outside.host_interface);
         let v6_prefix = format!("2001:db8:{block:x}::");
+        let at = behind.map_or(String::new(), |machine| format!("-n {machine} "));
         for args in [
             format!("netns add {ns}"),
-            format!("link add {host} type veth peer name eth0 netns {ns}"),
-            format!("addr add {host_address}/30 dev {host}"),
-            format!("-6 addr add {v6_prefix}1/64 dev {host} nodad"),
-            format!("link set {host} up"),
+            format!("{at}link add {host} type veth peer name eth0 netns {ns}"),
+            format!("{at}addr add {host_address}/30 dev {host}"),
+            format!("{at}-6 addr add {v6_prefix}1/64 dev {host} nodad"),
+            format!("{at}link set {host} up"),
             format!("-n {ns} link set lo up"),
             format!("-n {ns} addr add {address}/30 dev eth0"),
             format!("-n {ns} -6 addr add {address_v6}/64 dev eth0 nodad"),
@@ -103,9 +113,11 @@ impl Outside {
 impl Drop for Outside {
     fn drop(&mut self) {
         self.accepted.lock().unwrap().clear();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.host_interface])
-            .status();
+        let mut link = Command::new("ip");
+        if let Some(machine) = &self.behind {
+            link.args(["-n", machine]);
+        }
+        let _ = link.args(["link", "del", &self.host_interface]).status();
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
             .status();

@@ -53,6 +53,15 @@ impl TlsSetup {
     }
 }
 
+/// Run by [`DaemonOptions::in_netns`] before the daemon, in a mount namespace of its own:
+/// the namespace's interfaces in `/sys/class/net` (a sysfs mounts the network namespace of
+/// whoever mounts it; the helper reads a link's `operstate` there), the rest of `/sys`
+/// (cgroups) left as it is, unlike `ip netns exec`.
+const NETNS_SYSFS: &str = "d=$(mktemp -d) && mount -t sysfs sysfs \"$d\" \
+    && mount --bind \"$d/class/net\" /sys/class/net \
+    && mount --bind \"$d/devices/virtual/net\" /sys/devices/virtual/net \
+    && umount \"$d\" && rmdir \"$d\" && exec \"$@\"";
+
 /// How to start a test daemon: `DaemonOptions::default()` and then the builder methods.
 #[derive(Clone)]
 pub struct DaemonOptions {
@@ -74,6 +83,10 @@ pub struct DaemonOptions {
     /// A program (and its arguments) that starts the daemon's command line, e.g.
     /// `systemd-socket-activate -l …`; empty: the daemon is run directly.
     pub(super) launcher: Vec<String>,
+    /// A network namespace (`/run/netns/<name>`) the daemon and `stop-apps` run in.
+    pub(super) netns: Option<String>,
+    /// Where plain HTTP listens (port 0).
+    http_ip: std::net::Ipv4Addr,
 }
 
 impl Default for DaemonOptions {
@@ -93,6 +106,8 @@ impl Default for DaemonOptions {
             env: Vec::new(),
             uid: None,
             launcher: Vec::new(),
+            netns: None,
+            http_ip: std::net::Ipv4Addr::LOCALHOST,
         }
     }
 }
@@ -178,6 +193,34 @@ impl DaemonOptions {
         self
     }
 
+    /// Runs the daemon (and `slipway stop-apps`) in the network namespace `/run/netns/<name>`
+    /// (through `nsenter --net`, with that namespace's sysfs: [`NETNS_SYSFS`]), plain HTTP listening on `address` there: the test reaches it
+    /// over a link of its own into that namespace.
+    pub fn in_netns(mut self, name: &str, address: std::net::Ipv4Addr) -> Self {
+        self.netns = Some(name.to_owned());
+        self.http_ip = address;
+        self
+    }
+
+    /// The programs (and arguments) the daemon's command line starts with: `nsenter` for
+    /// [`DaemonOptions::in_netns`], then the launcher, if any.
+    pub(super) fn prefix(&self, with_launcher: bool) -> Vec<String> {
+        let mut prefix = Vec::new();
+        if let Some(netns) = &self.netns {
+            prefix.extend(
+                ["nsenter", &format!("--net=/run/netns/{netns}")]
+                    .into_iter()
+                    .chain(["unshare", "--mount", "--propagation", "slave"])
+                    .chain(["sh", "-c", NETNS_SYSFS, "sh"])
+                    .map(str::to_owned),
+            );
+        }
+        if with_launcher {
+            prefix.extend(self.launcher.iter().cloned());
+        }
+        prefix
+    }
+
     /// `slipway.<apps_domain>`.
     pub(super) fn control_host(&self) -> String {
         format!("slipway.{}", self.apps_domain)
@@ -187,12 +230,13 @@ impl DaemonOptions {
     pub(super) fn config_toml(&self, data_dir: &Path) -> String {
         format!(
             "data_dir = {data:?}\napps_domain = {domain:?}\ncontrol_host = {control:?}\n\
-             http_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n{root}\n[tls]\n{tls}{tls_keys}\n\
+             http_listen = \"{http_ip}:0\"\nhttps_listen = \"127.0.0.1:{https_port}\"\n{root}\n[tls]\n{tls}{tls_keys}\n\
              [domains]\n{domains}\n[sandbox]\n{sandbox}\n{extra}\n",
             data = data_dir.display().to_string(),
             domain = self.apps_domain,
             control = self.control_host(),
             https_port = self.https_port,
+            http_ip = self.http_ip,
             tls = self.tls.table(),
             tls_keys = self.tls_toml,
             domains = self.domains_toml,
