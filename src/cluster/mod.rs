@@ -6,6 +6,7 @@
 //! tasks without a registry and `boot.rs` is the task's side of it, `nodes.rs` lists nodes.
 
 pub mod boot;
+mod cleanup;
 pub mod docker;
 pub mod fetch;
 pub mod image;
@@ -14,5 +15,14 @@ pub mod logs;
 pub mod nodes;
 pub mod spec;
 pub mod swarm;
+mod tasks;
 
 pub use swarm::Swarm;
+
+/// A start that failed in the engine, said as the backend's.
+fn failure(message: impl std::fmt::Display) -> crate::supervisor::StartFailure {
+    crate::supervisor::StartFailure {
+        code: crate::error_code::ErrorCode::StartFailed,
+        message: format!("swarm: {message}"),
+    }
+}

@@ -1,16 +1,14 @@
 //! The Swarm backend: a deployment's process type is a Swarm service (`spec.rs`), its env
 //! and build capability a Swarm secret, its tasks on the project's overlay network with the
-//! port published in `host` mode on their node. A watcher per service polls the task list
-//! every [`WATCH_EVERY`] and moves the route: a task that ended leaves it, its replacement
-//! joins it once it accepts connections.
+//! port published in `host` mode on their node. A watcher per service (`tasks.rs`) polls
+//! the task list every [`WATCH_EVERY`] and moves the route; `logs.rs` follows its output.
+//! A daemon restarted finds its services by name and takes them over (same tasks).
 //!
-//! Every object carries the `slipway.deployment` label, so stopping finds what an earlier
-//! daemon made too.
+//! Every object carries the `slipway.deployment` label, so stopping (`cleanup.rs`) and the
+//! start-up sweep find what an earlier daemon made too.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use http::Method;
 use serde::Deserialize;
@@ -18,30 +16,14 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::docker::{Docker, DockerError};
+use super::failure;
 use super::fetch::{Build, FetchServer};
 use super::spec::{self, ServiceParts, DEPLOYMENT_LABEL, PROJECT_LABEL};
-use crate::error_code::ErrorCode;
+use super::tasks::{encode, wait_healthy, watch, Probe, TaskView, WATCH_EVERY};
 use crate::formation::InstanceId;
 use crate::router::Routes;
 use crate::supervisor::backend::{AppBackend, Started, TypeSpec};
 use crate::supervisor::{InstanceState, InstanceStatus, InstanceView, StartFailure};
-
-/// How often a service's task list is read.
-pub const WATCH_EVERY: Duration = Duration::from_millis(500);
-
-/// One running task of a service, as the router needs it.
-#[derive(Debug, Clone, PartialEq)]
-struct TaskView {
-    slot: u32,
-    /// The node's name (empty until the task is placed).
-    node: String,
-    address: Option<SocketAddr>,
-    running: bool,
-    /// The engine's state and error (`rejected: no such image`), for messages.
-    state: String,
-    /// When it reached that state (Unix ms; 0 when the engine did not say).
-    since_ms: u64,
-}
 
 struct Service {
     deployment_id: String,
@@ -62,13 +44,6 @@ pub struct Swarm {
     services: Mutex<HashMap<String, Service>>,
     /// Itself, for the watchers it spawns.
     me: std::sync::Weak<Swarm>,
-}
-
-fn failure(message: impl std::fmt::Display) -> StartFailure {
-    StartFailure {
-        code: ErrorCode::StartFailed,
-        message: format!("swarm: {message}"),
-    }
 }
 
 impl Swarm {
@@ -234,224 +209,6 @@ impl Swarm {
             .map_err(failure)?;
         Ok(service.id)
     }
-
-    /// The service's tasks that should run, with their addresses (node address + published
-    /// port) and whether they run.
-    async fn tasks(&self, service_id: &str) -> Result<Vec<TaskView>, DockerError> {
-        let filters = json!({"service": [service_id], "desired-state": ["running"]});
-        let tasks: Vec<Task> = self
-            .docker
-            .get(&format!("/tasks?filters={}", encode(&filters.to_string())))
-            .await?;
-        // node id → (address, name)
-        let mut nodes: BTreeMap<String, (Option<std::net::IpAddr>, String)> = BTreeMap::new();
-        let mut views = Vec::new();
-        for task in tasks {
-            // A task not yet placed has no node.
-            if !task.node_id.is_empty() && !nodes.contains_key(&task.node_id) {
-                let node: Value = self.docker.get(&format!("/nodes/{}", task.node_id)).await?;
-                let ip = node["Status"]["Addr"].as_str().and_then(|a| a.parse().ok());
-                let name = node["Description"]["Hostname"].as_str().unwrap_or_default();
-                nodes.insert(task.node_id.clone(), (ip, name.to_owned()));
-            }
-            let port = task.status.port_status.ports.first().map(|p| p.published);
-            let (ip, node) = nodes.get(&task.node_id).cloned().unwrap_or_default();
-            let address = match (ip, port) {
-                (Some(ip), Some(port)) => Some(SocketAddr::new(ip, port)),
-                _ => None,
-            };
-            views.push(TaskView {
-                slot: task.slot,
-                node,
-                address,
-                running: task.status.state == "running",
-                since_ms: humantime::parse_rfc3339(&task.status.timestamp)
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_millis() as u64),
-                state: match task.status.err.is_empty() {
-                    true => task.status.state,
-                    false => format!("{}: {}", task.status.state, task.status.err),
-                },
-            });
-        }
-        views.sort_by_key(|t| t.slot);
-        Ok(views)
-    }
-
-    /// Waits until `count` tasks run and accept connections; their names and addresses.
-    /// A type without a port (a worker) is healthy once its tasks run.
-    async fn wait_healthy(
-        &self,
-        service_id: &str,
-        count: u32,
-        probe: Option<&Probe>,
-        timeout: Duration,
-    ) -> Result<Vec<TaskView>, StartFailure> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let tasks = self.tasks(service_id).await.map_err(failure)?;
-            let mut healthy = Vec::new();
-            for task in tasks.iter().filter(|t| t.running) {
-                let up = match (probe, task.address) {
-                    (Some(probe), Some(address)) => probe.passes(address).await,
-                    (Some(_), None) => false,
-                    (None, _) => true,
-                };
-                if up {
-                    healthy.push(task.clone());
-                }
-            }
-            if healthy.len() as u32 >= count {
-                return Ok(healthy);
-            }
-            let states: Vec<String> = tasks
-                .iter()
-                .map(|t| format!("task {} {} at {:?}", t.slot, t.state, t.address))
-                .collect();
-            let last = format!(
-                "{} of {count} tasks accept connections ({})",
-                healthy.len(),
-                states.join("; ")
-            );
-            if tokio::time::Instant::now() >= deadline {
-                return Err(StartFailure {
-                    code: ErrorCode::HealthcheckFailed,
-                    message: format!("swarm: {last} after {}s", timeout.as_secs()),
-                });
-            }
-            tokio::time::sleep(WATCH_EVERY).await;
-        }
-    }
-
-    /// Removes every service and secret labelled with the deployment (of type `process`
-    /// only, when given), then the project's network once nothing uses it.
-    async fn remove(&self, deployment_id: &str, process: Option<&str>) {
-        let mut labels = vec![format!("{DEPLOYMENT_LABEL}={deployment_id}")];
-        if let Some(process) = process {
-            labels.push(format!("{}={process}", spec::PROCESS_LABEL));
-        }
-        let filters = encode(&json!({ "label": labels }).to_string());
-        let services: Vec<Value> = self
-            .docker
-            .get(&format!("/services?filters={filters}"))
-            .await
-            .unwrap_or_default();
-        let mut projects = Vec::new();
-        for service in &services {
-            let id = service["ID"].as_str().unwrap_or_default();
-            if let Some(project) = service["Spec"]["Labels"][PROJECT_LABEL].as_str() {
-                projects.push(project.to_owned());
-            }
-            if let Err(error) = self.docker.delete(&format!("/services/{id}")).await {
-                tracing::warn!(%error, service = id, "could not remove a swarm service");
-            }
-        }
-        let secrets: Vec<Value> = self
-            .docker
-            .get(&format!(
-                "/secrets?filters={}",
-                encode(&json!({ "label": [&labels[0]] }).to_string())
-            ))
-            .await
-            .unwrap_or_default();
-        for secret in secrets {
-            let name = secret["Spec"]["Name"].as_str().unwrap_or_default();
-            let id = secret["ID"].as_str().unwrap_or_default();
-            if process.is_none_or(|p| name.ends_with(&format!("-{p}-boot"))) {
-                self.remove_retrying(&format!("/secrets/{id}")).await;
-            }
-        }
-        for project in projects {
-            self.remove_network_if_unused(&project).await;
-        }
-    }
-
-    async fn remove_network_if_unused(&self, project_id: &str) {
-        let filters =
-            encode(&json!({ "label": [format!("{PROJECT_LABEL}={project_id}")] }).to_string());
-        let left: Vec<Value> = self
-            .docker
-            .get(&format!("/services?filters={filters}"))
-            .await
-            .unwrap_or_default();
-        if left.is_empty() {
-            self.remove_retrying(&format!("/networks/{}", spec::network_name(project_id)))
-                .await;
-        }
-    }
-
-    /// A secret or network is in use until the removed service's tasks are gone.
-    async fn remove_retrying(&self, path: &str) {
-        for _ in 0..60 {
-            match self.docker.delete(path).await {
-                Ok(()) => return,
-                Err(error) if error.is_not_found() => return,
-                Err(_) => tokio::time::sleep(WATCH_EVERY).await,
-            }
-        }
-        tracing::warn!(path, "a swarm object is still in use after 30 s; left");
-    }
-}
-
-/// The watcher of one service: its task list is kept, and the route (a `web` service's:
-/// its key and deployment) follows it.
-fn watch(
-    swarm: Arc<Swarm>,
-    service_id: String,
-    route: Option<(String, String, Probe)>,
-    tasks: Arc<Mutex<Vec<TaskView>>>,
-    cancel: CancellationToken,
-) {
-    tokio::spawn(async move {
-        let mut routed: BTreeMap<u32, Option<SocketAddr>> = tasks
-            .lock()
-            .expect("tasks poisoned")
-            .iter()
-            .map(|t| (t.slot, t.address))
-            .collect();
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(WATCH_EVERY) => {}
-            }
-            let Ok(now) = swarm.tasks(&service_id).await else {
-                continue;
-            };
-            let Some((key, deployment_id, probe)) = &route else {
-                *tasks.lock().expect("tasks poisoned") = now;
-                continue;
-            };
-            let mut next = BTreeMap::new();
-            for task in &now {
-                // A routed task stays routed while the engine says it runs (the router's
-                // own retries cover a crash in between); a new one once it answers.
-                let ready = match (task.running, task.address) {
-                    (true, Some(address)) if routed.get(&task.slot) == Some(&Some(address)) => {
-                        Some(address)
-                    }
-                    (true, Some(address)) => probe.passes(address).await.then_some(address),
-                    _ => None,
-                };
-                next.insert(task.slot, ready);
-            }
-            for (slot, address) in &next {
-                if routed.get(slot) != Some(address) {
-                    let name = format!("web.{slot}");
-                    swarm
-                        .routes
-                        .set_instance(key, deployment_id, &name, *address);
-                }
-            }
-            for slot in routed.keys().filter(|s| !next.contains_key(s)) {
-                swarm
-                    .routes
-                    .remove_instance(key, deployment_id, &format!("web.{slot}"));
-            }
-            routed = next;
-            *tasks.lock().expect("tasks poisoned") = now;
-        }
-    });
 }
 
 impl AppBackend for Swarm {
@@ -485,14 +242,14 @@ impl AppBackend for Swarm {
                 target,
                 watcher.clone(),
             );
-            let healthy = match self
-                .wait_healthy(
-                    &service_id,
-                    spec.instances,
-                    template.port.map(|_| Probe::of(template)).as_ref(),
-                    spec.health_timeout,
-                )
-                .await
+            let healthy = match wait_healthy(
+                &self.docker,
+                &service_id,
+                spec.instances,
+                template.port.map(|_| Probe::of(template)).as_ref(),
+                spec.health_timeout,
+            )
+            .await
             {
                 Ok(healthy) => healthy,
                 Err(failure) if adopted => {
@@ -578,7 +335,7 @@ impl AppBackend for Swarm {
                 }
                 !ends
             });
-            self.remove(deployment_id, process).await;
+            super::cleanup::remove(&self.docker, deployment_id, process).await;
             if process.is_none() {
                 self.fetch.revoke(deployment_id);
                 let _ =
@@ -668,97 +425,13 @@ impl Swarm {
                 Probe::of(template),
             )
         });
-        watch(me, service_id, route, tasks, watcher);
+        watch(
+            me.docker.clone(),
+            me.routes.clone(),
+            service_id,
+            route,
+            tasks,
+            watcher,
+        );
     }
-}
-
-/// How a task's app is asked whether it is up: a connection alone proves nothing here (the
-/// engine's userland proxy accepts for a task whose app does not listen yet), so an HTTP
-/// request — with a health check path, a 2xx/3xx answer to it; without, any HTTP answer
-/// to `/`.
-#[derive(Debug, Clone)]
-struct Probe {
-    path: Option<String>,
-    host: String,
-}
-
-impl Probe {
-    fn of(spec: &crate::supervisor::AppSpec) -> Probe {
-        Probe {
-            path: spec.health_check_path.clone(),
-            host: spec.slug.clone(),
-        }
-    }
-
-    async fn passes(&self, address: SocketAddr) -> bool {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let asked = async {
-            let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-            let request = format!(
-                "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: slipway-health\r\nConnection: close\r\n\r\n",
-                self.path.as_deref().unwrap_or("/"),
-                self.host
-            );
-            stream.write_all(request.as_bytes()).await.ok()?;
-            let mut head = [0u8; 12];
-            stream.read_exact(&mut head).await.ok()?;
-            let status = std::str::from_utf8(&head[9..12])
-                .ok()?
-                .parse::<u16>()
-                .ok()?;
-            Some((head.starts_with(b"HTTP/1."), status))
-        };
-        match tokio::time::timeout(Duration::from_secs(5), asked).await {
-            Ok(Some((true, status))) => self.path.is_none() || (200..400).contains(&status),
-            _ => false,
-        }
-    }
-}
-
-/// Percent-encodes a query value (the engine's `filters` JSON).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-#[derive(Deserialize)]
-struct Task {
-    #[serde(rename = "Slot", default)]
-    slot: u32,
-    #[serde(rename = "NodeID", default)]
-    node_id: String,
-    #[serde(rename = "Status")]
-    status: TaskStatus,
-}
-
-#[derive(Deserialize)]
-struct TaskStatus {
-    #[serde(rename = "State")]
-    state: String,
-    #[serde(rename = "PortStatus", default)]
-    port_status: PortStatus,
-    #[serde(rename = "Err", default)]
-    err: String,
-    /// When the task reached its state (RFC 3339, nanoseconds).
-    #[serde(rename = "Timestamp", default)]
-    timestamp: String,
-}
-
-#[derive(Deserialize, Default)]
-struct PortStatus {
-    #[serde(rename = "Ports", default)]
-    ports: Vec<PortBinding>,
-}
-
-#[derive(Deserialize)]
-struct PortBinding {
-    #[serde(rename = "PublishedPort")]
-    published: u16,
 }
