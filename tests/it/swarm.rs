@@ -57,17 +57,18 @@ async fn hosts_answer(daemon: &TestDaemon, count: usize) -> Vec<String> {
 }
 
 fn daemon_on(dockerd: &Dockerd) -> TestDaemon {
-    daemon_fetching_at(dockerd, GATEWAY.parse().unwrap())
+    daemon_fetching_at(dockerd, GATEWAY.parse().unwrap(), "")
 }
 
-/// The daemon on `dockerd`'s swarm, serving builds at `fetch_ip` (every node's tasks reach it).
-fn daemon_fetching_at(dockerd: &Dockerd, fetch_ip: std::net::IpAddr) -> TestDaemon {
+/// The daemon on `dockerd`'s swarm, serving builds at `fetch_ip` (every node's tasks reach
+/// it), with `more` config.
+fn daemon_fetching_at(dockerd: &Dockerd, fetch_ip: std::net::IpAddr, more: &str) -> TestDaemon {
     let fetch = std::net::TcpListener::bind((fetch_ip, 0))
         .and_then(|l| l.local_addr())
         .expect("a port for the build server");
     TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
         "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{fetch}\"\n[rate_limits]\n\
-         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n{more}",
         dockerd.socket().display()
     )))
 }
