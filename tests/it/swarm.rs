@@ -8,6 +8,8 @@
 
 mod dockerd;
 mod load;
+mod netns;
+mod two_nodes;
 
 use std::time::Duration;
 
@@ -62,13 +64,18 @@ async fn hosts_answer(daemon: &TestDaemon, count: usize) -> Vec<String> {
 }
 
 fn daemon_on(dockerd: &Dockerd) -> TestDaemon {
-    let fetch_port = std::net::TcpListener::bind((GATEWAY, 0))
+    daemon_fetching_at(dockerd, GATEWAY.parse().unwrap(), "")
+}
+
+/// The daemon on `dockerd`'s swarm, serving builds at `fetch_ip` (every node's tasks reach
+/// it), with `more` config.
+fn daemon_fetching_at(dockerd: &Dockerd, fetch_ip: std::net::IpAddr, more: &str) -> TestDaemon {
+    let fetch = std::net::TcpListener::bind((fetch_ip, 0))
         .and_then(|l| l.local_addr())
-        .expect("a port on the gateway")
-        .port();
+        .expect("a port for the build server");
     TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
-        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{GATEWAY}:{fetch_port}\"\n[rate_limits]\n\
-         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n",
+        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{fetch}\"\n[rate_limits]\n\
+         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n{more}",
         dockerd.socket().display()
     )))
 }

@@ -1,11 +1,16 @@
 //! The test's own dockerd: its own data root, socket and exec root, `--iptables=false` (the
 //! host's firewall and the local sandboxes' rules untouched) and a single-node swarm. The
 //! daemon makes its runtime image on it (nothing is pulled). One at a time (`docker_gwbridge`
-//! is the host's): [`Dockerd::start_or_skip`] takes a lock.
+//! is the host's): [`Dockerd::start_or_skip`] takes a lock. The two-node test adds a worker
+//! in a network namespace of its own ([`Dockerd::worker_in`]), which joins by
+//! `slipway node join`.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use super::netns::Netns;
 
 /// The gateway of the `docker_gwbridge` the test makes: tasks reach the daemon's build
 /// server there.
@@ -17,7 +22,9 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub struct Dockerd {
     root: PathBuf,
     child: std::process::Child,
-    _one: std::sync::MutexGuard<'static, ()>,
+    /// The swarm's address (a manager's `ip:port`; empty for a worker until it joins).
+    pub swarm_addr: String,
+    _one: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl Dockerd {
@@ -41,31 +48,50 @@ impl Dockerd {
     /// The dockerd, or `None` with the reason printed where it cannot run (not installed, not
     /// root). Where it is installed and should run but does not start, the test fails.
     pub fn start_or_skip(test: &str) -> Option<Dockerd> {
-        if !Path::new("/usr/sbin/dockerd").exists() {
-            eprintln!("skipping {test}: dockerd is not installed (apt-get install docker.io)");
-            return None;
-        }
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("skipping {test}: dockerd needs root");
+        Dockerd::manager_or_skip(test, IpAddr::from([127, 0, 0, 1]))
+    }
+
+    /// A manager whose swarm listens on and advertises `ip` (a port of its own).
+    pub fn manager_or_skip(test: &str, ip: IpAddr) -> Option<Dockerd> {
+        if !Dockerd::can_run(test) {
             return None;
         }
         let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        match Dockerd::start(one) {
+        match Dockerd::start(one, ip) {
             Ok(dockerd) => Some(dockerd),
             Err(reason) => panic!("{test}: dockerd is installed but did not start: {reason}"),
         }
     }
 
-    fn start(one: std::sync::MutexGuard<'static, ()>) -> Result<Dockerd, String> {
-        let root = std::env::temp_dir().join(format!("slipway-swarm-it-{}", std::process::id()));
+    /// Whether a dockerd can run here; if not, says why the test skips.
+    pub fn can_run(test: &str) -> bool {
+        if !Path::new("/usr/sbin/dockerd").exists() {
+            eprintln!("skipping {test}: dockerd is not installed (apt-get install docker.io)");
+            return false;
+        }
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("skipping {test}: dockerd needs root");
+            return false;
+        }
+        true
+    }
+
+    /// Spawns `command` (dockerd, or what execs it) with its log in `root`, and waits until
+    /// it answers.
+    fn spawn(
+        root: PathBuf,
+        mut command: Command,
+        one: Option<std::sync::MutexGuard<'static, ()>>,
+    ) -> Result<Dockerd, String> {
         std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(root.join("dockerd.log")).map_err(|e| e.to_string())?;
-        let child = Command::new("/usr/sbin/dockerd")
+        let child = command
             .arg(format!("--data-root={}", root.join("data").display()))
             .arg(format!("--exec-root={}", root.join("exec").display()))
             .arg(format!("--pidfile={}", root.join("dockerd.pid").display()))
             .arg(format!("-H=unix://{}", root.join("docker.sock").display()))
-            .args(["--iptables=false", "--ip-masq=false", "--bridge=none"])
+            // A task's image is made on its node: never try a registry for it.
+            .env("DOCKER_SERVICE_PREFER_OFFLINE_IMAGE", "1")
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
             .spawn()
@@ -73,6 +99,7 @@ impl Dockerd {
         let dockerd = Dockerd {
             root,
             child,
+            swarm_addr: String::new(),
             _one: one,
         };
         let started = std::time::Instant::now();
@@ -82,6 +109,14 @@ impl Dockerd {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+        Ok(dockerd)
+    }
+
+    fn start(one: std::sync::MutexGuard<'static, ()>, ip: IpAddr) -> Result<Dockerd, String> {
+        let root = std::env::temp_dir().join(format!("slipway-swarm-it-{}", std::process::id()));
+        let mut command = Command::new("/usr/sbin/dockerd");
+        command.args(["--iptables=false", "--ip-masq=false", "--bridge=none"]);
+        let mut dockerd = Dockerd::spawn(root, command, Some(one))?;
         // Made before the swarm is, so its gateway (where tasks reach the daemon) is known.
         dockerd.docker(&[
             "network",
@@ -92,19 +127,84 @@ impl Dockerd {
             "--opt=com.docker.network.bridge.enable_icc=false",
             "docker_gwbridge",
         ])?;
-        // A port of its own (not 2377: a dockerd of the machine's may hold it).
-        let listen = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?;
+        // Ports of its own (not 2377 and 4789: a dockerd of the machine's may hold them).
+        let port = || {
+            std::net::TcpListener::bind((ip, 0))
+                .and_then(|l| l.local_addr())
+                .map_err(|e| e.to_string())
+        };
+        let listen = port()?.to_string();
+        let data_path_port = port()?.port().to_string();
         dockerd.docker(&[
             "swarm",
             "init",
             "--advertise-addr",
-            &listen.to_string(),
+            &listen,
             "--listen-addr",
-            &listen.to_string(),
+            &listen,
+            "--data-path-port",
+            &data_path_port,
         ])?;
+        dockerd.swarm_addr = listen;
         Ok(dockerd)
+    }
+
+    /// A dockerd in `netns`, as another machine: its own data root, its own hostname (a UTS
+    /// namespace), a mount namespace whose `/sys` is the network namespace's (the host's
+    /// cgroup tree bound into it), its firewall and masquerading on (they are the
+    /// namespace's own). Not in a swarm: it joins by `slipway node join`.
+    pub fn worker_in(netns: &Netns, hostname: &str) -> Result<Dockerd, String> {
+        let root = std::env::temp_dir().join(format!(
+            "slipway-swarm-it-{}-{hostname}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(root.join("cgroup")).map_err(|e| e.to_string())?;
+        let setup = format!(
+            "mount --rbind /sys/fs/cgroup {cg} && mount -t sysfs sysfs /sys && \
+             mount --rbind {cg} /sys/fs/cgroup && hostname {hostname} && exec \"$@\"",
+            cg = root.join("cgroup").display()
+        );
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", netns.name))
+            .args(["unshare", "--mount", "--uts", "--propagation", "private"])
+            .args([
+                "sh",
+                "-c",
+                &setup,
+                "sh",
+                "/usr/sbin/dockerd",
+                "--bridge=none",
+            ]);
+        Dockerd::spawn(root, command, None)
+    }
+
+    /// The worker join token.
+    pub fn worker_token(&self) -> Result<String, String> {
+        Ok(self
+            .docker(&["swarm", "join-token", "-q", "worker"])?
+            .trim()
+            .to_owned())
+    }
+
+    /// Stops it now (its tasks stop with it), as `systemctl stop docker` would.
+    pub fn stop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return; // already stopped (and reaped: its pid may be another's now)
+        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(40) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     fn log_tail(&self) -> String {
@@ -127,11 +227,7 @@ impl Drop for Dockerd {
     fn drop(&mut self) {
         let _ = self.docker(&["swarm", "leave", "--force"]);
         let _ = self.docker(&["network", "rm", "docker_gwbridge"]);
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
+        self.stop();
         // Anything dockerd left mounted under its roots, then the roots themselves.
         let _ = Command::new("sh")
             .arg("-c")

@@ -1,6 +1,6 @@
 //! A bounded request loop through the router: `workers` clients each sending one request at
 //! a time to an app host until stopped (at most 2 minutes or 20,000 requests), counting what
-//! failed and why.
+//! failed, when (since the loop started) and why.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,8 +56,12 @@ async fn worker(router: SocketAddr, host: String, stop: Arc<AtomicBool>) -> (u32
                     Err(error) => failed.push(format!("body: {error}")),
                 }
             }
-            Ok(response) => failed.push(format!("status {}", response.status())),
-            Err(error) => failed.push(format!("error: {error:?}")),
+            Ok(response) => failed.push(format!(
+                "at {:.1?}: status {}",
+                started.elapsed(),
+                response.status()
+            )),
+            Err(error) => failed.push(format!("at {:.1?}: error: {error:?}", started.elapsed())),
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
