@@ -1,5 +1,5 @@
 //! A network namespace of the test's own, joined to the host by a veth pair: the host end
-//! `10.213.N.1/24`, the namespace end `10.213.N.2/24` (N from the test's pid). A second
+//! `10.215.N.1/24`, the namespace end `10.215.N.2/24` (not 10.213: a local daemon's default sandbox subnet; not 10.214: the sandboxed tests') (N from the test's pid). A second
 //! "machine" for the two-node swarm test; removed (with the pair) when dropped.
 
 use std::net::Ipv4Addr;
@@ -35,8 +35,8 @@ impl Netns {
         let netns = Netns {
             name: format!("slipway-node2-{pid}"),
             host_link: format!("swn2h{}", pid % 100_000),
-            host_ip: Ipv4Addr::new(10, 213, subnet, 1),
-            inner_ip: Ipv4Addr::new(10, 213, subnet, 2),
+            host_ip: Ipv4Addr::new(10, 215, subnet, 1),
+            inner_ip: Ipv4Addr::new(10, 215, subnet, 2),
         };
         let inner_link = format!("swn2n{}", pid % 100_000);
         ip(&["netns", "add", &netns.name])?;
