@@ -60,8 +60,11 @@ export async function processes(body, project, _base, _id, reload) {
 function processType(path, name, type, reload) {
   const running = [...type.running].sort((/** @type {any} */ a, /** @type {any} */ b) =>
     Number(a.instance.split(".").pop()) - Number(b.instance.split(".").pop()));
+  // On a cluster, each instance's node ("this machine" for local ones).
+  const clustered = running.some((/** @type {any} */ i) => i.node);
   const rows = running.map((/** @type {any} */ i) => [h("code", {}, i.instance),
     h("span", { class: `badge ${STATE_CLASS[i.state] || ""}` }, i.state),
+    ...(clustered ? [i.node ? h("code", { class: "node" }, i.node) : h("span", { class: "muted" }, "this machine")] : []),
     i.memoryBytes === null || i.memoryBytes === undefined ? h("span", { class: "muted" }, "not measured")
       : `${mebibytes(i.memoryBytes)} of ${type.memoryMb} MiB`,
     String(i.restarts), ago(i.startedAt)]);
@@ -91,7 +94,8 @@ function processType(path, name, type, reload) {
       h("dt", {}, "CPU"), h("dd", {}, `${type.cpus} per instance`),
       h("dt", {}, "Deploy"), h("dd", {}, DEPLOY[type.deploy] || type.deploy)),
     type.instances === 0 ? h("p", { class: "muted" }, "Scaled to 0: no instances run.")
-      : table(["Instance", "State", "Memory used", "Restarts", "Started"], rows, [3]),
+      : table(clustered ? ["Instance", "State", "Node", "Memory used", "Restarts", "Started"]
+        : ["Instance", "State", "Memory used", "Restarts", "Started"], rows, [clustered ? 4 : 3]),
     notRunning > 0 ? h("p", { class: "muted" }, `${notRunning} of ${type.instances} instance(s) not running.`) : null,
     form({ class: "row fields", "aria-label": `Scale ${name}` }, submit,
       field("Instances", instances), field("Memory limit (MiB)", memory), scale));
