@@ -61,7 +61,9 @@ impl Services {
             crate::source::SourceStore::open(config.data_dir.join("sources"))
                 .context("opening the source archive store")?,
         );
-        if let Some(cluster) = cluster_backend(config, &routes, &hub, runs.clone()).await? {
+        if let Some(cluster) =
+            cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?
+        {
             supervisor.set_cluster(cluster);
         }
         let tls = start_tls(config, store, &notifier).await?;
@@ -330,6 +332,7 @@ async fn cluster_backend(
     config: &Config,
     routes: &Arc<Routes>,
     hub: &Arc<LogHub>,
+    notifier: &Notifier,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Option<Arc<dyn crate::supervisor::backend::AppBackend>>> {
     let (Some(_), Some(listen)) = (config.cluster.engine, config.cluster.fetch_listen) else {
@@ -338,7 +341,7 @@ async fn cluster_backend(
     let fetch = crate::cluster::fetch::FetchServer::bind(
         listen,
         &config.data_dir.join("cluster"),
-        shutdown,
+        shutdown.clone(),
     )
     .await
     .with_context(|| format!("binding cluster.fetch_listen {listen}"))?;
@@ -350,6 +353,7 @@ async fn cluster_backend(
         // Deploys say it again; the daemon still serves everything else.
         Err(error) => tracing::error!(%error, image = %image, "cannot make the runtime image"),
     }
+    crate::cluster::nodes::watch_down(docker.clone(), notifier.clone(), shutdown);
     Ok(Some(crate::cluster::Swarm::new(
         docker,
         config.cluster.runtime_image.clone(),

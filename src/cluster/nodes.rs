@@ -86,3 +86,63 @@ pub async fn list(docker: &Docker) -> Result<Vec<NodeInfo>, DockerError> {
     infos.sort_by(|a, b| a.name.cmp(&b.name).then(a.engine_id.cmp(&b.engine_id)));
     Ok(infos)
 }
+
+/// How often the nodes' states are read for `node.down`.
+pub const WATCH_NODES_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a node's state change is one to tell the operator about: it was `ready` and is
+/// no longer answering its manager.
+fn went_down(before: &str, now: &str) -> bool {
+    before == "ready" && matches!(now, "down" | "disconnected")
+}
+
+/// Reads the nodes every [`WATCH_NODES_EVERY`] until `shutdown` and sends `node.down` for
+/// each node that went from `ready` to `down` or `disconnected` (once per fall).
+pub fn watch_down(
+    docker: Docker,
+    notifier: crate::notifications::Notifier,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let mut states: HashMap<String, String> = HashMap::new();
+        loop {
+            if let Ok(nodes) = list(&docker).await {
+                for node in nodes {
+                    let before = states.insert(node.engine_id.clone(), node.state.clone());
+                    if before.is_some_and(|before| went_down(&before, &node.state)) {
+                        tracing::warn!(node = %node.name, address = %node.address, state = %node.state, "a cluster node is down");
+                        notifier.emit(
+                            crate::notifications::Event::new(
+                                crate::notifications::EventKind::NodeDown,
+                            )
+                            .error(&format!(
+                                "node {} ({}, nod_{}) is {}: the engine starts its tasks on \
+                                 the other nodes",
+                                node.name,
+                                node.address,
+                                node.engine_id.to_ascii_lowercase(),
+                                node.state
+                            )),
+                        );
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(WATCH_NODES_EVERY) => {}
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_ready_node_that_stops_answering_is_down() {
+        assert!(super::went_down("ready", "down"));
+        assert!(super::went_down("ready", "disconnected"));
+        assert!(!super::went_down("down", "down"));
+        assert!(!super::went_down("unknown", "down"));
+        assert!(!super::went_down("ready", "ready"));
+    }
+}

@@ -68,6 +68,7 @@ pub fn slack_body(event: &Event) -> String {
         EventKind::AppWakeFailed => {
             format!("Slipway: {project} did not wake up{deployment}: {error}")
         }
+        EventKind::NodeDown => format!("Slipway: a cluster node is down: {error}"),
     };
     let escaped = text
         .replace('&', "&amp;")

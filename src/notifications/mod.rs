@@ -52,10 +52,12 @@ pub enum EventKind {
     AppSlept,
     AppWoke,
     AppWakeFailed,
+    // A cluster node stopped answering its manager (issue 36).
+    NodeDown,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::DeploymentStarted,
         EventKind::DeploymentSucceeded,
         EventKind::DeploymentFailed,
@@ -72,6 +74,7 @@ impl EventKind {
         EventKind::AppSlept,
         EventKind::AppWoke,
         EventKind::AppWakeFailed,
+        EventKind::NodeDown,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +95,7 @@ impl EventKind {
             EventKind::AppSlept => "app.slept",
             EventKind::AppWoke => "app.woke",
             EventKind::AppWakeFailed => "app.wake_failed",
+            EventKind::NodeDown => "node.down",
         }
     }
 

@@ -14,6 +14,7 @@ use super::dockerd::Dockerd;
 use super::load::Load;
 use super::netns::Netns;
 use super::{daemon_fetching_at, scale, SERVER};
+use crate::notifications::receiver::Receiver;
 use crate::support::{eventually, TestDaemon, BIN};
 
 const TEST: &str = "the two-node swarm test";
@@ -144,7 +145,10 @@ async fn two_nodes() -> Option<Cluster> {
     );
     // A request sent to a task of a node that vanished gets no answer and no reset: it
     // waits for the response timeout (60 s by default), bounded here.
-    let more = format!("[limits]\nproxy_response_timeout_s = {RESPONSE_TIMEOUT_S}\n");
+    let more = format!(
+        "[limits]\nproxy_response_timeout_s = {RESPONSE_TIMEOUT_S}\n{}",
+        crate::notifications::allow_loopback()
+    );
     let daemon = daemon_fetching_at(&manager, netns.host_ip.into(), &more);
     let both_ready = eventually(Duration::from_secs(30), || async {
         let states = node_states(&daemon).await;
@@ -228,6 +232,17 @@ async fn tasks_run_on_a_second_node_and_move_to_the_first_when_it_stops() {
     let Some(mut cluster) = two_nodes().await else {
         return;
     };
+    // The operator is told when a node goes down.
+    let receiver = Receiver::start("127.0.0.1:0".parse().unwrap()).await;
+    let subscribed = cluster
+        .daemon
+        .api(
+            "POST",
+            "/api/notifications",
+            Some(json!({"url": receiver.url("/nodes"), "events": ["node.down"]})),
+        )
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.text());
     spread_over_both(&cluster).await;
 
     // The worker goes away under a request loop: cut off, then its engine stopped.
@@ -297,5 +312,15 @@ async fn tasks_run_on_a_second_node_and_move_to_the_first_when_it_stops() {
             .lines()
             .any(|l| l.contains(WORKER) && l.contains("down")),
         "{listed}"
+    );
+    let told = eventually(Duration::from_secs(20), || async {
+        !receiver.events("/nodes", "node.down").is_empty()
+    })
+    .await;
+    assert!(told, "node.down is sent: {:?}", receiver.got().len());
+    let event = receiver.events("/nodes", "node.down")[0].json();
+    assert!(
+        event["error"].as_str().unwrap().contains(WORKER) && event["project"].is_null(),
+        "{event}"
     );
 }
