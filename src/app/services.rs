@@ -57,10 +57,7 @@ impl Services {
         let hub = log_hub(config, store);
         let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
-        let sources = Arc::new(
-            crate::source::SourceStore::open(config.data_dir.join("sources"))
-                .context("opening the source archive store")?,
-        );
+        let sources = source_store(config)?;
         if let Some(cluster) =
             cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?
         {
@@ -325,6 +322,13 @@ fn supervisor(
         Duration::from_secs(limits.app_stop_grace_s),
         Duration::from_secs(limits.health_interval_s),
     )
+}
+
+fn source_store(config: &Config) -> anyhow::Result<Arc<crate::source::SourceStore>> {
+    Ok(Arc::new(
+        crate::source::SourceStore::open(config.data_dir.join("sources"))
+            .context("opening the source archive store")?,
+    ))
 }
 
 /// The Swarm backend with its build server, when `[cluster] engine` names one.
