@@ -1,5 +1,6 @@
 //! A network namespace of the test's own, joined to the host by a veth pair: the host end
-//! `10.215.N.1/24`, the namespace end `10.215.N.2/24` (not 10.213: a local daemon's default sandbox subnet; not 10.214: the sandboxed tests') (N from the test's pid). A second
+//! `10.215.N.1/24`, the namespace end `10.215.N.2/24`, N from the test's pid (not 10.213: a
+//! local daemon's default sandbox subnet; not 10.214: the sandboxed tests'). A second
 //! "machine" for the two-node swarm test; removed (with the pair) when dropped.
 
 use std::net::Ipv4Addr;
