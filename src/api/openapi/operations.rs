@@ -77,7 +77,7 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         // Nothing live to sleep or wake (no server deployment).
         Route::SleepProject | Route::WakeProject => &[Conflict],
         Route::GetFormation => &[],
-        Route::UpdateSettings => &[InvalidGitUrl],
+        Route::UpdateSettings => &[InvalidGitUrl, Conflict],
         // The body is read only once the project and its secret are known (`public_body.rs`).
         Route::Webhook => &[
             InvalidGitUrl,
