@@ -14,6 +14,7 @@ pub mod join;
 pub mod logs;
 pub mod nodes;
 pub mod spec;
+mod stats;
 pub mod swarm;
 mod tasks;
 

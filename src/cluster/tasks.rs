@@ -34,6 +34,8 @@ pub(super) struct TaskView {
     pub(super) state: String,
     /// When it reached that state (Unix ms; 0 when the engine did not say).
     pub(super) since_ms: u64,
+    /// Its container's id (empty until it has one).
+    pub(super) container: String,
 }
 
 /// The service's tasks that should run, with their addresses (node address + published
@@ -69,6 +71,7 @@ pub(super) async fn list(docker: &Docker, service_id: &str) -> Result<Vec<TaskVi
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_millis() as u64),
+            container: task.status.container_status.container_id,
             state: match task.status.err.is_empty() {
                 true => task.status.state,
                 false => format!("{}: {}", task.status.state, task.status.err),
@@ -258,6 +261,14 @@ struct TaskStatus {
     /// When the task reached its state (RFC 3339, nanoseconds).
     #[serde(rename = "Timestamp", default)]
     timestamp: String,
+    #[serde(rename = "ContainerStatus", default)]
+    container_status: ContainerStatus,
+}
+
+#[derive(Deserialize, Default)]
+struct ContainerStatus {
+    #[serde(rename = "ContainerID", default)]
+    container_id: String,
 }
 
 #[derive(Deserialize, Default)]

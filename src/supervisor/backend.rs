@@ -63,6 +63,13 @@ pub trait AppBackend: Send + Sync {
     /// once, after start-up restore re-attached those).
     fn sweep<'a>(&'a self, live: &'a std::collections::HashSet<String>) -> BoxFuture<'a, ()>;
 
+    /// The instance's memory in use, as last measured (`None`: not measured).
+    fn memory_bytes(
+        &self,
+        deployment_id: &str,
+        instance: &crate::formation::InstanceId,
+    ) -> Option<u64>;
+
     /// Whether any instance of the deployment runs here.
     fn runs(&self, deployment_id: &str) -> bool;
 

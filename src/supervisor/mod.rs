@@ -310,9 +310,10 @@ impl Supervisor {
 
     /// The memory one instance uses now, bytes (from its cgroups; `None` in mode none).
     pub fn instance_memory_bytes(&self, deployment_id: &str, instance: &InstanceId) -> Option<u64> {
-        self.runner
-            .usage(&app_step_name(deployment_id, instance))?
-            .memory_bytes
+        if let Some(usage) = self.runner.usage(&app_step_name(deployment_id, instance)) {
+            return usage.memory_bytes;
+        }
+        self.cluster()?.memory_bytes(deployment_id, instance)
     }
 
     /// The memory limits of every instance running, in MiB, but those `skip` names.

@@ -181,6 +181,22 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         4,
         "3 web and 1 worker: {ps}"
     );
+    // Memory per task, from the engine's stats of each container on this node.
+    let measured = eventually(Duration::from_secs(15), || async {
+        let formation: Value = daemon
+            .api("GET", "/api/projects/orbit/formation", None)
+            .await
+            .json();
+        formation["types"]["web"]["running"]
+            .as_array()
+            .is_some_and(|r| {
+                r.len() == 3
+                    && r.iter()
+                        .all(|i| i["memoryBytes"].as_u64().is_some_and(|b| b > 1 << 20))
+            })
+    })
+    .await;
+    assert!(measured, "every web task's memory is measured");
     let listed = crate::support::cli(&daemon, &["nodes"]);
     assert!(
         listed.contains(&node_name) && listed.contains("ready"),
