@@ -105,11 +105,23 @@ export async function runOutput(runId, reload) {
     await api("POST", `/api/runs/${enc(runId)}/cancel`); await reload();
   }));
   const exit = run.exitCode === null || run.exitCode === undefined ? (live ? "not yet" : "none") : String(run.exitCode);
+  // A queued run shown before it started: its state is asked again once its output flows.
+  const stateCell = h("dd", { id: "run-state" }, runState(run.state));
+  let shown = run.state;
+  let asking = false;
+  const refreshState = () => {
+    if (shown !== "queued" || asking) return;
+    asking = true;
+    api("GET", `/api/runs/${enc(runId)}`).then((now) => {
+      shown = now.state;
+      stateCell.replaceChildren(runState(now.state));
+    }).catch(() => {}).finally(() => { asking = false; });
+  };
   const card = h("section", { class: "card", id: "run-output", "data-job": run.jobId, tabindex: -1, "aria-labelledby": "run-output-title" },
     h("div", { class: "row" }, h("h2", { class: "grow", id: "run-output-title" }, "Output of run ", h("code", {}, run.id)), phase, cancel),
     h("dl", { class: "facts" },
       h("dt", {}, "Command"), h("dd", {}, h("code", {}, run.command)),
-      h("dt", {}, "State"), h("dd", { id: "run-state" }, runState(run.state)),
+      h("dt", {}, "State"), stateCell,
       h("dt", {}, "Exit code"), h("dd", { id: "run-exit" }, exit),
       h("dt", {}, "Trigger"), h("dd", {}, triggerWords(run.trigger), run.scheduledAt ? ` (due ${new Date(run.scheduledAt).toLocaleString()})` : ""),
       h("dt", {}, "Started"), h("dd", {}, run.startedAt ? `${ago(run.startedAt)} · ran ${duration(run.startedAt, run.finishedAt)}` : "not yet"),
@@ -123,9 +135,10 @@ export async function runOutput(runId, reload) {
   };
   if (live) {
     stopFollowing = followStream(`/api/runs/${enc(runId)}/logs/stream`, (type, data) => {
-      if (type === "log") append(data);
+      if (type === "log") { append(data); refreshState(); }
       else if (type === "end") ended(runId).then(() => reload()).catch((error) => { phase.textContent = describe(error); });
     }, (state, error) => {
+      if (state === "live") refreshState();
       phase.textContent = state === "live" ? "following live" : state === "ended" ? "finished"
         : state === "error" ? describe(error) : error ? `reconnecting… (${describe(error)})` : "reconnecting…";
     });
