@@ -316,7 +316,15 @@ impl AcmeIssuer {
                 }
                 _ => published.add_token(&challenge.token, key_authorization.as_str()),
             }
-            challenge.set_ready().await?;
+            // A CA that validates at once (Pebble without its sleep) answers this very call
+            // with the challenge's error: that is a failed validation, not a broken CA.
+            match challenge.set_ready().await {
+                Ok(()) => {}
+                Err(instant_acme::Error::Api(problem)) => {
+                    return Err(OrderError::Validation(problem.to_string()))
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
 
         let retry = RetryPolicy::new()
