@@ -357,9 +357,11 @@ async fn cluster_backend(
         // Deploys say it again; the daemon still serves everything else.
         Err(error) => tracing::error!(%error, image = %image, "cannot make the runtime image"),
     }
-    crate::cluster::nodes::watch_down(docker.clone(), notifier.clone(), shutdown);
+    let nodes = crate::cluster::nodes::NodeBook::default();
+    crate::cluster::nodes::watch_down(docker.clone(), nodes.clone(), notifier.clone(), shutdown);
     Ok(Some(crate::cluster::Swarm::new(
         docker,
+        nodes,
         config.cluster.runtime_image.clone(),
         fetch,
         routes.clone(),

@@ -15,6 +15,7 @@ use super::follow::follow_run;
 use super::http::ApiClient;
 use super::pack::pack;
 use super::project_file::{slugify, ProjectFile};
+use super::usage::human_bytes;
 use super::{path_segment, ClientError};
 use crate::cli::DeployArgs;
 
@@ -245,18 +246,6 @@ fn display_dir(dir: &Path) -> String {
         "the current directory".into()
     } else {
         dir.display().to_string()
-    }
-}
-
-pub fn human_bytes(bytes: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let value = bytes as f64;
-    if value < KIB {
-        format!("{bytes} B")
-    } else if value < KIB * KIB {
-        format!("{:.1} KiB", value / KIB)
-    } else {
-        format!("{:.1} MiB", value / (KIB * KIB))
     }
 }
 

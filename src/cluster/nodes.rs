@@ -1,7 +1,10 @@
 //! The cluster's nodes as `GET /api/nodes` shows them: the engine's node list with the
-//! tasks that should run on each.
+//! tasks that should run on each; the [`NodeBook`] of their addresses the task lists use,
+//! kept by [`watch_down`]'s reads.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
@@ -61,6 +64,50 @@ struct Task {
     node_id: String,
 }
 
+/// Where a node is reached, and its name.
+#[derive(Debug, Clone, Default)]
+pub(super) struct NodeAddr {
+    pub(super) ip: Option<IpAddr>,
+    pub(super) name: String,
+}
+
+impl From<&Node> for NodeAddr {
+    fn from(node: &Node) -> NodeAddr {
+        NodeAddr {
+            ip: node.status.addr.parse().ok(),
+            name: node.description.hostname.clone(),
+        }
+    }
+}
+
+/// The nodes' addresses by engine id: refreshed with every read of the node list, and a
+/// node not yet in it is read alone when a task names it (the task lists, read every
+/// 500 ms, do not read the nodes again).
+#[derive(Clone, Default)]
+pub struct NodeBook(Arc<Mutex<HashMap<String, NodeAddr>>>);
+
+impl NodeBook {
+    pub(super) async fn get(&self, docker: &Docker, id: &str) -> Result<NodeAddr, DockerError> {
+        if let Some(known) = self.0.lock().expect("node book poisoned").get(id) {
+            return Ok(known.clone());
+        }
+        let node: Node = docker.get(&format!("/nodes/{id}")).await?;
+        let address = NodeAddr::from(&node);
+        self.0
+            .lock()
+            .expect("node book poisoned")
+            .insert(node.id, address.clone());
+        Ok(address)
+    }
+
+    fn keep(&self, nodes: &[Node]) {
+        *self.0.lock().expect("node book poisoned") = nodes
+            .iter()
+            .map(|node| (node.id.clone(), NodeAddr::from(node)))
+            .collect();
+    }
+}
+
 /// Every node, sorted by name, with its count of tasks that should run.
 pub async fn list(docker: &Docker) -> Result<Vec<NodeInfo>, DockerError> {
     let nodes: Vec<Node> = docker.get("/nodes").await?;
@@ -98,19 +145,27 @@ fn went_down(before: &str, now: &str) -> bool {
 
 /// Reads the nodes every [`WATCH_NODES_EVERY`] until `shutdown` and sends `node.down` for
 /// each node that went from `ready` to `down` or `disconnected` (once per fall).
+/// Keeps `book` with what it reads.
 pub fn watch_down(
     docker: Docker,
+    book: NodeBook,
     notifier: crate::notifications::Notifier,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     tokio::spawn(async move {
         let mut states: HashMap<String, String> = HashMap::new();
         loop {
-            if let Ok(nodes) = list(&docker).await {
+            if let Ok(nodes) = docker.get::<Vec<Node>>("/nodes").await {
+                book.keep(&nodes);
                 for node in nodes {
-                    let before = states.insert(node.engine_id.clone(), node.state.clone());
-                    if before.is_some_and(|before| went_down(&before, &node.state)) {
-                        tracing::warn!(node = %node.name, address = %node.address, state = %node.state, "a cluster node is down");
+                    let (name, address, state) = (
+                        node.description.hostname,
+                        node.status.addr,
+                        node.status.state,
+                    );
+                    let before = states.insert(node.id.clone(), state.clone());
+                    if before.is_some_and(|before| went_down(&before, &state)) {
+                        tracing::warn!(node = %name, %address, %state, "a cluster node is down");
                         notifier.emit(
                             crate::notifications::Event::new(
                                 crate::notifications::EventKind::NodeDown,
@@ -118,10 +173,10 @@ pub fn watch_down(
                             .error(&format!(
                                 "node {} ({}, nod_{}) is {}: the engine starts its tasks on \
                                  the other nodes",
-                                node.name,
-                                node.address,
-                                node.engine_id.to_ascii_lowercase(),
-                                node.state
+                                name,
+                                address,
+                                node.id.to_ascii_lowercase(),
+                                state
                             )),
                         );
                     }

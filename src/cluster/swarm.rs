@@ -37,6 +37,7 @@ struct Service {
 
 pub struct Swarm {
     docker: Docker,
+    nodes: super::nodes::NodeBook,
     image: String,
     fetch: Arc<FetchServer>,
     routes: Arc<Routes>,
@@ -50,6 +51,7 @@ pub struct Swarm {
 impl Swarm {
     pub fn new(
         docker: Docker,
+        nodes: super::nodes::NodeBook,
         image: String,
         fetch: Arc<FetchServer>,
         routes: Arc<Routes>,
@@ -58,6 +60,7 @@ impl Swarm {
     ) -> Arc<Swarm> {
         Arc::new_cyclic(|me| Swarm {
             docker,
+            nodes,
             image,
             fetch,
             routes,
@@ -245,6 +248,7 @@ impl AppBackend for Swarm {
             );
             let healthy = match wait_healthy(
                 &self.docker,
+                &self.nodes,
                 &service_id,
                 spec.instances,
                 template.port.map(|_| Probe::of(template)).as_ref(),
@@ -440,6 +444,7 @@ impl Swarm {
         });
         watch(
             me.docker.clone(),
+            me.nodes.clone(),
             me.routes.clone(),
             service_id,
             route,

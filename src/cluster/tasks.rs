@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::docker::{Docker, DockerError};
 use super::failure;
+use super::nodes::{NodeAddr, NodeBook};
 use crate::error_code::ErrorCode;
 use crate::router::Routes;
 use crate::supervisor::StartFailure;
@@ -40,24 +41,24 @@ pub(super) struct TaskView {
 
 /// The service's tasks that should run, with their addresses (node address + published
 /// port) and whether they run.
-pub(super) async fn list(docker: &Docker, service_id: &str) -> Result<Vec<TaskView>, DockerError> {
+pub(super) async fn list(
+    docker: &Docker,
+    nodes: &NodeBook,
+    service_id: &str,
+) -> Result<Vec<TaskView>, DockerError> {
     let filters = json!({"service": [service_id], "desired-state": ["running"]});
     let tasks: Vec<Task> = docker
         .get(&format!("/tasks?filters={}", encode(&filters.to_string())))
         .await?;
-    // node id → (address, name)
-    let mut nodes: BTreeMap<String, (Option<std::net::IpAddr>, String)> = BTreeMap::new();
     let mut views = Vec::new();
     for task in tasks {
         // A task not yet placed has no node.
-        if !task.node_id.is_empty() && !nodes.contains_key(&task.node_id) {
-            let node: Value = docker.get(&format!("/nodes/{}", task.node_id)).await?;
-            let ip = node["Status"]["Addr"].as_str().and_then(|a| a.parse().ok());
-            let name = node["Description"]["Hostname"].as_str().unwrap_or_default();
-            nodes.insert(task.node_id.clone(), (ip, name.to_owned()));
-        }
+        let node = match task.node_id.is_empty() {
+            true => NodeAddr::default(),
+            false => nodes.get(docker, &task.node_id).await?,
+        };
         let port = task.status.port_status.ports.first().map(|p| p.published);
-        let (ip, node) = nodes.get(&task.node_id).cloned().unwrap_or_default();
+        let (ip, node) = (node.ip, node.name);
         let address = match (ip, port) {
             (Some(ip), Some(port)) => Some(SocketAddr::new(ip, port)),
             _ => None,
@@ -86,6 +87,7 @@ pub(super) async fn list(docker: &Docker, service_id: &str) -> Result<Vec<TaskVi
 /// A type without a port (a worker) is healthy once its tasks run.
 pub(super) async fn wait_healthy(
     docker: &Docker,
+    nodes: &NodeBook,
     service_id: &str,
     count: u32,
     probe: Option<&Probe>,
@@ -93,7 +95,7 @@ pub(super) async fn wait_healthy(
 ) -> Result<Vec<TaskView>, StartFailure> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let tasks = list(docker, service_id).await.map_err(failure)?;
+        let tasks = list(docker, nodes, service_id).await.map_err(failure)?;
         let mut healthy = Vec::new();
         for task in tasks.iter().filter(|t| t.running) {
             let up = match (probe, task.address) {
@@ -131,6 +133,7 @@ pub(super) async fn wait_healthy(
 /// its key and deployment) follows it.
 pub(super) fn watch(
     docker: Docker,
+    nodes: NodeBook,
     routes: Arc<Routes>,
     service_id: String,
     route: Option<(String, String, Probe)>,
@@ -149,7 +152,7 @@ pub(super) fn watch(
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(WATCH_EVERY) => {}
             }
-            let Ok(now) = list(&docker, &service_id).await else {
+            let Ok(now) = list(&docker, &nodes, &service_id).await else {
                 continue;
             };
             let Some((key, deployment_id, probe)) = &route else {

@@ -160,19 +160,12 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     assert_load("redeploy", load.stop().await, 0);
     let before = hosts_answer(&daemon, 3).await;
     // Where each instance runs: the formation's `node` and `slipway ps`'s NODE column.
-    let formation: Value = daemon
-        .api("GET", "/api/projects/orbit/formation", None)
-        .await
-        .json();
-    let running = formation["types"]["web"]["running"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(running.len(), 3, "{formation}");
+    let running = web_running(&daemon).await;
+    assert_eq!(running.len(), 3, "{running:?}");
     let node_name = nodes["nodes"][0]["name"].as_str().unwrap().to_owned();
     assert!(
         running.iter().all(|i| i["node"] == node_name.as_str()),
-        "{formation}"
+        "{running:?}"
     );
     let ps = crate::support::cli(&daemon, &["ps", "--project", "orbit"]);
     assert!(ps.lines().next().unwrap().contains("NODE"), "{ps}");
@@ -183,17 +176,11 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     );
     // Memory per task, from the engine's stats of each container on this node.
     let measured = eventually(Duration::from_secs(15), || async {
-        let formation: Value = daemon
-            .api("GET", "/api/projects/orbit/formation", None)
-            .await
-            .json();
-        formation["types"]["web"]["running"]
-            .as_array()
-            .is_some_and(|r| {
-                r.len() == 3
-                    && r.iter()
-                        .all(|i| i["memoryBytes"].as_u64().is_some_and(|b| b > 1 << 20))
-            })
+        let running = web_running(&daemon).await;
+        running.len() == 3
+            && running
+                .iter()
+                .all(|i| i["memoryBytes"].as_u64().is_some_and(|b| b > 1 << 20))
     })
     .await;
     assert!(measured, "every web task's memory is measured");
@@ -385,4 +372,16 @@ async fn placement_on_a_cluster_needs_an_engine() {
         )
         .await;
     assert_eq!(bad.status, 400, "{}", bad.text());
+}
+
+/// The running `web` instances of `orbit`, by its formation.
+async fn web_running(daemon: &TestDaemon) -> Vec<Value> {
+    let formation: Value = daemon
+        .api("GET", "/api/projects/orbit/formation", None)
+        .await
+        .json();
+    formation["types"]["web"]["running"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }

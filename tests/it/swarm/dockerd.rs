@@ -1,7 +1,7 @@
 //! The test's own dockerd: its own data root, socket and exec root, `--iptables=false` (the
 //! host's firewall and the local sandboxes' rules untouched) and a single-node swarm. The
 //! daemon makes its runtime image on it (nothing is pulled). One at a time (`docker_gwbridge`
-//! is the host's): [`Dockerd::start_or_skip`] takes a lock. The two-node test adds a worker
+//! is the host's): [`Dockerd::start_or_skip`] takes a lock, across processes too. The two-node test adds a worker
 //! in a network namespace of its own ([`Dockerd::worker_in`]), which joins by
 //! `slipway node join`.
 
@@ -18,13 +18,34 @@ pub const GATEWAY: &str = "172.30.0.1";
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Held while a test's swarm exists: this process's lock and a lock file's, so test runs of
+/// two checkouts (or a CI run next to a developer's) wait for each other too.
+pub struct OneAtATime {
+    _file: nix::fcntl::Flock<std::fs::File>,
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl OneAtATime {
+    fn take() -> OneAtATime {
+        let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let path = std::env::temp_dir().join("slipway-swarm-tests.lock");
+        let file = std::fs::File::create(&path).expect("the swarm tests' lock file");
+        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .unwrap_or_else(|(_, e)| panic!("cannot lock {path:?}: {e}"));
+        OneAtATime {
+            _file: file,
+            _guard: guard,
+        }
+    }
+}
+
 /// A dockerd of the test's own, stopped and removed (with its swarm) when dropped.
 pub struct Dockerd {
     root: PathBuf,
     child: std::process::Child,
     /// The swarm's address (a manager's `ip:port`; empty for a worker until it joins).
     pub swarm_addr: String,
-    _one: Option<std::sync::MutexGuard<'static, ()>>,
+    _one: Option<OneAtATime>,
 }
 
 impl Dockerd {
@@ -56,7 +77,7 @@ impl Dockerd {
         if !Dockerd::can_run(test) {
             return None;
         }
-        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let one = OneAtATime::take();
         match Dockerd::start(one, ip) {
             Ok(dockerd) => Some(dockerd),
             Err(reason) => panic!("{test}: dockerd is installed but did not start: {reason}"),
@@ -81,7 +102,7 @@ impl Dockerd {
     fn spawn(
         root: PathBuf,
         mut command: Command,
-        one: Option<std::sync::MutexGuard<'static, ()>>,
+        one: Option<OneAtATime>,
     ) -> Result<Dockerd, String> {
         std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(root.join("dockerd.log")).map_err(|e| e.to_string())?;
@@ -112,7 +133,7 @@ impl Dockerd {
         Ok(dockerd)
     }
 
-    fn start(one: std::sync::MutexGuard<'static, ()>, ip: IpAddr) -> Result<Dockerd, String> {
+    fn start(one: OneAtATime, ip: IpAddr) -> Result<Dockerd, String> {
         let root = std::env::temp_dir().join(format!("slipway-swarm-it-{}", std::process::id()));
         let mut command = Command::new("/usr/sbin/dockerd");
         command.args(["--iptables=false", "--ip-masq=false", "--bridge=none"]);

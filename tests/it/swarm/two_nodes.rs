@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::dockerd::Dockerd;
 use super::load::Load;
 use super::netns::Netns;
-use super::{daemon_fetching_at, scale, SERVER};
+use super::{daemon_fetching_at, scale, web_running, SERVER};
 use crate::notifications::receiver::Receiver;
 use crate::support::{eventually, TestDaemon, BIN};
 
@@ -48,19 +48,11 @@ async fn answers(daemon: &TestDaemon, tries: usize) -> Option<BTreeSet<String>> 
 
 /// The node each running instance is on, by the formation.
 async fn placement(daemon: &TestDaemon) -> Vec<String> {
-    let formation: Value = daemon
-        .api("GET", "/api/projects/orbit/formation", None)
+    web_running(daemon)
         .await
-        .json();
-    formation["types"]["web"]["running"]
-        .as_array()
-        .map(|running| {
-            running
-                .iter()
-                .map(|i| i["node"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+        .iter()
+        .map(|i| i["node"].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// Whether `tries` requests all succeed, answered by at least `count` of the manager's tasks
