@@ -86,7 +86,7 @@ impl Jobs {
             hub,
             notifier,
             clock: match &config.clock_file {
-                Some(path) => JobClock::File(path.clone()),
+                Some(path) => JobClock::file(path.clone()),
                 None => JobClock::System,
             },
             config,

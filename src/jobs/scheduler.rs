@@ -13,6 +13,7 @@
 //! move it to make jobs due without waiting).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,23 +40,39 @@ const MAX_COUNTED: usize = 10_000;
 #[derive(Debug, Clone)]
 pub enum JobClock {
     System,
-    /// A file holding an RFC 3339 time (`[jobs] clock_file`).
-    File(PathBuf),
+    /// A file holding an RFC 3339 time (`[jobs] clock_file`), and the last time read from it.
+    File(PathBuf, Arc<AtomicU64>),
 }
 
 impl JobClock {
+    pub fn file(path: PathBuf) -> JobClock {
+        JobClock::File(path, Arc::new(AtomicU64::new(0)))
+    }
+
     pub fn now_ms(&self) -> u64 {
         match self {
             JobClock::System => crate::ids::now_ms(),
-            JobClock::File(path) => std::fs::read_to_string(path)
-                .ok()
-                .and_then(|text| humantime::parse_rfc3339_weak(text.trim()).ok())
-                .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|elapsed| elapsed.as_millis() as u64)
-                .unwrap_or_else(|| {
-                    tracing::warn!(path = %path.display(), "the clock file holds no RFC 3339 time; using the system clock");
-                    crate::ids::now_ms()
-                }),
+            JobClock::File(path, last) => {
+                let read = std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|text| humantime::parse_rfc3339_weak(text.trim()).ok())
+                    .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|elapsed| elapsed.as_millis() as u64);
+                match (read, last.load(Ordering::Relaxed)) {
+                    (Some(now), _) => {
+                        last.store(now, Ordering::Relaxed);
+                        now
+                    }
+                    // Caught while being rewritten (or broken): the time stands still
+                    // rather than jumping to the system's, which would skip every due time
+                    // in between.
+                    (None, known) if known > 0 => known,
+                    (None, _) => {
+                        tracing::warn!(path = %path.display(), "the clock file holds no RFC 3339 time; using the system clock");
+                        crate::ids::now_ms()
+                    }
+                }
+            }
         }
     }
 }
@@ -168,7 +185,7 @@ impl Jobs {
                 }
             };
             let sleep = match (&self.clock, next) {
-                (JobClock::File(_), _) => FILE_CLOCK_TICK,
+                (JobClock::File(..), _) => FILE_CLOCK_TICK,
                 (JobClock::System, Some(next_ms)) => {
                     Duration::from_millis(next_ms.saturating_sub(self.clock.now_ms()))
                         .min(MAX_SLEEP)
@@ -349,6 +366,22 @@ mod tests {
     use super::*;
 
     const MINUTE: u64 = 60_000;
+
+    #[test]
+    fn a_clock_file_caught_half_written_keeps_the_last_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clock");
+        let clock = JobClock::file(path.clone());
+        std::fs::write(&path, "2026-01-01T00:01:00Z").unwrap();
+        let set = clock.now_ms();
+        assert_eq!(set, 1_767_225_660_000);
+        std::fs::write(&path, "2026-01-01T00:0").unwrap();
+        assert_eq!(clock.now_ms(), set);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(clock.now_ms(), set);
+        std::fs::write(&path, "2026-01-01T00:02:00Z").unwrap();
+        assert_eq!(clock.now_ms(), set + MINUTE);
+    }
 
     fn at(text: &str) -> u64 {
         millis(text.parse::<Timestamp>().unwrap())

@@ -15,8 +15,11 @@ use crate::support::{eventually, missing_tool, TestDaemon};
 
 const SERVER: &str = "exec python3 -m http.server $PORT";
 
+/// Sets the daemon's clock at once (written aside, then renamed: never read half written).
 fn set_clock(path: &Path, at: &str) {
-    std::fs::write(path, at).unwrap();
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, at).unwrap();
+    std::fs::rename(&aside, path).unwrap();
 }
 
 /// A daemon whose scheduler reads its time from `clock`, with project `shop` deployed.
@@ -66,11 +69,13 @@ async fn wait_states(daemon: &TestDaemon, job: &serde_json::Value, expected: &[&
         states(&runs_of(daemon, job).await) == expected
     })
     .await;
+    let runs = runs_of(daemon, job).await;
     assert!(
         reached,
-        "job {}: runs {:?}, expected {expected:?}",
+        "job {}: runs {:?}, expected {expected:?}; messages {:?}",
         job["name"],
-        states(&runs_of(daemon, job).await)
+        states(&runs),
+        runs.iter().map(|run| &run["message"]).collect::<Vec<_>>()
     );
 }
 
