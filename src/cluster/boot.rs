@@ -21,6 +21,9 @@ pub struct BootDocument {
     pub cert_pem: String,
     pub command: String,
     pub env: Vec<(String, String)>,
+    /// The linked add-ons, reached through tunnels (`slipway task-relay`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tunnels: Vec<super::tunnel::Tunnel>,
 }
 
 /// Where the build is unpacked (a tmpfs in the service's spec).
@@ -28,9 +31,7 @@ const APP_DIR: &str = "/app";
 
 /// Runs the boot; returns only on failure (the message says why).
 pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
-    let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
-    let document: BootDocument =
-        serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))?;
+    let document = read_document(secret)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -44,6 +45,9 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
         ));
     }
     unpack(&tarball)?;
+    if !document.tunnels.is_empty() {
+        start_relay(secret)?;
+    }
     use std::os::unix::process::CommandExt;
     let mut command = std::process::Command::new("/bin/sh");
     command
@@ -58,6 +62,28 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
     }
     let error = command.exec();
     Err(format!("cannot run the command: {error}"))
+}
+
+/// Starts `slipway task-relay` next to the app for its life (it ends with the task: the
+/// engine's init is PID 1) and waits until its tunnels listen, so the app's first
+/// connection to an add-on finds them.
+fn start_relay(secret: &Path) -> Result<(), String> {
+    use std::io::BufRead;
+    let relay = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(relay)
+        .arg("task-relay")
+        .arg(secret)
+        .env_clear()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the add-on tunnels: {e}"))?;
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("piped");
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    match line.trim() {
+        super::tunnel::READY => Ok(()),
+        _ => Err("the add-on tunnels did not start (their error is above)".to_owned()),
+    }
 }
 
 /// Unpacks the build into [`APP_DIR`]; the error names the file and the system's reason.
@@ -82,12 +108,22 @@ fn unpack(tarball: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
-    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
+/// The boot document in the engine's secret at `secret`.
+pub(super) fn read_document(secret: &Path) -> Result<BootDocument, String> {
+    let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
+    serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))
+}
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+/// A TLS connection to the build server of `url`, trusting only `cert_pem`; the URL and
+/// the `Host` to send.
+pub(super) async fn connect(url: &str, cert_pem: &str) -> Result<(http::Uri, String, Tls), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("the URL: {e}"))?;
     let host = uri.host().ok_or("the URL has no host")?.to_owned();
     let port = uri.port_u16().unwrap_or(443);
     let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::tls::certs::parse_chain(&document.cert_pem).map_err(|e| e.to_string())? {
+    for cert in crate::tls::certs::parse_chain(cert_pem).map_err(|e| e.to_string())? {
         roots.add(cert).map_err(|e| e.to_string())?;
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -105,12 +141,17 @@ async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS with the control plane: {e}"))?;
+    Ok((uri, format!("{host}:{port}"), tls))
+}
+
+async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
+    let (uri, host, tls) = connect(&document.url, &document.cert_pem).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(connection);
     let request = http::Request::get(uri.path())
-        .header(http::header::HOST, format!("{host}:{port}"))
+        .header(http::header::HOST, host)
         .body(Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
     let response = sender

@@ -8,10 +8,13 @@
 //! restarts (a task rescheduled a day later fetches again), and it is honoured while the
 //! deployment is granted (runs on the cluster); stopping it revokes it. The certificate and
 //! its key are kept next to it, made once per `fetch_listen` address. A capability is only
-//! ever in the engine's secret store, never in a log or the API.
+//! ever in the engine's secret store, never in a log or the API. The same server carries the
+//! tasks' tunnels to their linked add-ons (`tunnel.rs`), each under a capability of its own
+//! (the HMAC of `<deployment>/<add-on address>`), honoured while the deployment is granted
+//! with that add-on in its reach.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -28,6 +31,8 @@ pub struct Build {
     pub deployment_id: String,
     pub tarball: PathBuf,
     pub sha256: String,
+    /// The add-ons its tasks may tunnel to (the deployment's links).
+    pub reach: Vec<SocketAddrV4>,
 }
 
 /// The build server: its address, its certificate and the builds it serves.
@@ -142,6 +147,34 @@ impl FetchServer {
         url
     }
 
+    /// The tunnel URL of `target`, an add-on the deployment's build reaches (honoured while
+    /// a grant of the deployment names it).
+    pub fn tunnel_url(&self, deployment_id: &str, target: SocketAddrV4) -> String {
+        let tag = hmac::sign(&self.key, format!("{deployment_id}/{target}").as_bytes());
+        format!(
+            "https://{}/tunnels/{deployment_id}/{target}/{}",
+            self.address,
+            crate::ids::hex(tag.as_ref())
+        )
+    }
+
+    /// The add-on a tunnel request's path names, when its capability is right and the
+    /// deployment is granted with it in its reach.
+    fn tunnel_for(&self, path: &str) -> Option<SocketAddrV4> {
+        let mut parts = path.strip_prefix("/tunnels/")?.splitn(3, '/');
+        let (deployment_id, target, capability) = (parts.next()?, parts.next()?, parts.next()?);
+        let tag = crate::ids::hex_decode(capability)?;
+        hmac::verify(
+            &self.key,
+            format!("{deployment_id}/{target}").as_bytes(),
+            &tag,
+        )
+        .ok()?;
+        let target: SocketAddrV4 = target.parse().ok()?;
+        let granted = self.lock().get(deployment_id)?.reach.contains(&target);
+        granted.then_some(target)
+    }
+
     /// Revokes the deployment's capability.
     pub fn revoke(&self, deployment_id: &str) {
         self.lock().remove(deployment_id);
@@ -189,19 +222,25 @@ impl FetchServer {
                     async move { Ok::<_, std::convert::Infallible>(server.answer(request).await) }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
+                    .serve_connection_with_upgrades(TokioIo::new(tls), service)
                     .await;
             });
         }
     }
 
     async fn answer(&self, request: http::Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
-        let build = self.build_for(request.uri().path());
         let answer = |status: StatusCode, body: Bytes| {
             let mut response = Response::new(Full::new(body));
             *response.status_mut() = status;
             response
         };
+        if request.uri().path().starts_with("/tunnels/") {
+            return match self.tunnel_for(request.uri().path()) {
+                Some(target) => super::tunnel::open(request, target),
+                None => answer(StatusCode::NOT_FOUND, Bytes::new()),
+            };
+        }
+        let build = self.build_for(request.uri().path());
         let Some(build) = build else {
             return answer(StatusCode::NOT_FOUND, Bytes::new());
         };

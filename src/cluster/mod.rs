@@ -3,7 +3,8 @@
 //! router stay on this machine (the control plane). `docker.rs` talks to the engine,
 //! `spec.rs` says what a service is, `swarm.rs` is the backend (the supervisor's
 //! [`AppBackend`](crate::supervisor::backend::AppBackend) seam), `fetch.rs` serves builds to
-//! tasks without a registry and `boot.rs` is the task's side of it, `nodes.rs` lists nodes.
+//! tasks without a registry and `boot.rs` is the task's side of it, `tunnel.rs` carries
+//! tasks' connections to their linked add-ons, `nodes.rs` lists nodes.
 
 pub mod boot;
 mod cleanup;
@@ -17,6 +18,7 @@ pub mod spec;
 mod stats;
 pub mod swarm;
 mod tasks;
+pub mod tunnel;
 
 pub use swarm::Swarm;
 

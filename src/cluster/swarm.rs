@@ -101,6 +101,7 @@ impl Swarm {
             deployment_id,
             tarball,
             sha256,
+            reach: spec.template.reach.clone(),
         })
     }
 
@@ -118,7 +119,10 @@ impl Swarm {
         match self.docker.get::<Id>(&format!("/services/{name}")).await {
             Ok(service) => {
                 let build = match self.packaged(&template.deployment_id).await {
-                    Some(build) => build,
+                    Some(build) => Build {
+                        reach: template.reach.clone(),
+                        ..build
+                    },
                     None => self.package(spec).await?,
                 };
                 self.fetch.grant(build);
@@ -142,6 +146,7 @@ impl Swarm {
             deployment_id: deployment_id.to_owned(),
             tarball,
             sha256,
+            reach: Vec::new(),
         })
     }
 
@@ -173,12 +178,28 @@ impl Swarm {
         if let Some(port) = template.port {
             env.push(("PORT".to_owned(), port.to_string()));
         }
+        // Each linked add-on through a tunnel, at a loopback address inside the task.
+        let pairs: Vec<_> = template
+            .reach
+            .iter()
+            .enumerate()
+            .map(|(index, target)| (*target, super::tunnel::local_address(index, *target)))
+            .collect();
+        super::tunnel::rewrite(&mut env, &pairs);
+        let tunnels = pairs
+            .iter()
+            .map(|(target, listen)| super::tunnel::Tunnel {
+                listen: *listen,
+                url: self.fetch.tunnel_url(&template.deployment_id, *target),
+            })
+            .collect();
         let document = super::boot::BootDocument {
             url: self.fetch.grant(build.clone()),
             sha256: build.sha256.clone(),
             cert_pem: self.fetch.cert_pem().to_owned(),
             command: template.command.clone(),
             env,
+            tunnels,
         };
         let process = &template.instance.process;
         let data = serde_json::to_vec(&document).expect("the document serializes");

@@ -6,6 +6,7 @@
 //! network left and its build's capability revoked. Skips with a printed reason where
 //! dockerd is not installed or the test is not root.
 
+mod addon;
 mod dockerd;
 mod load;
 mod netns;
@@ -252,28 +253,7 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
 
     // The build's capability URL (from a task's boot secret) serves it until the project
     // is deleted; then nothing of the project is left in the engine and the URL is refused.
-    let container = dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.swarm.service.name={service}"),
-        ])
-        .unwrap()
-        .lines()
-        .next()
-        .expect("a task container")
-        .to_owned();
-    let secret = dockerd
-        .docker(&[
-            "exec",
-            &container,
-            "/bin/sh",
-            "-c",
-            "read -r x < /run/secrets/slipway-boot; printf %s \"$x\"",
-        ])
-        .unwrap();
-    let boot: Value = serde_json::from_str(secret.trim()).expect("the boot document");
+    let boot = boot_document(&dockerd, &service);
     let url = boot["url"].as_str().unwrap().to_owned();
     assert_eq!(fetch_status(&url, &boot["certPem"]).await, 200);
     let forged = format!(
@@ -301,6 +281,32 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         404,
         "the capability is revoked"
     );
+}
+
+/// The boot document of a task of `service`, read inside its container.
+fn boot_document(dockerd: &Dockerd, service: &str) -> Value {
+    let container = dockerd
+        .docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.swarm.service.name={service}"),
+        ])
+        .unwrap()
+        .lines()
+        .next()
+        .expect("a task container")
+        .to_owned();
+    let secret = dockerd
+        .docker(&[
+            "exec",
+            &container,
+            "/bin/sh",
+            "-c",
+            "read -r x < /run/secrets/slipway-boot; printf %s \"$x\"",
+        ])
+        .unwrap();
+    serde_json::from_str(secret.trim()).expect("the boot document")
 }
 
 /// The status of a GET of a build URL, trusting only the certificate the boot document names.
