@@ -107,6 +107,40 @@ async fn a_task_reaches_its_linked_addon_through_its_tunnel() {
     let moved = url.replacen(":6379/", ":22/", 1);
     assert_ne!(moved, url);
     assert_eq!(fetch_status(&moved, cert).await, 404);
+
+    // What the hop costs (printed, not asserted): PINGs one at a time through the tunnel
+    // from inside the task, and straight to the add-on from this machine.
+    let env = boot["env"].as_array().expect("the environment");
+    let tunneled = env
+        .iter()
+        .find(|pair| pair[0] == "REDIS_URL")
+        .and_then(|pair| pair[1].as_str())
+        .expect("REDIS_URL")
+        .to_owned();
+    let target = url.split('/').nth(5).expect("the add-on's address");
+    let direct = tunneled.replace("127.0.1.1:6379", target);
+    let bench = "redis-benchmark -t ping -n 2000 -c 1 --csv -u";
+    let container = dockerd
+        .docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.swarm.service.name={web}"),
+        ])
+        .unwrap();
+    let inside = dockerd.docker(&[
+        "exec",
+        container.lines().next().unwrap(),
+        "/bin/sh",
+        "-c",
+        &format!("{bench} '{tunneled}' 2>/dev/null"),
+    ]);
+    let outside = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("{bench} '{direct}' 2>&1"))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    println!("redis PING through the tunnel: {inside:?}; straight: {outside:?}");
 }
 
 /// One visit to the app: the count it read back and the Redis address it used.
