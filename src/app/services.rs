@@ -58,11 +58,10 @@ impl Services {
         let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
         let sources = source_store(config)?;
-        if let Some(cluster) =
-            cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?
-        {
-            supervisor.set_cluster(cluster);
-        }
+        let cluster = cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?;
+        // Without namespaces every app shares the host's ports.
+        let shared_ports = config.sandbox.mode == SandboxMode::None;
+        let local = crate::supervisor::local::LocalBackend::new(supervisor.clone(), shared_ports);
         let tls = start_tls(config, store, &notifier).await?;
         let pipeline = Pipeline::new(PipelineParts {
             config: config.clone(),
@@ -70,7 +69,8 @@ impl Services {
             hub: hub.clone(),
             runner: runner.clone(),
             routes: routes.clone(),
-            supervisor: supervisor.clone(),
+            local,
+            cluster,
             sources: sources.clone(),
             secrets: base.secrets.clone(),
             tls: tls.clone(),
