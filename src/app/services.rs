@@ -20,6 +20,7 @@ use crate::notifications::Notifier;
 use crate::pipeline::{Pipeline, PipelineParts};
 use crate::router::Routes;
 use crate::store::Store;
+use crate::supervisor::local::LocalBackend;
 use crate::supervisor::Supervisor;
 use crate::tls::TlsManager;
 use crate::urls::PublicUrls;
@@ -59,9 +60,6 @@ impl Services {
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
         let sources = source_store(config)?;
         let cluster = cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?;
-        // Without namespaces every app shares the host's ports.
-        let shared_ports = config.sandbox.mode == SandboxMode::None;
-        let local = crate::supervisor::local::LocalBackend::new(supervisor.clone(), shared_ports);
         let tls = start_tls(config, store, &notifier).await?;
         let pipeline = Pipeline::new(PipelineParts {
             config: config.clone(),
@@ -69,7 +67,8 @@ impl Services {
             hub: hub.clone(),
             runner: runner.clone(),
             routes: routes.clone(),
-            local,
+            // Without namespaces every app shares the host's ports.
+            local: LocalBackend::new(supervisor.clone(), config.sandbox.mode == SandboxMode::None),
             cluster,
             sources: sources.clone(),
             secrets: base.secrets.clone(),
