@@ -20,6 +20,7 @@ use crate::notifications::Notifier;
 use crate::pipeline::{Pipeline, PipelineParts};
 use crate::router::Routes;
 use crate::store::Store;
+use crate::supervisor::local::LocalBackend;
 use crate::supervisor::Supervisor;
 use crate::tls::TlsManager;
 use crate::urls::PublicUrls;
@@ -58,11 +59,7 @@ impl Services {
         let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
         let sources = source_store(config)?;
-        if let Some(cluster) =
-            cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?
-        {
-            supervisor.set_cluster(cluster);
-        }
+        let cluster = cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?;
         let tls = start_tls(config, store, &notifier).await?;
         let pipeline = Pipeline::new(PipelineParts {
             config: config.clone(),
@@ -70,7 +67,9 @@ impl Services {
             hub: hub.clone(),
             runner: runner.clone(),
             routes: routes.clone(),
-            supervisor: supervisor.clone(),
+            // Without namespaces every app shares the host's ports.
+            local: LocalBackend::new(supervisor.clone(), config.sandbox.mode == SandboxMode::None),
+            cluster,
             sources: sources.clone(),
             secrets: base.secrets.clone(),
             tls: tls.clone(),

@@ -317,17 +317,22 @@ impl AppBackend for Swarm {
         })
     }
 
-    fn scale<'a>(
-        &'a self,
-        deployment_id: &'a str,
-        process: &'a str,
-        instances: u32,
-    ) -> futures_util::future::BoxFuture<'a, Result<(), StartFailure>> {
+    /// The service's replicas follow `spec.instances` (its limits stay as the deploy made
+    /// them; the engine's tasks join the route through the watcher).
+    fn scale(
+        &self,
+        spec: TypeSpec,
+    ) -> futures_util::future::BoxFuture<'_, Result<(), StartFailure>> {
         Box::pin(async move {
+            let (deployment_id, process) = (
+                &spec.template.deployment_id,
+                &spec.template.instance.process,
+            );
+            let instances = spec.instances;
             let service_id = self
                 .lock()
                 .values()
-                .find(|s| s.deployment_id == deployment_id && s.process == process)
+                .find(|s| &s.deployment_id == deployment_id && &s.process == process)
                 .map(|s| s.service_id.clone())
                 .ok_or_else(|| failure("the deployment runs no such service"))?;
             let service: Value = self

@@ -9,7 +9,7 @@ impl Pipeline {
     pub async fn project_deleted(&self, deleted: &DeletedProject) {
         self.cancel_project(&deleted.project.id, None);
         for deployment_id in &deleted.deployment_ids {
-            self.supervisor.stop_deployment(deployment_id, None).await;
+            self.stop_app(deployment_id, None).await;
             self.hub.remove(deployment_id);
             self.workspaces.remove_deployment_files(deployment_id).await;
         }
@@ -55,7 +55,7 @@ impl Pipeline {
         let label = super::host_label(&project.slug, &target);
         self.routes.remove_preview(&label);
         if let Some(deployment_id) = &preview.deployment_id {
-            self.supervisor.stop_deployment(deployment_id, None).await;
+            self.stop_app(deployment_id, None).await;
             self.hub.system(deployment_id, "preview torn down");
             self.hub.end(deployment_id);
             self.workspaces.remove_deployment_files(deployment_id).await;

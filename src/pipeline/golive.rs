@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use super::failure::{deploy_blocking, Failure};
 use super::instances::{Launch, WebInstance};
-use super::ports::{free_host_port, free_port, port_is_free};
 use super::Pipeline;
 use crate::error_code::ErrorCode;
 use crate::formation::ProcessType;
@@ -19,6 +18,7 @@ use crate::store::git::PreviewSwitch;
 use crate::store::records::{
     DeploymentMode, DeploymentRecord, DeploymentState, Environment, ProjectRecord, RunRecord,
 };
+use crate::supervisor::backend::AppBackend;
 
 /// What the deploy step prepared: the target the route will point at.
 pub(super) enum Prepared {
@@ -31,6 +31,8 @@ pub(super) enum Prepared {
         /// Every type the deployment runs; the `replace` ones start after the switch.
         types: Vec<ProcessType>,
         launch: Box<Launch>,
+        /// Where they run.
+        backend: Arc<dyn AppBackend>,
     },
 }
 
@@ -130,23 +132,15 @@ impl Pipeline {
         deployment: &mut DeploymentRecord,
         env: &[(String, String)],
     ) -> Result<Prepared, Failure> {
-        if self.supervisor.is_running(&deployment.id) {
+        if self.app_runs(&deployment.id) {
             // A rollback to the deployment that is still running (e.g. being drained).
-            self.supervisor.stop_deployment(&deployment.id, None).await;
+            self.stop_app(&deployment.id, None).await;
         }
-        // Without namespaces every app shares the host's ports.
-        let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
-        let choose = if shared_ports {
-            free_host_port
-        } else {
-            free_port
-        };
         // Apps the previous daemon left running keep their port.
-        let adopting = self.has_survivors(&deployment.id);
-        let port = deployment
-            .port
-            .filter(|p| adopting || port_is_free(*p))
-            .map_or_else(choose, Ok)
+        let adopting = self.local.has_survivors(&deployment.id);
+        let port = self
+            .local
+            .deployment_port(&deployment.id, deployment.port)
             .map_err(|e| {
                 Failure::new(
                     "deploy",
@@ -178,14 +172,13 @@ impl Pipeline {
             env: env.to_vec(),
             reach: self.addon_reach(&project.id, &deployment.target).await,
         };
-        let (web, types) = match self.cluster_for(project) {
-            Some(cluster) => self.start_on_cluster(&cluster, &launch, types).await?,
-            None => (self.start_overlapping(&launch, &types).await?, types),
-        };
+        let backend = self.backend_for(project);
+        let web = self.start_overlapping(&backend, &launch, &types).await?;
         Ok(Prepared::Server {
             web,
             types,
             launch: Box::new(launch),
+            backend,
         })
     }
 
@@ -214,8 +207,14 @@ impl Pipeline {
                 target,
             ),
         }
-        if let Prepared::Server { types, launch, .. } = &prepared {
-            self.start_replacing(launch, types, previous.as_deref())
+        if let Prepared::Server {
+            types,
+            launch,
+            backend,
+            ..
+        } = &prepared
+        {
+            self.start_replacing(backend, launch, types, previous.as_deref())
                 .await;
         }
         if let Some(previous) = previous {
@@ -274,7 +273,7 @@ impl Pipeline {
                 // A retried restore lost to a deploy or rollback made since start-up.
                 if !self.is_recorded_live(project, deployment).await {
                     if let Prepared::Server { .. } = prepared {
-                        self.supervisor.stop_deployment(&deployment.id, None).await;
+                        self.stop_app(&deployment.id, None).await;
                     }
                     return Err(Failure::new(
                         "deploy",
@@ -303,7 +302,7 @@ impl Pipeline {
         self.hub
             .system(&previous, &format!("replaced by {replacement}"));
         self.hub.end(&previous);
-        let supervisor = self.supervisor.clone();
+        let backends = self.backends();
         let drain = Duration::from_secs(self.config.limits.app_drain_s);
         let (dir, volumes) = (
             self.workspaces.deployment_dir(&previous),
@@ -312,7 +311,7 @@ impl Pipeline {
         tokio::spawn(async move {
             // In-flight requests to the old app finish during the drain period.
             tokio::time::sleep(drain).await;
-            supervisor.stop_deployment(&previous, None).await;
+            super::backends::stop_everywhere(&backends, &previous, None).await;
             // A preview keeps only the build it serves (no rollbacks of previews).
             if is_preview {
                 let _ = tokio::task::spawn_blocking(move || volumes.remove_tree(&dir)).await;

@@ -1,8 +1,9 @@
 //! A deployment's instances (issue 32): the process types it runs with the project's
-//! formation, each instance started through the supervisor in its own sandbox. `web`
-//! instances (and other `overlap` types) start before the switch and must all be healthy;
-//! `replace` types start after it, once the previous deployment's instances of that type are
-//! gone, so a singleton never runs twice. A preview runs one instance of each type.
+//! formation, each type started on the project's backend (`backends.rs`: the local sandbox
+//! or the cluster) the same way. `web` instances (and other `overlap` types) start before
+//! the switch and must be healthy (`minHealthy` of them); `replace` types start after it,
+//! once the previous deployment's instances of that type are gone, so a singleton never runs
+//! twice. A preview runs one instance of each type.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,9 +12,13 @@ use std::time::Duration;
 use super::failure::Failure;
 use super::Pipeline;
 use crate::error_code::ErrorCode;
-use crate::formation::{instance_key, Defaults, DeployStrategy, InstanceId, ProcessType};
+use crate::formation::{Defaults, DeployStrategy, InstanceId, ProcessType};
 use crate::store::records::{DeploymentRecord, Environment, ProjectRecord};
-use crate::supervisor::{AppSpec, FirstFailure};
+use crate::supervisor::backend::{AppBackend, TypeSpec, INSTANCE_VAR};
+use crate::supervisor::AppSpec;
+
+/// The local sandbox's [`AppBackend::engine`].
+const LOCAL_ENGINE: &str = "local";
 
 /// A started `web` instance: its name (`web.2`) and address.
 pub(crate) type WebInstance = (Arc<str>, SocketAddr);
@@ -64,124 +69,52 @@ impl Pipeline {
         Ok(types)
     }
 
-    /// Starts instances `indexes` of `ptype` at once and waits until each is healthy or has
-    /// failed; the healthy `web` ones' addresses, in order. At least `needed` must come up:
-    /// then the others go on trying with the supervisor's backoff (said in the log) and join
-    /// the route once healthy; else every one started here is stopped again and the first
-    /// failure is returned.
-    pub(crate) async fn start_instances(
-        &self,
-        launch: &Launch,
-        ptype: &ProcessType,
-        indexes: std::ops::RangeInclusive<u32>,
-        needed: u32,
-    ) -> Result<Vec<WebInstance>, Failure> {
-        let health_timeout = Duration::from_secs(self.config.limits.health_timeout_s);
-        let count = indexes.clone().count() as u32;
-        let after_failure = match needed < count {
-            true => FirstFailure::KeepTrying,
-            false => FirstFailure::GiveUp,
-        };
-        let starts = indexes.clone().map(|index| {
-            let instance = InstanceId::new(&ptype.name, index);
-            let adopt = self.take_survivor(&instance_key(&launch.deployment.id, &instance));
-            let port = self.instance_port(&launch.deployment, &instance, adopt.is_some());
-            async move {
-                let port = port?;
-                let spec = self.instance_spec(launch, ptype, instance.clone(), port);
-                let address = self
-                    .supervisor
-                    .start(spec, health_timeout, adopt, after_failure)
-                    .await
-                    .map_err(|f| {
-                        Failure::new("deploy", f.code, format!("{instance}: {}", f.message))
-                    })?;
-                Ok::<_, Failure>((instance, address))
-            }
-        });
-        let results = futures_util::future::join_all(starts).await;
-        let (mut web, mut up, mut failures) = (Vec::new(), 0, Vec::new());
-        for result in results {
-            match result {
-                Ok((instance, address)) => {
-                    up += 1;
-                    if let Some(address) = address {
-                        web.push((Arc::from(instance.to_string()), address));
-                    }
-                }
-                Err(error) => failures.push(error),
-            }
-        }
-        if up >= needed {
-            for failure in &failures {
-                self.hub.system(
-                    &launch.deployment.id,
-                    &format!(
-                        "deploy: {} ({up} of {count} `{}` instances are up, {needed} needed); \
-                         it is tried again with backoff",
-                        failure.message, ptype.name
-                    ),
-                );
-            }
-            return Ok(web);
-        }
-        for index in indexes {
-            let instance = InstanceId::new(&ptype.name, index);
-            self.supervisor.stop(&launch.deployment.id, &instance).await;
-        }
-        Err(failures.remove(0))
-    }
-
-    /// The types that start before the switch (`overlap`; `web` always): at least
-    /// `minHealthy` of each type's instances healthy (all, by default), or the deploy fails
-    /// with nothing of it left running.
+    /// The types that start before the switch (`overlap`; `web` always), one after the
+    /// other on `backend`: at least `minHealthy` of each type's instances healthy (all, by
+    /// default), or the deploy fails with nothing of it left running.
     pub(crate) async fn start_overlapping(
         &self,
+        backend: &Arc<dyn AppBackend>,
         launch: &Launch,
         types: &[ProcessType],
     ) -> Result<Vec<WebInstance>, Failure> {
         let mut web = Vec::new();
+        let mut started: Vec<&str> = Vec::new();
         for ptype in types.iter().filter(|t| starts_before_switch(t)) {
-            if ptype.instances == 0 {
-                continue;
-            }
-            let needed = ptype.min_healthy();
             match self
-                .start_instances(launch, ptype, 1..=ptype.instances, needed)
+                .start_type(backend, launch, ptype, ptype.min_healthy())
                 .await
             {
-                Ok(started) => web.extend(started),
+                Ok(addresses) => web.extend(addresses),
                 Err(failure) => {
-                    self.supervisor
-                        .stop_deployment(&launch.deployment.id, None)
-                        .await;
+                    for name in started {
+                        backend.stop(&launch.deployment.id, Some(name)).await;
+                    }
                     return Err(failure);
                 }
             }
+            started.push(&ptype.name);
         }
         Ok(web)
     }
 
-    /// After the switch: each `replace` type's previous instances stop, then its new ones
-    /// start. A type that does not come up is said in the deployment's log; the deployment
+    /// After the switch: each `replace` type's previous instances stop (wherever they run),
+    /// then its new ones start on `backend`, all of them healthy, so a singleton never runs
+    /// twice. A type that does not come up is said in the deployment's log; the deployment
     /// stays live (its web instances serve) and the formation shows the type short.
     pub(crate) async fn start_replacing(
         &self,
+        backend: &Arc<dyn AppBackend>,
         launch: &Launch,
         types: &[ProcessType],
         previous: Option<&str>,
     ) {
         for ptype in types.iter().filter(|t| !starts_before_switch(t)) {
             if let Some(previous) = previous {
-                self.supervisor
-                    .stop_deployment(previous, Some(&ptype.name))
-                    .await;
-            }
-            if ptype.instances == 0 {
-                continue;
+                self.stop_app(previous, Some(&ptype.name)).await;
             }
             let all = ptype.instances;
-            if let Err(failure) = self.start_instances(launch, ptype, 1..=all, all).await {
+            if let Err(failure) = self.start_type(backend, launch, ptype, all).await {
                 self.hub.system(
                     &launch.deployment.id,
                     &format!(
@@ -194,33 +127,46 @@ impl Pipeline {
         }
     }
 
-    /// The port an instance listens on: with namespaces every instance has its own address
-    /// and the deployment's port; without, each `web` instance needs a host port of its own
-    /// (`web.1` keeps the deployment's). Other types have none.
-    fn instance_port(
+    /// Starts `ptype`'s instances on `backend`, `needed` of them healthy; the `web` ones'
+    /// addresses.
+    async fn start_type(
         &self,
-        deployment: &DeploymentRecord,
-        instance: &InstanceId,
-        adopted: bool,
-    ) -> Result<Option<u16>, Failure> {
-        if instance.process != crate::formation::WEB {
-            return Ok(None);
+        backend: &Arc<dyn AppBackend>,
+        launch: &Launch,
+        ptype: &ProcessType,
+        needed: u32,
+    ) -> Result<Vec<WebInstance>, Failure> {
+        let spec = self.type_spec(launch, ptype, needed);
+        if backend.engine() != LOCAL_ENGINE {
+            self.hub.system(
+                &launch.deployment.id,
+                &format!(
+                    "deploy: {} × {} on the {} cluster",
+                    spec.instances,
+                    ptype.name,
+                    backend.engine()
+                ),
+            );
         }
-        let port = deployment.port.unwrap_or_default();
-        let shared_ports = self.config.sandbox.mode == crate::config::SandboxMode::None;
-        if !shared_ports || instance.index == 1 || adopted {
-            return Ok(Some(port));
-        }
-        super::ports::free_host_port().map(Some).map_err(|e| {
-            Failure::new(
-                "deploy",
-                ErrorCode::StartFailed,
-                format!("no free port: {e}"),
-            )
-        })
+        backend
+            .start(spec)
+            .await
+            .map_err(|f| Failure::new("deploy", f.code, f.message))
     }
 
-    pub(crate) fn instance_spec(
+    /// What a backend runs of `ptype` for `launch`: its instances, `needed` of them healthy.
+    pub(crate) fn type_spec(&self, launch: &Launch, ptype: &ProcessType, needed: u32) -> TypeSpec {
+        let port = ptype.is_web().then_some(launch.deployment.port).flatten();
+        TypeSpec {
+            template: self.instance_spec(launch, ptype, InstanceId::new(&ptype.name, 1), port),
+            project_id: launch.project.id.clone(),
+            instances: ptype.instances,
+            needed,
+            health_timeout: Duration::from_secs(self.config.limits.health_timeout_s),
+        }
+    }
+
+    fn instance_spec(
         &self,
         launch: &Launch,
         ptype: &ProcessType,
@@ -230,7 +176,7 @@ impl Pipeline {
         let (project, deployment) = (&launch.project, &launch.deployment);
         let data_dir = self.instance_data_dir(project, deployment);
         let mut env = launch.env.clone();
-        env.push(("SLIPWAY_INSTANCE".to_owned(), instance.to_string()));
+        env.push((INSTANCE_VAR.to_owned(), instance.to_string()));
         AppSpec {
             deployment_id: deployment.id.clone(),
             instance,

@@ -3,10 +3,10 @@
 //! goes down), supersession of an older run by a newer one, cancellation on shutdown
 //! (`INTERRUPTED`), and bringing live deployments back at start.
 
+mod backends;
 mod build;
 mod cache;
 mod cleanup;
-mod cluster;
 mod commands;
 mod failure;
 mod golive;
@@ -16,7 +16,6 @@ mod links;
 mod modules_key;
 mod node_modules;
 mod oneoff;
-mod ports;
 mod progress;
 mod release;
 mod restore;
@@ -29,7 +28,6 @@ mod step;
 mod tree;
 mod workspaces;
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
@@ -55,7 +53,8 @@ use crate::store::records::{
     RunRecord, RunStatus, StepRecord, StepState,
 };
 use crate::store::Store;
-use crate::supervisor::Supervisor;
+use crate::supervisor::backend::AppBackend;
+use crate::supervisor::local::LocalBackend;
 
 /// Archive limits from the config: the upload limit, 10x that unpacked, 100,000 files.
 pub fn source_limits(limits: &crate::config::Limits) -> crate::source::SourceLimits {
@@ -134,7 +133,10 @@ pub struct Pipeline {
     hub: Arc<LogHub>,
     runner: Arc<dyn Runner>,
     routes: Arc<Routes>,
-    supervisor: Arc<Supervisor>,
+    /// The local sandbox's backend (the survivors, the port choice, memory admission).
+    local: Arc<LocalBackend>,
+    /// The cluster backend (`[cluster] engine`), when one is configured.
+    cluster: Option<Arc<dyn AppBackend>>,
     sources: Arc<SourceStore>,
     secrets: Arc<SecretBox>,
     tls: Option<Arc<crate::tls::TlsManager>>,
@@ -149,9 +151,6 @@ pub struct Pipeline {
     /// Builds running at once (`limits.max_concurrent_builds`); more wait for a slot, so
     /// builds cannot starve the live apps of CPU and memory.
     build_slots: Arc<tokio::sync::Semaphore>,
-    /// Apps an earlier daemon left running, by deployment, until start-up restore adopts
-    /// (or stops) them.
-    survivors: Mutex<HashMap<String, crate::sandbox::AppHandle>>,
     workspaces: workspaces::Workspaces,
     /// Deployment events (`deployment.*`) go out through it.
     notifier: crate::notifications::Notifier,
@@ -201,7 +200,8 @@ pub struct PipelineParts {
     pub hub: Arc<LogHub>,
     pub runner: Arc<dyn Runner>,
     pub routes: Arc<Routes>,
-    pub supervisor: Arc<Supervisor>,
+    pub local: Arc<LocalBackend>,
+    pub cluster: Option<Arc<dyn AppBackend>>,
     pub sources: Arc<SourceStore>,
     pub secrets: Arc<SecretBox>,
     pub tls: Option<Arc<crate::tls::TlsManager>>,
@@ -227,14 +227,14 @@ impl Pipeline {
             static_budget,
             live_hook: std::sync::OnceLock::new(),
             linked_addons: std::sync::OnceLock::new(),
-            survivors: Mutex::new(HashMap::new()),
             workspaces,
             config: parts.config,
             store: parts.store,
             hub: parts.hub,
             runner: parts.runner,
             routes: parts.routes,
-            supervisor: parts.supervisor,
+            local: parts.local,
+            cluster: parts.cluster,
             sources: parts.sources,
             secrets: parts.secrets,
             tls: parts.tls,

@@ -1,8 +1,8 @@
 //! Start-up recovery: runs that were in flight when the daemon stopped end `INTERRUPTED`, and
 //! every live deployment is served again through the same path a deploy takes (`golive.rs`:
 //! static output reloaded; apps adopted when the previous daemon left them running, else
-//! started until healthy, several at once) before the daemon reports ready. Apps left running
-//! that are no longer live are stopped.
+//! started until healthy, several at once) before the daemon reports ready. Then each backend
+//! sweeps what is left of apps no longer live.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,34 +22,13 @@ use crate::store::records::{
 const RESTORE_CONCURRENCY: usize = 8;
 
 impl Pipeline {
-    /// The app an earlier daemon left running for this deployment, taken (adopted once).
-    /// The instance an earlier daemon left running under `key` (`dpl_…:web.1`), taken
-    /// (adopted once).
-    pub(super) fn take_survivor(&self, key: &str) -> Option<crate::sandbox::AppHandle> {
-        self.survivors
-            .lock()
-            .expect("survivors poisoned")
-            .remove(key)
-    }
-
-    /// Whether an earlier daemon left any instance of the deployment running.
-    pub(super) fn has_survivors(&self, deployment_id: &str) -> bool {
-        self.survivors
-            .lock()
-            .expect("survivors poisoned")
-            .keys()
-            .any(|key| {
-                crate::formation::split_instance_key(key).is_some_and(|(d, _)| d == deployment_id)
-            })
-    }
-
     /// `survivors`: instances the previous daemon left running (`dpl_…:web.1` → handle),
     /// still alive.
     pub async fn restore(
         self: &Arc<Self>,
         survivors: HashMap<String, crate::sandbox::AppHandle>,
     ) -> crate::store::Result<()> {
-        *self.survivors.lock().expect("survivors poisoned") = survivors;
+        self.local.set_survivors(survivors);
         self.end_interrupted_runs().await?;
 
         let projects = self.store.call(|s| s.list_projects()).await?;
@@ -75,17 +54,8 @@ impl Pipeline {
                 self.restore_deployment(project, id, sleeping)
             })
             .await;
-        let left_over: Vec<_> = self
-            .survivors
-            .lock()
-            .expect("survivors poisoned")
-            .drain()
-            .collect();
-        for (key, handle) in left_over {
-            self.supervisor.stop_left_over(&key, &handle).await;
-        }
-        if let Some(cluster) = self.supervisor.cluster() {
-            cluster.sweep(&live_ids).await;
+        for backend in self.backends() {
+            backend.sweep(&live_ids).await;
         }
         Ok(())
     }
@@ -177,7 +147,7 @@ impl Pipeline {
             self.restore_asleep(&project, &deployment);
             return;
         }
-        let adopting = self.has_survivors(&deployment.id);
+        let adopting = self.local.has_survivors(&deployment.id);
         if !adopting {
             self.hub.system(
                 &deployment.id,

@@ -169,7 +169,7 @@ impl Pipeline {
         // An app this run started (a canceled deploy step drops the wait, not the app) must
         // not outlive the run, unless it is the live one (a rollback).
         if !self.is_live(project, deployment, &dpl) {
-            self.supervisor.stop_deployment(&dpl, None).await;
+            self.stop_app(&dpl, None).await;
         }
         if let RunPlan::Build(_) = plan {
             self.workspaces.remove_deployment_files(&dpl).await;
@@ -273,7 +273,7 @@ impl Pipeline {
             // rollback to the deployment being served).
             if let Prepared::Server { .. } = prepared {
                 if !self.is_live(project, deployment, &dpl) {
-                    self.supervisor.stop_deployment(&dpl, None).await;
+                    self.stop_app(&dpl, None).await;
                 }
             }
             return Err(failure);

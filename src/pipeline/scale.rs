@@ -1,8 +1,10 @@
 //! Changing a live deployment's formation (`PATCH …/formation`, `slipway scale`): only the
-//! named types change, with no rebuild and no restart of the others. More instances start
-//! (a `web` one joins the route once healthy), surplus ones leave the route and stop, new
-//! limits or a new health command restart the type's instances one at a time. All or nothing: when an instance does
-//! not come up, the type goes back to how it ran and the stored formation is not changed.
+//! named types change, with no rebuild and no restart of the others, through the project's
+//! backend's [`scale`](crate::supervisor::backend::AppBackend::scale) (more instances start
+//! and join the route once healthy, surplus ones leave it and stop, new limits or a new
+//! health command restart the type's instances one at a time where the backend can). All or
+//! nothing: when an instance does not come up, the type goes back to how it ran and the
+//! stored formation is not changed. A local app is admitted by this machine's memory first.
 //! Under the project's deploy lock, so a scale and a switch never interleave.
 
 use std::collections::BTreeMap;
@@ -10,7 +12,7 @@ use std::collections::BTreeMap;
 use super::instances::Launch;
 use super::Pipeline;
 use crate::formation::{
-    check_change, host_memory_mb, Admission, ChangeError, InstanceId, ProcessType, StoredType,
+    check_change, host_memory_mb, Admission, ChangeError, ProcessType, StoredType,
 };
 use crate::store::records::{DeploymentMode, DeploymentRecord, ProjectRecord};
 
@@ -32,24 +34,6 @@ impl From<crate::store::StoreError> for ScaleError {
 }
 
 impl Pipeline {
-    /// The deployment's running instances, each with the memory it uses now (bytes; `None`
-    /// where not measured).
-    pub fn running_instances(
-        &self,
-        deployment_id: &str,
-    ) -> Vec<(crate::supervisor::InstanceView, Option<u64>)> {
-        self.supervisor
-            .instances(deployment_id)
-            .into_iter()
-            .map(|view| {
-                let memory = self
-                    .supervisor
-                    .instance_memory_bytes(deployment_id, &view.instance);
-                (view, memory)
-            })
-            .collect()
-    }
-
     /// The disk-limited volumes (add-ons keep their data on one of their own).
     pub fn volumes(&self) -> &crate::disk::Volumes {
         self.workspaces.volumes()
@@ -119,7 +103,9 @@ impl Pipeline {
         let defaults = self.formation_defaults();
         let before = stored.resolve(&commands, defaults);
         let after = next.resolve(&commands, defaults);
-        self.admit(&deployment, &before, &after, &change)?;
+        if self.runs_locally(&project) {
+            self.admit(&deployment, &before, &after, &change)?;
+        }
         let (env, _) = self
             .environment(&project.id, &deployment.target)
             .await
@@ -130,23 +116,25 @@ impl Pipeline {
             env,
             reach: self.addon_reach(&project.id, &deployment.target).await,
         };
-        for name in change.keys() {
+        let backend = self.backend_for(&project);
+        // An app asleep (or not running) takes the new formation when it starts.
+        let running = backend.runs(&deployment.id);
+        for name in change.keys().filter(|_| running) {
             let (Some(old), Some(new)) = (find(&before, name), find(&after, name)) else {
                 continue;
             };
-            match self
-                .scale_on_cluster(&deployment.id, name, new.instances)
-                .await
-            {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(message) => return Err(ScaleError::Conflict(message)),
+            if new.is_web() && old.affinity != new.affinity {
+                let label = super::host_label(&project.slug, &deployment.target);
+                self.routes
+                    .set_affinity(&label, &deployment.id, new.affinity);
             }
-            if let Err(message) = self.change_type(&launch, old, new).await {
+            let spec = |ptype: &ProcessType| self.type_spec(&launch, ptype, ptype.min_healthy());
+            if let Err(failure) = backend.scale(spec(new)).await {
                 // Back to how it ran: nothing of the change is kept.
-                let _ = self.change_type(&launch, new, old).await;
+                let _ = backend.scale(spec(old)).await;
                 return Err(ScaleError::Conflict(format!(
-                    "{message}; the formation was not changed"
+                    "{}; the formation was not changed",
+                    failure.message
                 )));
             }
         }
@@ -173,7 +161,7 @@ impl Pipeline {
         let Some(total_mb) = host_memory_mb() else {
             return Ok(());
         };
-        let held_mb = self.supervisor.held_memory_mb(|dpl, instance| {
+        let held_mb = self.local.held_memory_mb(|dpl, instance| {
             dpl == deployment.id && change.contains_key(&instance.process)
         });
         let asked: Vec<&ProcessType> = after
@@ -202,87 +190,6 @@ impl Pipeline {
         }
         .admit(asked_mb, &what)
         .map_err(ScaleError::Conflict)
-    }
-
-    /// Moves one type from `old` to `new`: new limits restart its instances one at a time,
-    /// then instances are added or removed. Says which instance did not come up.
-    async fn change_type(
-        &self,
-        launch: &Launch,
-        old: &ProcessType,
-        new: &ProcessType,
-    ) -> Result<(), String> {
-        let dpl = &launch.deployment.id;
-        if new.is_web() && old.affinity != new.affinity {
-            let label = super::host_label(&launch.project.slug, &launch.deployment.target);
-            self.routes.set_affinity(&label, dpl, new.affinity);
-        }
-        let restart = old.memory_mb != new.memory_mb
-            || old.cpus != new.cpus
-            || old.health_command != new.health_command;
-        if restart {
-            for index in 1..=old.instances.min(new.instances) {
-                self.leave_route(launch, &InstanceId::new(&new.name, index));
-                self.supervisor
-                    .stop(dpl, &InstanceId::new(&new.name, index))
-                    .await;
-                self.start_and_route(launch, new, index..=index, 1).await?;
-            }
-        }
-        if new.instances > old.instances {
-            // The instances kept count towards `minHealthy`; past it, new ones that do not
-            // come up keep trying.
-            let needed = new.min_healthy().saturating_sub(old.instances);
-            let count = new.instances - old.instances;
-            self.start_and_route(
-                launch,
-                new,
-                old.instances + 1..=new.instances,
-                needed.min(count),
-            )
-            .await?;
-        }
-        for index in new.instances + 1..=old.instances {
-            let instance = InstanceId::new(&new.name, index);
-            self.leave_route(launch, &instance);
-            self.supervisor.stop(dpl, &instance).await;
-            if new.is_web() {
-                let label = super::host_label(&launch.project.slug, &launch.deployment.target);
-                self.routes
-                    .remove_instance(&label, dpl, &instance.to_string());
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts instances `indexes` of `ptype`, `needed` of them healthy; a `web` one joins
-    /// the route once healthy.
-    async fn start_and_route(
-        &self,
-        launch: &Launch,
-        ptype: &ProcessType,
-        indexes: std::ops::RangeInclusive<u32>,
-        needed: u32,
-    ) -> Result<(), String> {
-        let started = self
-            .start_instances(launch, ptype, indexes, needed)
-            .await
-            .map_err(|f| f.message)?;
-        let label = super::host_label(&launch.project.slug, &launch.deployment.target);
-        for (name, address) in started {
-            self.routes
-                .set_instance(&label, &launch.deployment.id, &name, Some(address));
-        }
-        Ok(())
-    }
-
-    /// A `web` instance about to stop leaves the route first (the others serve on).
-    fn leave_route(&self, launch: &Launch, instance: &InstanceId) {
-        if instance.process == crate::formation::WEB {
-            let label = super::host_label(&launch.project.slug, &launch.deployment.target);
-            self.routes
-                .set_instance(&label, &launch.deployment.id, &instance.to_string(), None);
-        }
     }
 }
 

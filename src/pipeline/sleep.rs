@@ -115,7 +115,7 @@ impl Pipeline {
             &deployment.id,
             "sleep: the app stops; the next request wakes it",
         );
-        self.supervisor.stop_deployment(&deployment.id, None).await;
+        self.stop_app(&deployment.id, None).await;
         if app.preview.is_none() {
             if let Some(addons) = self.linked_addons() {
                 addons.app_slept(&app.project_id).await;

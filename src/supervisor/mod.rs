@@ -6,7 +6,9 @@
 //! instance restarts with its own backoff (1 s doubling to 60 s) when it exits or stops
 //! answering, and stops with SIGTERM, grace, SIGKILL.
 //! The pipeline decides *when* a deployment's instances become live; the supervisor keeps
-//! them running.
+//! them running. The pipeline reaches an app's instances through the app-backend seam
+//! (`backend.rs`), whose local implementation is `local.rs` (a type's instances, their
+//! ports, the route of a scale, adoption); add-ons call the supervisor itself.
 //!
 //! Apps outlive the daemon (sandbox mode namespaces): every healthy app's adoption handle is
 //! in the store; at shutdown the supervisor lets its apps go ([`Supervisor::leave_all`])
@@ -27,6 +29,8 @@ mod app_loop;
 pub mod backend;
 mod check;
 mod health;
+pub mod local;
+mod ports;
 
 use app_loop::{AppLoop, LoopControl};
 pub use health::wait_healthy;
@@ -173,9 +177,6 @@ pub struct Supervisor {
     pub stop_grace: Duration,
     /// How often live apps are probed (`limits.health_interval_s`).
     health_interval: Duration,
-    /// The cluster backend (`[cluster] engine`), when apps run on one (issue 36): its
-    /// deployments are listed and stopped through the same calls as local ones.
-    cluster: std::sync::OnceLock<Arc<dyn backend::AppBackend>>,
 }
 
 pub(crate) const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -201,18 +202,7 @@ impl Supervisor {
             apps: Mutex::new(HashMap::new()),
             stop_grace,
             health_interval,
-            cluster: std::sync::OnceLock::new(),
         })
-    }
-
-    /// Sets the cluster backend (once, at start-up).
-    pub fn set_cluster(&self, backend: Arc<dyn backend::AppBackend>) {
-        let _ = self.cluster.set(backend);
-    }
-
-    /// The cluster backend, when one is configured.
-    pub fn cluster(&self) -> Option<&Arc<dyn backend::AppBackend>> {
-        self.cluster.get()
     }
 
     /// Starts one instance — or adopts it, when `adopt` names the sandbox an earlier daemon
@@ -284,7 +274,6 @@ impl Supervisor {
         self.lock()
             .values()
             .any(|a| a.deployment_id == deployment_id)
-            || self.cluster().is_some_and(|c| c.runs(deployment_id))
     }
 
     /// The deployment's instances, in type and number order.
@@ -301,19 +290,15 @@ impl Supervisor {
                 node: None,
             })
             .collect();
-        if let Some(cluster) = self.cluster() {
-            views.extend(cluster.instances(deployment_id));
-        }
         views.sort_by(|a, b| a.instance.cmp(&b.instance));
         views
     }
 
     /// The memory one instance uses now, bytes (from its cgroups; `None` in mode none).
     pub fn instance_memory_bytes(&self, deployment_id: &str, instance: &InstanceId) -> Option<u64> {
-        if let Some(usage) = self.runner.usage(&app_step_name(deployment_id, instance)) {
-            return usage.memory_bytes;
-        }
-        self.cluster()?.memory_bytes(deployment_id, instance)
+        self.runner
+            .usage(&app_step_name(deployment_id, instance))?
+            .memory_bytes
     }
 
     /// The memory limits of every instance running, in MiB, but those `skip` names.
@@ -354,9 +339,6 @@ impl Supervisor {
         }
         for app in apps {
             let _ = app.task.await;
-        }
-        if let Some(cluster) = self.cluster() {
-            cluster.stop(deployment_id, process).await;
         }
     }
 

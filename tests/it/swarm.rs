@@ -146,11 +146,27 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     hosts_answer(&daemon, 3).await;
     let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
     let started = std::time::Instant::now();
-    daemon.deploy("orbit", &files, body).await;
+    // The worker (`replace`, as every type but `web` by default) never runs twice: the
+    // first deployment's worker service goes before the second's is made.
+    let most_workers = WorkerServices::default();
+    let deployed = std::sync::atomic::AtomicBool::new(false);
+    let watch = async {
+        while !deployed.load(std::sync::atomic::Ordering::SeqCst) {
+            most_workers.see(&dockerd.names("service"));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let deploy = async {
+        daemon.deploy("orbit", &files, body).await;
+        deployed.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    tokio::join!(watch, deploy);
     println!("a 3-replica redeploy on swarm took {:?}", started.elapsed());
     // Its web and worker services; the first deployment's are removed.
     let two_services = eventually(Duration::from_secs(30), || async {
-        dockerd.names("service").len() == 2
+        let names = dockerd.names("service");
+        most_workers.see(&names);
+        names.len() == 2
     })
     .await;
     assert!(
@@ -158,6 +174,14 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         "the first deployment's services are removed: {:?}",
         dockerd.names("service")
     );
+    assert_eq!(most_workers.most(), 1, "a replace worker ran twice");
+    let formation: Value = daemon
+        .api("GET", "/api/projects/orbit/formation", None)
+        .await
+        .json();
+    let workers = formation["types"]["worker"]["running"].as_array().unwrap();
+    assert_eq!(workers.len(), 1, "one worker, on the swarm: {workers:?}");
+    assert!(workers[0]["node"].is_string(), "{workers:?}");
     assert_load("redeploy", load.stop().await, 0);
     let before = hosts_answer(&daemon, 3).await;
     // Where each instance runs: the formation's `node` and `slipway ps`'s NODE column.
@@ -390,4 +414,20 @@ async fn web_running(daemon: &TestDaemon) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
+}
+
+/// The most `worker` services seen at once.
+#[derive(Default)]
+struct WorkerServices(std::sync::atomic::AtomicUsize);
+
+impl WorkerServices {
+    fn see(&self, services: &[String]) {
+        let workers = services.iter().filter(|n| n.ends_with("-worker")).count();
+        self.0
+            .fetch_max(workers, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn most(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
