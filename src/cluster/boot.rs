@@ -2,13 +2,14 @@
 //! its boot document from the engine's secret, fetches the build over TLS from the daemon
 //! (trusting only the certificate the document names), refuses it unless its SHA-256 is the
 //! one the document names, unpacks it into `/app`, and becomes the app's command
-//! (`/bin/sh -c`), with the document's environment and nothing else.
+//! (`/bin/sh -c`), with the document's environment and nothing else. Before any of it, it
+//! forks the task's usage reporter (`report.rs`), detached from the app.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,14 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
     let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
     let document: BootDocument =
         serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))?;
+    // This task's own instance name (`web.3`), which the engine set from its slot.
+    let instance = std::env::var("SLIPWAY_INSTANCE").ok();
+    // The reporter is forked while this process has one thread (nothing started one yet).
+    if let Some(instance) = &instance {
+        if crate::sys::process::fork_detached() == crate::sys::process::Detached::Detached {
+            super::report::run(&document, instance);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,8 +61,7 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
         .current_dir(APP_DIR)
         .env_clear()
         .envs(document.env.iter().map(|(k, v)| (k, v)));
-    // This task's own instance name (`web.3`), which the engine set from its slot.
-    if let Ok(instance) = std::env::var("SLIPWAY_INSTANCE") {
+    if let Some(instance) = instance {
         command.env("SLIPWAY_INSTANCE", instance);
     }
     let error = command.exec();
@@ -82,7 +90,16 @@ fn unpack(tarball: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
+/// A connection to the daemon's fetch server, trusting only the certificate the boot
+/// document names.
+pub(super) struct Connection {
+    pub sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    /// `host:port`, for the `Host` header.
+    pub authority: String,
+}
+
+/// Connects to the fetch server of the document's URL over TLS.
+pub(super) async fn connect(document: &BootDocument) -> Result<Connection, String> {
     let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
     let host = uri.host().ok_or("the URL has no host")?.to_owned();
     let port = uri.port_u16().unwrap_or(443);
@@ -105,13 +122,25 @@ async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS with the control plane: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(connection);
+    Ok(Connection {
+        sender,
+        authority: format!("{host}:{port}"),
+    })
+}
+
+async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
+    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
+    let Connection {
+        mut sender,
+        authority,
+    } = connect(document).await?;
     let request = http::Request::get(uri.path())
-        .header(http::header::HOST, format!("{host}:{port}"))
-        .body(Empty::<Bytes>::new())
+        .header(http::header::HOST, authority)
+        .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
     let response = sender
         .send_request(request)

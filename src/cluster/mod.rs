@@ -3,7 +3,8 @@
 //! router stay on this machine (the control plane). `docker.rs` talks to the engine,
 //! `spec.rs` says what a service is, `swarm.rs` is the backend (the supervisor's
 //! [`AppBackend`](crate::supervisor::backend::AppBackend) seam), `fetch.rs` serves builds to
-//! tasks without a registry and `boot.rs` is the task's side of it, `nodes.rs` lists nodes.
+//! tasks without a registry and `boot.rs` is the task's side of it, `nodes.rs` lists nodes;
+//! each task reports its usage (`report.rs`) to the fetch server, kept in `readings.rs`.
 
 pub mod boot;
 mod cleanup;
@@ -13,8 +14,9 @@ pub mod image;
 pub mod join;
 pub mod logs;
 pub mod nodes;
+pub mod readings;
+pub mod report;
 pub mod spec;
-mod stats;
 pub mod swarm;
 mod tasks;
 

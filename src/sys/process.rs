@@ -108,6 +108,46 @@ pub fn fork_exec_in_new_group(command: &GroupCommand<'_>) -> nix::Result<Pid> {
     }
 }
 
+/// Which side of [`fork_detached`] the caller is on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Detached {
+    /// The calling process, once the intermediate child is reaped.
+    Caller,
+    /// The detached grandchild.
+    Detached,
+}
+
+/// Starts a detached copy of the calling process: a child forks a grandchild and exits at
+/// once (reaped here), so the grandchild is never a child of the caller nor of what the
+/// caller later `exec`s. It is re-parented to the init of its PID namespace (in a container:
+/// the engine's init, which reaps it, and whose end ends it), and leads a session of its own
+/// (a signal to the caller's process group does not reach it). The caller goes on even when
+/// a fork fails (then there is no grandchild).
+///
+/// Contract: the calling process is single-threaded (the grandchild's copy of memory holds
+/// no lock another thread held); the grandchild runs on as a whole process and ends with
+/// [`exit_immediately`] (it shares the caller's unflushed stdio buffers).
+pub fn fork_detached() -> Detached {
+    // SAFETY: the caller is single-threaded (contract).
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Parent { child }) => {
+            while nix::sys::wait::waitpid(child, None) == Err(Errno::EINTR) {}
+            Detached::Caller
+        }
+        Err(_) => Detached::Caller,
+        Ok(ForkResult::Child) => {
+            // SAFETY: the child is single-threaded too (only the forking thread is copied).
+            match unsafe { nix::unistd::fork() } {
+                Ok(ForkResult::Child) => {
+                    let _ = nix::unistd::setsid();
+                    Detached::Detached
+                }
+                _ => exit_immediately(0),
+            }
+        }
+    }
+}
+
 /// Ends the process at once with `code`: no exit handlers, no flushing of stdio buffers, no
 /// destructors (`_exit`).
 pub fn exit_immediately(code: i32) -> ! {
