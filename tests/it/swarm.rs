@@ -3,13 +3,17 @@
 //! with 3 replicas served through the router; a killed task replaced and routed again; a
 //! redeploy under a request loop with no failed request; the daemon restarted and
 //! re-attached to the same tasks; 3 → 1; the project deleted with no service, secret or
-//! network left and its build's capability revoked. Skips with a printed reason where
+//! network left and its build's capability revoked. Each task's memory and CPU, as it
+//! reported them (`usage.rs`), on the formation, the metrics and the project's usage; the
+//! reporter is detached from the app and a task the engine stops ends at once; a forged or
+//! revoked capability cannot report. Skips with a printed reason where
 //! dockerd is not installed or the test is not root.
 
 mod dockerd;
 mod load;
 mod netns;
 mod two_nodes;
+mod usage;
 
 use std::time::Duration;
 
@@ -18,6 +22,7 @@ use serde_json::{json, Value};
 use crate::support::{eventually, DaemonOptions, TestDaemon};
 use dockerd::{Dockerd, GATEWAY};
 use load::Load;
+use usage::fetch_status;
 
 /// A worker: says which instance it is every half second.
 const WORKER: &str = r#"
@@ -174,16 +179,16 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         4,
         "3 web and 1 worker: {ps}"
     );
-    // Memory per task, from the engine's stats of each container on this node.
-    let measured = eventually(Duration::from_secs(15), || async {
-        let running = web_running(&daemon).await;
-        running.len() == 3
-            && running
-                .iter()
-                .all(|i| i["memoryBytes"].as_u64().is_some_and(|b| b > 1 << 20))
-    })
-    .await;
-    assert!(measured, "every web task's memory is measured");
+    // Memory and CPU per task, as each task reported its container's cgroup.
+    let figures = usage::every_task_measured(&daemon, 3).await;
+    usage::print_figures("single node", &figures);
+    let engine = dockerd.docker(&[
+        "stats",
+        "--no-stream",
+        "--format",
+        "{{.Name}} {{.MemUsage}} {{.CPUPerc}}",
+    ]);
+    println!("the engine's view: {}", engine.unwrap_or_else(|e| e));
     let listed = crate::support::cli(&daemon, &["nodes"]);
     assert!(
         listed.contains(&node_name) && listed.contains("ready"),
@@ -200,19 +205,7 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         .clone();
     let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let containers = dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.swarm.service.name={service}"),
-        ])
-        .unwrap();
-    let victim = containers
-        .lines()
-        .next()
-        .expect("a task container")
-        .to_owned();
+    let victim = tasks_of(&dockerd, &service)[0].clone();
     dockerd.docker(&["kill", &victim]).unwrap();
     let healed = eventually(Duration::from_secs(30), || async {
         let hosts = answering_hosts(&daemon, "orbit", 18).await;
@@ -221,6 +214,25 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     .await;
     assert!(healed, "the killed task is replaced and routed");
     assert_load("killed task", load.stop().await, 2);
+
+    // The reporter next to the app: a child of the engine's init, in a session of its own
+    // (the signals the init forwards to the app's group never reach it), and a task stopped
+    // by its engine ends with the app, not at the end of the grace period.
+    let stopped = tasks_of(&dockerd, &service)[0].clone();
+    let processes = dockerd
+        .docker(&["exec", &stopped, "/bin/sh", "-c", "cat /proc/[0-9]*/stat"])
+        .unwrap();
+    println!("the processes of a task: {processes}");
+    assert!(
+        usage::reporter_detached(&processes),
+        "one detached reporter: {processes}"
+    );
+    let started = std::time::Instant::now();
+    dockerd.docker(&["stop", "-t", "30", &stopped]).unwrap();
+    let took = started.elapsed();
+    println!("docker stop of a task took {took:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    hosts_answer(&daemon, 3).await;
 
     // The daemon restarted: the same tasks serve, re-attached (nothing started anew).
     let tasks = |dockerd: &Dockerd| {
@@ -252,18 +264,7 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
 
     // The build's capability URL (from a task's boot secret) serves it until the project
     // is deleted; then nothing of the project is left in the engine and the URL is refused.
-    let container = dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.swarm.service.name={service}"),
-        ])
-        .unwrap()
-        .lines()
-        .next()
-        .expect("a task container")
-        .to_owned();
+    let container = tasks_of(&dockerd, &service)[0].clone();
     let secret = dockerd
         .docker(&[
             "exec",
@@ -275,12 +276,23 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         .unwrap();
     let boot: Value = serde_json::from_str(secret.trim()).expect("the boot document");
     let url = boot["url"].as_str().unwrap().to_owned();
-    assert_eq!(fetch_status(&url, &boot["certPem"]).await, 200);
+    let cert = &boot["certPem"];
+    assert_eq!(fetch_status(&url, cert, None).await, 200);
     let forged = format!(
         "{}0000",
         url.trim_end_matches(|c: char| c.is_ascii_hexdigit())
     );
-    assert_eq!(fetch_status(&forged, &boot["certPem"]).await, 404);
+    assert_eq!(fetch_status(&forged, cert, None).await, 404);
+    // The same capability takes the deployment's usage reports; a forged one does not, nor
+    // does a body that is not a report or is too long.
+    let report_url = url.replace("/builds/", "/usage/");
+    let forged_report = forged.replace("/builds/", "/usage/");
+    let report = usage::report("web.9");
+    assert_eq!(fetch_status(&report_url, cert, Some(&report)).await, 204);
+    assert_eq!(fetch_status(&forged_report, cert, Some(&report)).await, 404);
+    assert_eq!(fetch_status(&report_url, cert, Some("{}")).await, 400);
+    let long = report.replace("probe", &"p".repeat(2000));
+    assert_eq!(fetch_status(&report_url, cert, Some(&long)).await, 400);
     let deleted = daemon.api("DELETE", "/api/projects/orbit", None).await;
     assert!(deleted.status < 300, "{}", deleted.text());
     let gone = eventually(Duration::from_secs(40), || async {
@@ -297,37 +309,24 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         dockerd.names("network")
     );
     assert_eq!(
-        fetch_status(&url, &boot["certPem"]).await,
+        fetch_status(&url, cert, None).await,
         404,
         "the capability is revoked"
     );
+    assert_eq!(
+        fetch_status(&report_url, cert, Some(&report)).await,
+        404,
+        "a revoked capability cannot report"
+    );
 }
 
-/// The status of a GET of a build URL, trusting only the certificate the boot document names.
-async fn fetch_status(url: &str, cert_pem: &Value) -> u16 {
-    let pem = cert_pem.as_str().unwrap().as_bytes().to_vec();
-    let output = tokio::task::spawn_blocking({
-        let url = url.to_owned();
-        move || {
-            let ca =
-                std::env::temp_dir().join(format!("slipway-swarm-ca-{}.pem", std::process::id()));
-            std::fs::write(&ca, pem).unwrap();
-            let output = std::process::Command::new("curl")
-                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
-                .arg(&ca)
-                .arg(&url)
-                .output()
-                .expect("curl");
-            let _ = std::fs::remove_file(&ca);
-            output
-        }
-    })
-    .await
-    .unwrap();
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
+/// The ids of the containers of `service`'s running tasks.
+fn tasks_of(dockerd: &Dockerd, service: &str) -> Vec<String> {
+    let label = format!("label=com.docker.swarm.service.name={service}");
+    let listed = dockerd.docker(&["ps", "-q", "--filter", &label]).unwrap();
+    let ids: Vec<String> = listed.lines().map(str::to_owned).collect();
+    assert!(!ids.is_empty(), "a task container of {service}");
+    ids
 }
 
 #[tokio::test]
