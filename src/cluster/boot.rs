@@ -6,12 +6,12 @@
 //! forks the task's usage reporter (`report.rs`), detached from the app.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
+
+use super::link::{connect, Connection};
 
 /// What a task is told, in its secret.
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
     // The reporter is forked while this process has one thread (nothing started one yet).
     if let Some(instance) = &instance {
         if crate::sys::process::fork_detached() == crate::sys::process::Detached::Detached {
-            super::report::run(&document, instance);
+            super::report::run(&document.url, &document.cert_pem, instance);
         }
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -90,54 +90,12 @@ fn unpack(tarball: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// A connection to the daemon's fetch server, trusting only the certificate the boot
-/// document names.
-pub(super) struct Connection {
-    pub sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    /// `host:port`, for the `Host` header.
-    pub authority: String,
-}
-
-/// Connects to the fetch server of the document's URL over TLS.
-pub(super) async fn connect(document: &BootDocument) -> Result<Connection, String> {
-    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
-    let host = uri.host().ok_or("the URL has no host")?.to_owned();
-    let port = uri.port_u16().unwrap_or(443);
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::tls::certs::parse_chain(&document.cert_pem).map_err(|e| e.to_string())? {
-        roots.add(cert).map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot reach the control plane at {host}:{port}: {e}"))?;
-    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS with the control plane: {e}"))?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    Ok(Connection {
-        sender,
-        authority: format!("{host}:{port}"),
-    })
-}
-
 async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
     let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
     let Connection {
         mut sender,
         authority,
-    } = connect(document).await?;
+    } = connect(&document.url, &document.cert_pem).await?;
     let request = http::Request::get(uri.path())
         .header(http::header::HOST, authority)
         .body(Full::new(Bytes::new()))

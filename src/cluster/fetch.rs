@@ -27,8 +27,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use ring::hmac;
 use tokio_util::sync::CancellationToken;
 
-use super::readings::TaskReadings;
-use super::report::TaskReport;
+use super::readings::{TaskReadings, TaskReport};
 
 /// Where builds are served and where usage is reported (then the deployment id and the
 /// capability).

@@ -12,6 +12,7 @@ pub mod docker;
 pub mod fetch;
 pub mod image;
 pub mod join;
+mod link;
 pub mod logs;
 pub mod nodes;
 pub mod readings;

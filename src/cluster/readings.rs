@@ -15,9 +15,28 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::report::{TaskReport, REPORT_EVERY};
+use serde::{Deserialize, Serialize};
+
 use crate::formation::InstanceId;
 use crate::sandbox::CgroupUsage;
+
+/// How often a task reports.
+pub const REPORT_EVERY: Duration = Duration::from_secs(5);
+
+/// One report, the body of `POST /usage/<deployment>/<capability>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskReport {
+    /// `web.2`: the task's `SLIPWAY_INSTANCE`.
+    pub instance: String,
+    /// A random id of this reporter (one per task start): two tasks of one slot (a
+    /// replacement started before the old one left) are told apart.
+    pub boot: String,
+    /// Memory in use less the page cache the kernel can drop, as `docker stats` shows it.
+    pub memory_bytes: Option<u64>,
+    /// CPU time used since the container started.
+    pub cpu_seconds: Option<f64>,
+}
 
 /// How long a reading is shown after it came.
 pub const STALE_AFTER: Duration = Duration::from_secs(3 * REPORT_EVERY.as_secs());

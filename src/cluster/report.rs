@@ -18,13 +18,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use serde::{Deserialize, Serialize};
 
-use super::boot::{connect, BootDocument, Connection};
+use super::link::{connect, Connection};
+use super::readings::{TaskReport, REPORT_EVERY};
 use crate::sandbox::CgroupUsage;
-
-/// How often a task reports.
-pub const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// How long one report may take (connecting included).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,35 +29,19 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the container's cgroup is mounted inside it.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
-/// One report, the body of `POST /usage/<deployment>/<capability>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TaskReport {
-    /// `web.2`: the task's `SLIPWAY_INSTANCE`.
-    pub instance: String,
-    /// A random id of this reporter (one per task start): two tasks of one slot (a
-    /// replacement started before the old one left) are told apart.
-    pub boot: String,
-    /// Memory in use less the page cache the kernel can drop, as `docker stats` shows it.
-    pub memory_bytes: Option<u64>,
-    /// CPU time used since the container started.
-    pub cpu_seconds: Option<f64>,
-}
-
 /// The reporter's whole life; ends the process when it cannot run (never returns).
-pub fn run(document: &BootDocument, instance: &str) -> ! {
+pub fn run(url: &str, cert_pem: &str, instance: &str) -> ! {
     if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        runtime.block_on(report_forever(document, instance));
+        runtime.block_on(report_forever(url, cert_pem, instance));
     }
     crate::sys::process::exit_immediately(0)
 }
 
-async fn report_forever(document: &BootDocument, instance: &str) {
-    let Some(path) = document
-        .url
+async fn report_forever(url: &str, cert_pem: &str, instance: &str) {
+    let Some(path) = url
         .parse::<http::Uri>()
         .ok()
         .and_then(|uri| super::fetch::usage_path(uri.path()))
@@ -80,9 +61,12 @@ async fn report_forever(document: &BootDocument, instance: &str) {
             cpu_seconds: usage.cpu_seconds,
         };
         let body = Bytes::from(serde_json::to_vec(&report).expect("a report serializes"));
-        let sent = tokio::time::timeout(SEND_TIMEOUT, send(document, &path, &mut connection, body))
-            .await
-            .unwrap_or_else(|_| Err("no answer in time".to_owned()));
+        let sent = tokio::time::timeout(
+            SEND_TIMEOUT,
+            send((url, cert_pem), &path, &mut connection, body),
+        )
+        .await
+        .unwrap_or_else(|_| Err("no answer in time".to_owned()));
         if let Err(error) = sent {
             connection = None;
             // Said once per task (in its log): the figures stay `null` meanwhile.
@@ -97,13 +81,13 @@ async fn report_forever(document: &BootDocument, instance: &str) {
 
 /// Sends one report on the kept connection (made anew when there is none or it closed).
 async fn send(
-    document: &BootDocument,
+    (url, cert_pem): (&str, &str),
     path: &str,
     connection: &mut Option<Connection>,
     body: Bytes,
 ) -> Result<(), String> {
     if connection.as_ref().is_none_or(|c| c.sender.is_closed()) {
-        *connection = Some(connect(document).await?);
+        *connection = Some(connect(url, cert_pem).await?);
     }
     let Connection { sender, authority } = connection.as_mut().expect("connected above");
     sender.ready().await.map_err(|e| e.to_string())?;
