@@ -226,6 +226,17 @@ async fn spread_over_both(cluster: &Cluster) {
     println!("all 4 tasks measured {:?} later", started.elapsed());
     print_figures("two nodes", &figures);
     assert!(figures.iter().any(|(at, _)| at.ends_with(WORKER)));
+    // A report later (the first may predate the app), next to the worker's engine's view.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    print_figures(
+        "two nodes, 6 s later",
+        &every_task_measured(daemon, 4).await,
+    );
+    let format = "{{.Name}} {{.MemUsage}}";
+    let engine = tokio::task::block_in_place(|| {
+        worker.docker(&["stats", "--no-stream", "--format", format])
+    });
+    println!("the worker's engine: {}", engine.unwrap_or_else(|e| e));
 }
 
 #[tokio::test(flavor = "multi_thread")]
