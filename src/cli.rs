@@ -97,9 +97,6 @@ pub enum Command {
     /// Internal: a cluster task's first process (fetches and checks its build, runs it).
     #[command(hide = true)]
     TaskBoot { secret: PathBuf },
-    /// Internal: a cluster task's tunnels to its linked add-ons (started by task-boot).
-    #[command(hide = true)]
-    TaskRelay { secret: PathBuf },
     #[command(flatten)]
     Client(ClientCommand),
 }

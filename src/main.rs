@@ -50,13 +50,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::TaskRelay { secret } => match slipway::cluster::tunnel::run(&secret) {
-            Ok(never) => match never {},
-            Err(error) => {
-                eprintln!("slipway task-relay: {error}");
-                ExitCode::FAILURE
-            }
-        },
         Command::CheckConfig { dev, config } => operator::check_config(config.as_deref(), dev),
         Command::Serve { dev, config } => {
             let config = match Config::load(config.as_deref(), dev) {

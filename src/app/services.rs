@@ -59,7 +59,14 @@ impl Services {
         let runner: Arc<dyn crate::sandbox::Runner> = base.sandbox.clone();
         let supervisor = supervisor(base, &runner, &hub, &routes, &notifier);
         let sources = source_store(config)?;
-        let cluster = cluster_backend(config, &routes, &hub, &notifier, runs.clone()).await?;
+        let task_readings = Arc::new(crate::cluster::readings::TaskReadings::default());
+        let parts = ClusterParts {
+            routes: &routes,
+            hub: &hub,
+            notifier: &notifier,
+            readings: &task_readings,
+        };
+        let cluster = cluster_backend(config, parts, runs.clone()).await?;
         let tls = start_tls(config, store, &notifier).await?;
         let pipeline = Pipeline::new(PipelineParts {
             config: config.clone(),
@@ -84,10 +91,12 @@ impl Services {
             routes: routes.clone(),
             runner,
             supervisor: supervisor.clone(),
+            backends: pipeline.backends(),
             tls: tls.clone(),
             daemon: daemon_metrics.clone(),
             store: store.clone(),
             data_dir: config.data_dir.clone(),
+            task_readings,
         });
         let domains = domains(base, &routes, &tls, &notifier, bound);
         let (jobs, addons) = jobs_and_addons(base, &pipeline, &hub, &supervisor, &notifier);
@@ -330,20 +339,34 @@ fn source_store(config: &Config) -> anyhow::Result<Arc<crate::source::SourceStor
     ))
 }
 
+/// What the cluster backend is given besides the config.
+struct ClusterParts<'a> {
+    routes: &'a Arc<Routes>,
+    hub: &'a Arc<LogHub>,
+    notifier: &'a Notifier,
+    /// Where the tasks' usage reports go (the metrics read them too).
+    readings: &'a Arc<crate::cluster::readings::TaskReadings>,
+}
+
 /// The Swarm backend with its build server, when `[cluster] engine` names one.
 async fn cluster_backend(
     config: &Config,
-    routes: &Arc<Routes>,
-    hub: &Arc<LogHub>,
-    notifier: &Notifier,
+    parts: ClusterParts<'_>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Option<Arc<dyn crate::supervisor::backend::AppBackend>>> {
+    let ClusterParts {
+        routes,
+        hub,
+        notifier,
+        readings,
+    } = parts;
     let (Some(_), Some(listen)) = (config.cluster.engine, config.cluster.fetch_listen) else {
         return Ok(None);
     };
     let fetch = crate::cluster::fetch::FetchServer::bind(
         listen,
         &config.data_dir.join("cluster"),
+        readings.clone(),
         shutdown.clone(),
     )
     .await

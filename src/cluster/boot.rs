@@ -1,16 +1,21 @@
-//! A task's first process (`slipway task-boot <secret>`, inside the runtime image): reads
-//! its boot document from the engine's secret, fetches the build over TLS from the daemon
-//! (trusting only the certificate the document names), refuses it unless its SHA-256 is the
-//! one the document names, unpacks it into `/app`, and becomes the app's command
-//! (`/bin/sh -c`), with the document's environment and nothing else.
+//! A task's first process (`slipway task-boot <secret>`, inside the runtime image; the
+//! engine's init is PID 1): reads its boot document from the engine's secret, fetches the
+//! build over TLS from the daemon (trusting only the certificate the document names),
+//! refuses it unless its SHA-256 is the one the document names, unpacks it into `/app`, and
+//! runs the app's command (`/bin/sh -c`, with the document's environment and nothing else)
+//! in a process group of its own. It stays next to the app for the task's life: it sends
+//! the task's usage reports (`report.rs`), carries its connections to linked add-ons
+//! (`tunnel.rs`), forwards the signals the engine's init gives it to the app's whole group
+//! (so the app gets its `SIGTERM` even when `sh` does not `exec` it) and ends with the app's
+//! exit status.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use http_body_util::{BodyExt, Full};
 use serde::{Deserialize, Serialize};
+
+use super::link::{connect, Connection};
 
 /// What a task is told, in its secret.
 #[derive(Debug, Serialize, Deserialize)]
@@ -21,7 +26,7 @@ pub struct BootDocument {
     pub cert_pem: String,
     pub command: String,
     pub env: Vec<(String, String)>,
-    /// The linked add-ons, reached through tunnels (`slipway task-relay`).
+    /// The linked add-ons, reached through tunnels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tunnels: Vec<super::tunnel::Tunnel>,
 }
@@ -29,14 +34,36 @@ pub struct BootDocument {
 /// Where the build is unpacked (a tmpfs in the service's spec).
 const APP_DIR: &str = "/app";
 
-/// Runs the boot; returns only on failure (the message says why).
+/// The signals passed on to the app's process group.
+const FORWARDED: [nix::sys::signal::Signal; 6] = {
+    use nix::sys::signal::Signal::*;
+    [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2]
+};
+
+/// Runs the boot and the app; ends the process with the app's status, or returns why it
+/// could not run it.
 pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
-    let document = read_document(secret)?;
+    let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
+    let document: BootDocument =
+        serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let tarball = runtime.block_on(fetch(&document))?;
+    let code = runtime.block_on(boot(document))?;
+    std::process::exit(code)
+}
+
+async fn boot(document: BootDocument) -> Result<i32, String> {
+    // This task's own instance name (`web.3`), which the engine set from its slot.
+    let instance = std::env::var("SLIPWAY_INSTANCE").ok();
+    if let Some(instance) = instance.clone() {
+        let (url, cert_pem) = (document.url.clone(), document.cert_pem.clone());
+        tokio::spawn(
+            async move { super::report::report_forever(&url, &cert_pem, &instance).await },
+        );
+    }
+    let tarball = fetch(&document).await?;
     let digest = crate::ids::sha256_hex(&tarball);
     if digest != document.sha256 {
         return Err(format!(
@@ -45,44 +72,53 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
         ));
     }
     unpack(&tarball)?;
-    if !document.tunnels.is_empty() {
-        start_relay(secret)?;
-    }
-    use std::os::unix::process::CommandExt;
-    let mut command = std::process::Command::new("/bin/sh");
+    super::tunnel::listen(&document.tunnels, &document.cert_pem).await?;
+    let mut command = tokio::process::Command::new("/bin/sh");
     command
         .arg("-c")
         .arg(&document.command)
         .current_dir(APP_DIR)
         .env_clear()
-        .envs(document.env.iter().map(|(k, v)| (k, v)));
-    // This task's own instance name (`web.3`), which the engine set from its slot.
-    if let Ok(instance) = std::env::var("SLIPWAY_INSTANCE") {
+        .envs(document.env.iter().map(|(k, v)| (k, v)))
+        .process_group(0);
+    if let Some(instance) = instance {
         command.env("SLIPWAY_INSTANCE", instance);
     }
-    let error = command.exec();
-    Err(format!("cannot run the command: {error}"))
+    let app = command
+        .spawn()
+        .map_err(|e| format!("cannot run the command: {e}"))?;
+    supervise(app).await
 }
 
-/// Starts `slipway task-relay` next to the app for its life (it ends with the task: the
-/// engine's init is PID 1) and waits until its tunnels listen, so the app's first
-/// connection to an add-on finds them.
-fn start_relay(secret: &Path) -> Result<(), String> {
-    use std::io::BufRead;
-    let relay = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = std::process::Command::new(relay)
-        .arg("task-relay")
-        .arg(secret)
-        .env_clear()
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the add-on tunnels: {e}"))?;
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("piped");
-    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-    match line.trim() {
-        super::tunnel::READY => Ok(()),
-        _ => Err("the add-on tunnels did not start (their error is above)".to_owned()),
+/// Waits for the app, passing the forwarded signals on to its process group; its exit
+/// status (128 + the signal when a signal ended it).
+async fn supervise(mut app: tokio::process::Child) -> Result<i32, String> {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::signal::unix::{signal, SignalKind};
+    let group = app
+        .id()
+        .map(|pid| nix::unistd::Pid::from_raw(pid as i32))
+        .ok_or("the app ended before it was watched")?;
+    let (forward, mut received) = tokio::sync::mpsc::unbounded_channel();
+    for kind in FORWARDED {
+        let mut stream = signal(SignalKind::from_raw(kind as i32)).map_err(|e| e.to_string())?;
+        let forward = forward.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = forward.send(kind);
+            }
+        });
+    }
+    loop {
+        tokio::select! {
+            status = app.wait() => {
+                let status = status.map_err(|e| e.to_string())?;
+                return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+            }
+            Some(kind) = received.recv() => {
+                let _ = nix::sys::signal::killpg(group, kind);
+            }
+        }
     }
 }
 
@@ -108,51 +144,15 @@ fn unpack(tarball: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// The boot document in the engine's secret at `secret`.
-pub(super) fn read_document(secret: &Path) -> Result<BootDocument, String> {
-    let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
-    serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))
-}
-
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
-
-/// A TLS connection to the build server of `url`, trusting only `cert_pem`; the URL and
-/// the `Host` to send.
-pub(super) async fn connect(url: &str, cert_pem: &str) -> Result<(http::Uri, String, Tls), String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("the URL: {e}"))?;
-    let host = uri.host().ok_or("the URL has no host")?.to_owned();
-    let port = uri.port_u16().unwrap_or(443);
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::tls::certs::parse_chain(cert_pem).map_err(|e| e.to_string())? {
-        roots.add(cert).map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot reach the control plane at {host}:{port}: {e}"))?;
-    let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS with the control plane: {e}"))?;
-    Ok((uri, format!("{host}:{port}"), tls))
-}
-
 async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
-    let (uri, host, tls) = connect(&document.url, &document.cert_pem).await?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
+    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
+    let Connection {
+        mut sender,
+        authority,
+    } = connect(&document.url, &document.cert_pem).await?;
     let request = http::Request::get(uri.path())
-        .header(http::header::HOST, host)
-        .body(Empty::<Bytes>::new())
+        .header(http::header::HOST, authority)
+        .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
     let response = sender
         .send_request(request)

@@ -8,10 +8,15 @@
 //! restarts (a task rescheduled a day later fetches again), and it is honoured while the
 //! deployment is granted (runs on the cluster); stopping it revokes it. The certificate and
 //! its key are kept next to it, made once per `fetch_listen` address. A capability is only
-//! ever in the engine's secret store, never in a log or the API. The same server carries the
-//! tasks' tunnels to their linked add-ons (`tunnel.rs`), each under a capability of its own
-//! (the HMAC of `<deployment>/<add-on address>`), honoured while the deployment is granted
-//! with that add-on in its reach.
+//! ever in the engine's secret store, never in a log or the API.
+//!
+//! The same capability lets the deployment's tasks report their usage:
+//! `POST /usage/<deployment>/<capability>` with a [`TaskReport`] (at most
+//! [`MAX_REPORT_BYTES`]) → 204, kept in [`TaskReadings`]; 404 for a wrong or revoked
+//! capability, 400 for a body that is not a report. And it carries the tasks' tunnels to
+//! their linked add-ons (`tunnel.rs`), each under a capability of its own (the HMAC of
+//! `<deployment>/<add-on address>`), honoured while the deployment is granted with that
+//! add-on in its reach. Nothing else is served.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -24,6 +29,21 @@ use http_body_util::Full;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ring::hmac;
 use tokio_util::sync::CancellationToken;
+
+use super::readings::{TaskReadings, TaskReport};
+
+/// Where builds are served and where usage is reported (then the deployment id and the
+/// capability).
+const BUILDS: &str = "/builds/";
+const USAGE: &str = "/usage/";
+
+/// The largest usage report taken.
+pub const MAX_REPORT_BYTES: usize = 1024;
+
+/// The path a task reports its usage at, from its build URL's path.
+pub fn usage_path(build_path: &str) -> Option<String> {
+    Some(format!("{USAGE}{}", build_path.strip_prefix(BUILDS)?))
+}
 
 /// A build a capability lets a task fetch.
 #[derive(Debug, Clone)]
@@ -41,6 +61,7 @@ pub struct FetchServer {
     cert_pem: String,
     key: hmac::Key,
     builds: Mutex<HashMap<String, Build>>,
+    readings: Arc<TaskReadings>,
 }
 
 /// Writes a new file only its owner reads, synced.
@@ -89,10 +110,12 @@ fn certificate(dir: &Path, ip: std::net::IpAddr) -> std::io::Result<(String, Vec
 }
 
 impl FetchServer {
-    /// Binds `listen` (port 0: any) with the certificate and key kept in `dir`.
+    /// Binds `listen` (port 0: any) with the certificate and key kept in `dir`; the usage
+    /// tasks report goes into `readings`.
     pub async fn bind(
         listen: SocketAddr,
         dir: &Path,
+        readings: Arc<TaskReadings>,
         shutdown: CancellationToken,
     ) -> std::io::Result<Arc<FetchServer>> {
         let other = |e: String| std::io::Error::other(e);
@@ -119,6 +142,7 @@ impl FetchServer {
             cert_pem,
             key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
             builds: Mutex::new(HashMap::new()),
+            readings,
         });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         tokio::spawn(server.clone().serve(listener, acceptor, shutdown));
@@ -130,6 +154,11 @@ impl FetchServer {
         &self.cert_pem
     }
 
+    /// What the tasks reported.
+    pub fn readings(&self) -> &TaskReadings {
+        &self.readings
+    }
+
     fn capability(&self, deployment_id: &str) -> String {
         crate::ids::hex(hmac::sign(&self.key, deployment_id.as_bytes()).as_ref())
     }
@@ -138,7 +167,7 @@ impl FetchServer {
     /// deployment, across restarts).
     pub fn grant(&self, build: Build) -> String {
         let url = format!(
-            "https://{}/builds/{}/{}",
+            "https://{}{BUILDS}{}/{}",
             self.address,
             build.deployment_id,
             self.capability(&build.deployment_id)
@@ -175,18 +204,20 @@ impl FetchServer {
         granted.then_some(target)
     }
 
-    /// Revokes the deployment's capability.
+    /// Revokes the deployment's capability (and forgets what its tasks reported).
     pub fn revoke(&self, deployment_id: &str) {
         self.lock().remove(deployment_id);
+        self.readings.forget(deployment_id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Build>> {
         self.builds.lock().expect("builds poisoned")
     }
 
-    /// The build a request's path names, when its capability is right and it is granted.
-    fn build_for(&self, path: &str) -> Option<Build> {
-        let (deployment_id, capability) = path.strip_prefix("/builds/")?.split_once('/')?;
+    /// The build a request's path names under `prefix`, when its capability is right and it
+    /// is granted.
+    fn build_for(&self, path: &str, prefix: &str) -> Option<Build> {
+        let (deployment_id, capability) = path.strip_prefix(prefix)?.split_once('/')?;
         // In constant time: the check does not say how much of a guess was right.
         let tag = crate::ids::hex_decode(capability)?;
         hmac::verify(&self.key, deployment_id.as_bytes(), &tag).ok()?;
@@ -240,13 +271,44 @@ impl FetchServer {
                 None => answer(StatusCode::NOT_FOUND, Bytes::new()),
             };
         }
-        let build = self.build_for(request.uri().path());
-        let Some(build) = build else {
+        let path = request.uri().path().to_owned();
+        if request.method() == http::Method::POST {
+            let Some(build) = self.build_for(&path, USAGE) else {
+                return answer(StatusCode::NOT_FOUND, Bytes::new());
+            };
+            let status = self.take_report(&build.deployment_id, request).await;
+            return answer(status, Bytes::new());
+        }
+        let Some(build) = self.build_for(&path, BUILDS) else {
             return answer(StatusCode::NOT_FOUND, Bytes::new());
         };
         match tokio::fs::read(&build.tarball).await {
             Ok(bytes) => answer(StatusCode::OK, Bytes::from(bytes)),
             Err(_) => answer(StatusCode::NOT_FOUND, Bytes::new()),
+        }
+    }
+
+    /// Keeps a task's usage report (a bounded JSON body).
+    async fn take_report(
+        &self,
+        deployment_id: &str,
+        request: http::Request<hyper::body::Incoming>,
+    ) -> StatusCode {
+        use http_body_util::BodyExt;
+        let body = http_body_util::Limited::new(request.into_body(), MAX_REPORT_BYTES);
+        let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+            return StatusCode::BAD_REQUEST;
+        };
+        let Ok(report) = serde_json::from_slice::<TaskReport>(&body) else {
+            return StatusCode::BAD_REQUEST;
+        };
+        match self
+            .readings
+            .record(deployment_id, report, std::time::Instant::now())
+        {
+            Ok(()) => StatusCode::NO_CONTENT,
+            Err(super::readings::Refused::Invalid) => StatusCode::BAD_REQUEST,
+            Err(super::readings::Refused::Full) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! `spec.rs` says what a service is, `swarm.rs` is the backend (the supervisor's
 //! [`AppBackend`](crate::supervisor::backend::AppBackend) seam), `fetch.rs` serves builds to
 //! tasks without a registry and `boot.rs` is the task's side of it, `tunnel.rs` carries
-//! tasks' connections to their linked add-ons, `nodes.rs` lists nodes.
+//! tasks' connections to their linked add-ons, `nodes.rs` lists nodes; each task reports
+//! its usage (`report.rs`) to the fetch server, kept in `readings.rs`.
 
 pub mod boot;
 mod cleanup;
@@ -12,10 +13,12 @@ pub mod docker;
 pub mod fetch;
 pub mod image;
 pub mod join;
+mod link;
 pub mod logs;
 pub mod nodes;
+pub mod readings;
+pub mod report;
 pub mod spec;
-mod stats;
 pub mod swarm;
 mod tasks;
 pub mod tunnel;

@@ -31,7 +31,6 @@ struct Service {
     service_id: String,
     memory_mb: u64,
     tasks: Arc<Mutex<Vec<TaskView>>>,
-    memory: super::stats::Memory,
     watcher: CancellationToken,
 }
 
@@ -298,7 +297,6 @@ impl AppBackend for Swarm {
                 .filter_map(|t| Some((Arc::from(format!("web.{}", t.slot)), t.address?)))
                 .collect();
             let tasks = Arc::new(Mutex::new(healthy));
-            let memory = super::stats::Memory::default();
             self.lock().insert(
                 crate::formation::instance_key(&template.deployment_id, &template.instance),
                 Service {
@@ -307,11 +305,9 @@ impl AppBackend for Swarm {
                     service_id: service_id.clone(),
                     memory_mb: template.memory_mb,
                     tasks: tasks.clone(),
-                    memory: memory.clone(),
                     watcher: watcher.clone(),
                 },
             );
-            super::stats::follow(self.docker.clone(), tasks.clone(), memory, watcher.clone());
             self.begin_watch(service_id, template, tasks, watcher);
             Ok(started)
         })
@@ -405,12 +401,10 @@ impl AppBackend for Swarm {
     }
 
     fn memory_bytes(&self, deployment_id: &str, instance: &InstanceId) -> Option<u64> {
-        let services = self.lock();
-        let service = services
-            .values()
-            .find(|s| s.deployment_id == deployment_id && s.process == instance.process)?;
-        let memory = service.memory.lock().expect("memory poisoned");
-        memory.get(&instance.index).copied()
+        self.fetch
+            .readings()
+            .usage(deployment_id, instance)?
+            .memory_bytes
     }
 
     fn runs(&self, deployment_id: &str) -> bool {

@@ -1,7 +1,6 @@
 //! Add-on links from cluster tasks: add-ons run in the control plane's sandboxes, on
 //! addresses only this machine reaches, so a task reaches each linked add-on through a
-//! tunnel. Inside the task, `slipway task-relay` (started by `task-boot` next to the app)
-//! listens on a loopback address per add-on (`127.0.1.<n>:<the add-on's port>`; the app's
+//! tunnel. Inside the task, `task-boot` (next to the app for the task's life) listens on a loopback address per add-on (`127.0.1.<n>:<the add-on's port>`; the app's
 //! `DATABASE_URL` / `REDIS_URL` name it instead of the add-on's address) and carries each
 //! connection over TLS to the daemon's build server (the same pinned certificate), which
 //! upgrades a request to `/tunnels/<deployment>/<add-on address>/<capability>` into a plain
@@ -9,19 +8,15 @@
 //! it is honoured while the deployment runs on the cluster and is linked to that add-on.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{Empty, Full};
+use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 
 /// The protocol a tunnel request upgrades to.
 pub const UPGRADE: &str = "slipway-tunnel";
-
-/// What `task-relay` prints once every tunnel listens.
-pub(super) const READY: &str = "listening";
 
 /// One linked add-on as a task reaches it: where the app connects inside the task, and the
 /// tunnel's URL on the build server.
@@ -111,33 +106,17 @@ pub(super) fn open(request: http::Request<hyper::body::Incoming>, target: Socket
     response
 }
 
-/// `slipway task-relay <secret>`: listens for each of the boot document's tunnels and
-/// carries every connection to the build server; returns only on failure.
-pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
-    let document = super::boot::read_document(secret)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async move {
-        let cert_pem: Arc<str> = Arc::from(document.cert_pem.as_str());
-        let mut listening = Vec::new();
-        for tunnel in document.tunnels {
-            let listener = tokio::net::TcpListener::bind(tunnel.listen)
-                .await
-                .map_err(|e| format!("cannot listen on {}: {e}", tunnel.listen))?;
-            listening.push(tokio::spawn(accept(listener, tunnel, cert_pem.clone())));
-        }
-        {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{READY}")
-                .and_then(|_| stdout.flush())
-                .map_err(|e| e.to_string())?;
-        }
-        futures_util::future::join_all(listening).await;
-        Err("every tunnel stopped".to_owned())
-    })
+/// Listens for each tunnel (before the app starts, so its first connection finds them)
+/// and carries every connection to the build server from then on.
+pub(super) async fn listen(tunnels: &[Tunnel], cert_pem: &str) -> Result<(), String> {
+    let cert_pem: Arc<str> = Arc::from(cert_pem);
+    for tunnel in tunnels {
+        let listener = tokio::net::TcpListener::bind(tunnel.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", tunnel.listen))?;
+        tokio::spawn(accept(listener, tunnel.clone(), cert_pem.clone()));
+    }
+    Ok(())
 }
 
 async fn accept(listener: tokio::net::TcpListener, tunnel: Tunnel, cert_pem: Arc<str>) {
@@ -153,7 +132,10 @@ async fn accept(listener: tokio::net::TcpListener, tunnel: Tunnel, cert_pem: Arc
                     let mut upgraded = TokioIo::new(upgraded);
                     let _ = tokio::io::copy_bidirectional(&mut app, &mut upgraded).await;
                 }
-                Err(error) => eprintln!("slipway task-relay: {}: {error}", tunnel.listen),
+                Err(error) => eprintln!(
+                    "slipway task-boot: the tunnel at {}: {error}",
+                    tunnel.listen
+                ),
             }
         });
     }
@@ -161,16 +143,16 @@ async fn accept(listener: tokio::net::TcpListener, tunnel: Tunnel, cert_pem: Arc
 
 /// A tunnel to the add-on behind `url`, upgraded.
 async fn carry(url: &str, cert_pem: &str) -> Result<hyper::upgrade::Upgraded, String> {
-    let (uri, host, tls) = super::boot::connect(url, cert_pem).await?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection.with_upgrades());
+    let uri: http::Uri = url.parse().map_err(|e| format!("the URL: {e}"))?;
+    let super::link::Connection {
+        mut sender,
+        authority,
+    } = super::link::connect(url, cert_pem).await?;
     let request = http::Request::get(uri.path())
-        .header(http::header::HOST, host)
+        .header(http::header::HOST, authority)
         .header(http::header::CONNECTION, "upgrade")
         .header(http::header::UPGRADE, UPGRADE)
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
     let response = sender
         .send_request(request)

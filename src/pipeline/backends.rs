@@ -34,7 +34,7 @@ impl Pipeline {
     }
 
     /// Every backend: the local sandbox, then the cluster when one is configured.
-    pub(super) fn backends(&self) -> Vec<Arc<dyn AppBackend>> {
+    pub fn backends(&self) -> Vec<Arc<dyn AppBackend>> {
         let local: Arc<dyn AppBackend> = self.local.clone();
         std::iter::once(local).chain(self.cluster.clone()).collect()
     }

@@ -8,8 +8,8 @@
 //! offers safely does not belong here; callers use `nix` directly.
 //!
 //! - `fd.rs` — claiming inherited descriptors by number; pidfds and pipes for the runtime.
-//! - `process.rs` — `clone` into namespaces, `fork` + `exec` in a group of its own,
-//!   `_exit`, pidfds, the descriptor and namespace set-up between `fork` and `exec`.
+//! - `process.rs` — `clone` into namespaces, `fork` + `exec` in a group of its own, a
+//!   detached `fork` (the cluster task's reporter), `_exit`, pidfds, the descriptor and namespace set-up between `fork` and `exec`.
 //! - `pty.rs` — pseudo-terminal pairs, window sizes, a controlling terminal at `exec`.
 //! - `signal.rs` — signal dispositions (`sigaction`, `signal`).
 //! - `caps.rs` — emptying the capability sets and locking the securebits.

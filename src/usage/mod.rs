@@ -1,5 +1,6 @@
 //! What the daemon measures, gathered at scrape time: each project's traffic counters (from
-//! the route snapshot), its app's memory and CPU (from the app's cgroups through the runner),
+//! the route snapshot), its app's memory and CPU (from the app's cgroups through the runner,
+//! or, for instances on a cluster, from what their tasks reported: `cluster::readings`),
 //! its build cache, certificate expiry (TLS), provisioning runs, the add-ons (`addons.rs`),
 //! and the process's own figures. Rendered as the Prometheus page (`prometheus.rs`: `GET /metrics` on
 //! `metrics_listen`, served by `server.rs`, and `GET /api/metrics`) and as one project's JSON
@@ -30,10 +31,14 @@ pub struct Observatory {
     pub runner: Arc<dyn Runner>,
     /// Which instances each live deployment runs (their cgroups are read one by one).
     pub supervisor: Arc<crate::supervisor::Supervisor>,
+    /// What runs apps (the local sandbox, a cluster): whose instances are measured.
+    pub backends: Vec<Arc<dyn crate::supervisor::backend::AppBackend>>,
     pub tls: Option<Arc<crate::tls::TlsManager>>,
     pub daemon: Arc<DaemonMetrics>,
     pub store: Store,
     pub data_dir: PathBuf,
+    /// What the cluster's tasks report (their instances have no cgroup here).
+    pub task_readings: Arc<crate::cluster::readings::TaskReadings>,
 }
 
 /// Whose figures a Prometheus page shows.
@@ -154,19 +159,49 @@ pub fn preview_cache_names(root: &Path, prefix: &str) -> Vec<String> {
 }
 
 impl Observatory {
-    /// The cgroup figures of each instance of a live deployment.
+    /// The cgroup figures of each instance of a live deployment (a cluster instance's as its
+    /// task reported them).
     fn instance_usage(
         &self,
         deployment_id: &str,
     ) -> Vec<(crate::formation::InstanceId, CgroupUsage)> {
-        self.supervisor
-            .instances(deployment_id)
-            .into_iter()
+        self.backends
+            .iter()
+            .flat_map(|backend| backend.instances(deployment_id))
             .filter_map(|view| {
                 let name = crate::supervisor::app_step_name(deployment_id, &view.instance);
-                Some((view.instance, self.runner.usage(&name)?))
+                let usage = self
+                    .runner
+                    .usage(&name)
+                    .or_else(|| self.task_readings.usage(deployment_id, &view.instance))?;
+                Some((view.instance, usage))
             })
             .collect()
+    }
+
+    /// The live app's figures: its step cgroups' here, else the sum of what its cluster
+    /// instances reported (`instances`); `None` when nothing is measured.
+    fn app_usage(
+        &self,
+        deployment_id: &str,
+        instances: &[(crate::formation::InstanceId, CgroupUsage)],
+    ) -> Option<CgroupUsage> {
+        let local = self
+            .runner
+            .usage(&crate::supervisor::app_step_prefix(deployment_id));
+        local.or_else(|| {
+            let sum =
+                |figures: Vec<Option<f64>>| figures.into_iter().flatten().reduce(|a, b| a + b);
+            let memory = sum(instances
+                .iter()
+                .map(|(_, u)| u.memory_bytes.map(|b| b as f64))
+                .collect());
+            let cpu = sum(instances.iter().map(|(_, u)| u.cpu_seconds).collect());
+            (memory.is_some() || cpu.is_some()).then_some(CgroupUsage {
+                memory_bytes: memory.map(|b| b as u64),
+                cpu_seconds: cpu,
+            })
+        })
     }
 
     /// The Prometheus text page (format 0.0.4) for `audience`.
@@ -283,10 +318,9 @@ impl Observatory {
                         .as_deref()
                         .map(|deployment_id| this.instance_usage(deployment_id))
                         .unwrap_or_default();
-                    let app = app_deployment.as_ref().and_then(|deployment_id| {
-                        this.runner
-                            .usage(&crate::supervisor::app_step_prefix(deployment_id))
-                    });
+                    let app = app_deployment
+                        .as_deref()
+                        .and_then(|deployment_id| this.app_usage(deployment_id, &instances));
                     let build_cache_bytes = if build_caches {
                         build_cache_bytes(&this.data_dir, &record.id)
                     } else {

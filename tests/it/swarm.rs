@@ -3,7 +3,10 @@
 //! with 3 replicas served through the router; a killed task replaced and routed again; a
 //! redeploy under a request loop with no failed request; the daemon restarted and
 //! re-attached to the same tasks; 3 → 1; the project deleted with no service, secret or
-//! network left and its build's capability revoked. Skips with a printed reason where
+//! network left and its build's capability revoked. Each task's memory and CPU, as it
+//! reported them (`usage.rs`), on the formation, the metrics and the project's usage; the
+//! app gets the SIGTERM of a task the engine stops and the task ends with it; a forged or
+//! revoked capability cannot report. Skips with a printed reason where
 //! dockerd is not installed or the test is not root.
 
 mod addon;
@@ -11,6 +14,7 @@ mod dockerd;
 mod load;
 mod netns;
 mod two_nodes;
+mod usage;
 
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use serde_json::{json, Value};
 use crate::support::{eventually, DaemonOptions, TestDaemon};
 use dockerd::{Dockerd, GATEWAY};
 use load::Load;
+use usage::fetch_status;
 
 /// A worker: says which instance it is every half second.
 const WORKER: &str = r#"
@@ -29,9 +34,13 @@ const PROCFILE: &str = "web: node server.js\nworker: node worker.js\n";
 
 const SERVER: &str = r#"
 console.log(`listening on ${process.env.PORT}`);
-require('http').createServer((req, res) => {
+const server = require('http').createServer((req, res) => {
   res.end(JSON.stringify({host: require('os').hostname()}));
 }).listen(process.env.PORT);
+process.on('SIGTERM', () => {
+  console.log(`${require('os').hostname()} got SIGTERM`);
+  server.close(() => process.exit(0));
+});
 "#;
 
 /// The distinct hosts (task containers) that answer `/` through the router in `tries`.
@@ -157,10 +166,12 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         }
     };
     let deploy = async {
-        daemon.deploy("orbit", &files, body).await;
+        let second = daemon.deploy("orbit", &files, body).await;
         deployed.store(true, std::sync::atomic::Ordering::SeqCst);
+        second
     };
-    tokio::join!(watch, deploy);
+    let (_, second) = tokio::join!(watch, deploy);
+    let second_id = second["deploymentId"].as_str().unwrap().to_owned();
     println!("a 3-replica redeploy on swarm took {:?}", started.elapsed());
     // Its web and worker services; the first deployment's are removed.
     let two_services = eventually(Duration::from_secs(30), || async {
@@ -199,16 +210,16 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         4,
         "3 web and 1 worker: {ps}"
     );
-    // Memory per task, from the engine's stats of each container on this node.
-    let measured = eventually(Duration::from_secs(15), || async {
-        let running = web_running(&daemon).await;
-        running.len() == 3
-            && running
-                .iter()
-                .all(|i| i["memoryBytes"].as_u64().is_some_and(|b| b > 1 << 20))
-    })
-    .await;
-    assert!(measured, "every web task's memory is measured");
+    // Memory and CPU per task, as each task reported its container's cgroup.
+    let figures = usage::every_task_measured(&daemon, 3).await;
+    usage::print_figures("single node", &figures);
+    let engine = dockerd.docker(&[
+        "stats",
+        "--no-stream",
+        "--format",
+        "{{.Name}} {{.MemUsage}} {{.CPUPerc}}",
+    ]);
+    println!("the engine's view: {}", engine.unwrap_or_else(|e| e));
     let listed = crate::support::cli(&daemon, &["nodes"]);
     assert!(
         listed.contains(&node_name) && listed.contains("ready"),
@@ -225,19 +236,7 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         .clone();
     let load = Load::start(daemon.http, &daemon.app_host("orbit"), 2);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let containers = dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.swarm.service.name={service}"),
-        ])
-        .unwrap();
-    let victim = containers
-        .lines()
-        .next()
-        .expect("a task container")
-        .to_owned();
+    let victim = tasks_of(&dockerd, &service)[0].clone();
     dockerd.docker(&["kill", &victim]).unwrap();
     let healed = eventually(Duration::from_secs(30), || async {
         let hosts = answering_hosts(&daemon, "orbit", 18).await;
@@ -246,6 +245,34 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     .await;
     assert!(healed, "the killed task is replaced and routed");
     assert_load("killed task", load.stop().await, 2);
+
+    // task-boot next to the app: a child of the engine's init, the app in a process group
+    // of its own; a task stopped by its engine passes SIGTERM on to the app (which says so
+    // and ends), and ends with it, not at the end of the grace period.
+    let stopped = tasks_of(&dockerd, &service)[0].clone();
+    let processes = dockerd
+        .docker(&["exec", &stopped, "/bin/sh", "-c", "cat /proc/[0-9]*/stat"])
+        .unwrap();
+    println!("the processes of a task: {processes}");
+    assert!(
+        usage::app_in_its_own_group(&processes),
+        "task-boot with the app in a group of its own: {processes}"
+    );
+    let hostname = dockerd
+        .docker(&["exec", &stopped, "/bin/sh", "-c", "cat /etc/hostname"])
+        .unwrap();
+    let started = std::time::Instant::now();
+    dockerd.docker(&["stop", "-t", "30", &stopped]).unwrap();
+    let took = started.elapsed();
+    println!("docker stop of a task took {took:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let said = format!("{} got SIGTERM", hostname.trim());
+    let graceful = eventually(Duration::from_secs(10), || async {
+        daemon.logs_text(&second_id).await.contains(&said)
+    })
+    .await;
+    assert!(graceful, "the app got its SIGTERM ({said:?} in its log)");
+    hosts_answer(&daemon, 3).await;
 
     // The daemon restarted: the same tasks serve, re-attached (nothing started anew).
     let tasks = |dockerd: &Dockerd| {
@@ -279,12 +306,23 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     // is deleted; then nothing of the project is left in the engine and the URL is refused.
     let boot = boot_document(&dockerd, &service);
     let url = boot["url"].as_str().unwrap().to_owned();
-    assert_eq!(fetch_status(&url, &boot["certPem"]).await, 200);
+    let cert = &boot["certPem"];
+    assert_eq!(fetch_status(&url, cert, None).await, 200);
     let forged = format!(
         "{}0000",
         url.trim_end_matches(|c: char| c.is_ascii_hexdigit())
     );
-    assert_eq!(fetch_status(&forged, &boot["certPem"]).await, 404);
+    assert_eq!(fetch_status(&forged, cert, None).await, 404);
+    // The same capability takes the deployment's usage reports; a forged one does not, nor
+    // does a body that is not a report or is too long.
+    let report_url = url.replace("/builds/", "/usage/");
+    let forged_report = forged.replace("/builds/", "/usage/");
+    let report = usage::report("web.9");
+    assert_eq!(fetch_status(&report_url, cert, Some(&report)).await, 204);
+    assert_eq!(fetch_status(&forged_report, cert, Some(&report)).await, 404);
+    assert_eq!(fetch_status(&report_url, cert, Some("{}")).await, 400);
+    let long = report.replace("probe", &"p".repeat(2000));
+    assert_eq!(fetch_status(&report_url, cert, Some(&long)).await, 400);
     let deleted = daemon.api("DELETE", "/api/projects/orbit", None).await;
     assert!(deleted.status < 300, "{}", deleted.text());
     let gone = eventually(Duration::from_secs(40), || async {
@@ -301,26 +339,29 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         dockerd.names("network")
     );
     assert_eq!(
-        fetch_status(&url, &boot["certPem"]).await,
+        fetch_status(&url, cert, None).await,
         404,
         "the capability is revoked"
     );
+    assert_eq!(
+        fetch_status(&report_url, cert, Some(&report)).await,
+        404,
+        "a revoked capability cannot report"
+    );
+}
+
+/// The containers of `service`'s tasks on the test's node (at least one).
+fn tasks_of(dockerd: &Dockerd, service: &str) -> Vec<String> {
+    let label = format!("label=com.docker.swarm.service.name={service}");
+    let listed = dockerd.docker(&["ps", "-q", "--filter", &label]).unwrap();
+    let ids: Vec<String> = listed.lines().map(str::to_owned).collect();
+    assert!(!ids.is_empty(), "a task container of {service}");
+    ids
 }
 
 /// The boot document of a task of `service`, read inside its container.
 fn boot_document(dockerd: &Dockerd, service: &str) -> Value {
-    let container = dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.swarm.service.name={service}"),
-        ])
-        .unwrap()
-        .lines()
-        .next()
-        .expect("a task container")
-        .to_owned();
+    let container = tasks_of(dockerd, service)[0].clone();
     let secret = dockerd
         .docker(&[
             "exec",
@@ -331,33 +372,6 @@ fn boot_document(dockerd: &Dockerd, service: &str) -> Value {
         ])
         .unwrap();
     serde_json::from_str(secret.trim()).expect("the boot document")
-}
-
-/// The status of a GET of a build URL, trusting only the certificate the boot document names.
-async fn fetch_status(url: &str, cert_pem: &Value) -> u16 {
-    let pem = cert_pem.as_str().unwrap().as_bytes().to_vec();
-    let output = tokio::task::spawn_blocking({
-        let url = url.to_owned();
-        move || {
-            let ca =
-                std::env::temp_dir().join(format!("slipway-swarm-ca-{}.pem", std::process::id()));
-            std::fs::write(&ca, pem).unwrap();
-            let output = std::process::Command::new("curl")
-                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
-                .arg(&ca)
-                .arg(&url)
-                .output()
-                .expect("curl");
-            let _ = std::fs::remove_file(&ca);
-            output
-        }
-    })
-    .await
-    .unwrap();
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
 }
 
 #[tokio::test]

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::boot_document;
 use super::dockerd::{Dockerd, GATEWAY};
-use super::{boot_document, fetch_status};
+use super::usage::fetch_status;
 use crate::sandboxed::Sandboxed;
 use crate::support::{eventually, missing_tool, TestDaemon};
 
@@ -98,15 +99,15 @@ async fn a_task_reaches_its_linked_addon_through_its_tunnel() {
         .expect("a tunnel")
         .to_owned();
     let cert = &boot["certPem"];
-    assert_eq!(fetch_status(&url, cert).await, 400);
+    assert_eq!(fetch_status(&url, cert, None).await, 400);
     let forged = format!(
         "{}0000",
         url.trim_end_matches(|c: char| c.is_ascii_hexdigit())
     );
-    assert_eq!(fetch_status(&forged, cert).await, 404);
+    assert_eq!(fetch_status(&forged, cert, None).await, 404);
     let moved = url.replacen(":6379/", ":22/", 1);
     assert_ne!(moved, url);
-    assert_eq!(fetch_status(&moved, cert).await, 404);
+    assert_eq!(fetch_status(&moved, cert, None).await, 404);
 
     // What the hop costs (printed, not asserted): PINGs one at a time through the tunnel
     // from inside the task, and straight to the add-on from this machine.

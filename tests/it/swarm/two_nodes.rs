@@ -3,7 +3,9 @@
 //! `slipway node join`; a 4-replica app spreads over both nodes and every task answers
 //! through the router; the worker then stops (its link cut, its dockerd stopped, as a
 //! machine that goes away) → the manager marks it down, its tasks are rescheduled on the
-//! manager and the router serves all four from there. Prints how long each step took.
+//! manager and the router serves all four from there. Every task's memory and CPU is
+//! measured on both nodes (each task reports its own), and again once the worker's tasks
+//! moved. Prints how long each step took and the figures.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -13,6 +15,7 @@ use serde_json::{json, Value};
 use super::dockerd::Dockerd;
 use super::load::Load;
 use super::netns::Netns;
+use super::usage::{every_task_measured, print_figures};
 use super::{daemon_fetching_at, scale, web_running, SERVER};
 use crate::notifications::receiver::Receiver;
 use crate::support::{eventually, TestDaemon, BIN};
@@ -217,6 +220,23 @@ async fn spread_over_both(cluster: &Cluster) {
         listed.contains(WORKER) && listed.contains(manager_node.as_str()),
         "{listed}"
     );
+    // The worker's tasks are measured as the manager's are: each reports its own cgroup.
+    let started = Instant::now();
+    let figures = every_task_measured(daemon, 4).await;
+    println!("all 4 tasks measured {:?} later", started.elapsed());
+    print_figures("two nodes", &figures);
+    assert!(figures.iter().any(|(at, _)| at.ends_with(WORKER)));
+    // A report later (the first may predate the app), next to the worker's engine's view.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    print_figures(
+        "two nodes, 6 s later",
+        &every_task_measured(daemon, 4).await,
+    );
+    let format = "{{.Name}} {{.MemUsage}}";
+    let engine = tokio::task::block_in_place(|| {
+        worker.docker(&["stats", "--no-stream", "--format", format])
+    });
+    println!("the worker's engine: {}", engine.unwrap_or_else(|e| e));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -282,6 +302,8 @@ async fn tasks_run_on_a_second_node_and_move_to_the_first_when_it_stops() {
         answers(daemon, 16).await
     );
     let moved_after = stopped.elapsed();
+    // The rescheduled tasks report from their new node (the lost ones' readings expired).
+    print_figures("moved", &every_task_measured(daemon, 4).await);
     let (ok, failed) = load.stop().await;
     println!(
         "worker stopped: every request served by the manager's tasks after {served_after:?}; \
