@@ -18,6 +18,9 @@ use crate::store::records::{DeployHookRecord, ProjectSettings, Trigger};
 /// Deploy hooks per project.
 const MAX_HOOKS: usize = 20;
 
+/// Placement constraints per project.
+const MAX_CONSTRAINTS: usize = 10;
+
 pub async fn patch_settings(
     ctx: &Arc<Context>,
     id_or_slug: &str,
@@ -33,6 +36,13 @@ pub async fn patch_settings(
             ErrorCode::Conflict,
             "placement `cluster` needs a cluster engine: set [cluster] engine in the daemon's \
              config, or use `local`",
+        ));
+    }
+    if !settings.placement_constraints.is_empty() && ctx.config.cluster.engine.is_none() {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "placementConstraints choose a cluster's nodes: set [cluster] engine in the \
+             daemon's config first",
         ));
     }
     let id = project.id.clone();
@@ -67,7 +77,11 @@ fn patched(
                 "field `productionBranch` must be a branch name".into(),
             ));
         }
-        merged.insert(field, if cleared { Value::Null } else { value });
+        let none = match field.as_str() {
+            "placementConstraints" => Value::Array(Vec::new()),
+            _ => Value::Null,
+        };
+        merged.insert(field, if cleared { none } else { value });
     }
     let mut settings: ProjectSettings = serde_json::from_value(Value::Object(merged))
         .map_err(|error| invalid(error.to_string()))?;
@@ -100,6 +114,16 @@ fn patched(
         .map_err(|e| invalid(format!("field `productionBranch`: {e}")))?;
     if let Some(sleep) = &settings.sleep {
         sleep.check().map_err(invalid)?;
+    }
+    if settings.placement_constraints.len() > MAX_CONSTRAINTS {
+        return Err(invalid(format!(
+            "field `placementConstraints`: at most {MAX_CONSTRAINTS} constraints"
+        )));
+    }
+    for constraint in &settings.placement_constraints {
+        constraint
+            .check()
+            .map_err(|e| invalid(format!("field `placementConstraints`: {e}")))?;
     }
     Ok(settings)
 }

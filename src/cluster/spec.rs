@@ -37,6 +37,8 @@ pub struct ServiceParts<'a> {
     pub replicas: u32,
     pub network_id: &'a str,
     pub secret_id: &'a str,
+    /// The nodes it may run on (the engine's placement constraints).
+    pub constraints: &'a [String],
 }
 
 /// What a task sees of its node, read-only: `/usr` (the programs and libraries apps run
@@ -107,6 +109,7 @@ pub fn service_spec(parts: &ServiceParts<'_>) -> Value {
                 },
             },
             "RestartPolicy": {"Condition": "any", "Delay": 1_000_000_000u64, "MaxAttempts": 0},
+            "Placement": {"Constraints": parts.constraints},
             "Networks": [{"Target": parts.network_id}],
         },
         "Mode": {"Replicated": {"Replicas": parts.replicas}},

@@ -225,6 +225,7 @@ impl Swarm {
             replicas: spec.instances,
             network_id: &network,
             secret_id: &secret.id,
+            constraints: &spec.constraints,
         });
         let service: Id = self
             .docker

@@ -163,6 +163,9 @@ impl Pipeline {
             instances: ptype.instances,
             needed,
             health_timeout: Duration::from_secs(self.config.limits.health_timeout_s),
+            constraints: (launch.project.settings.placement_constraints.iter())
+                .map(|constraint| constraint.as_str().to_owned())
+                .collect(),
         }
     }
 

@@ -58,6 +58,62 @@ pub struct ProjectSettings {
     /// engine` is set, else this machine).
     #[serde(default)]
     pub placement: Option<Placement>,
+    /// On a cluster, the nodes its tasks may run on (the engine's constraints, all must hold).
+    #[serde(default)]
+    pub placement_constraints: Vec<NodeConstraint>,
+}
+
+/// The schema's pattern of a [`NodeConstraint`], the same rule as its check.
+pub const NODE_CONSTRAINT_PATTERN: &str = r"^(node\.(id|hostname|role|platform\.os|platform\.arch)|(node|engine)\.labels\.[A-Za-z0-9._-]{1,64})(==|!=)[A-Za-z0-9._-]{1,64}$";
+
+/// One placement rule for a cluster's engine: `node.labels.zone==eu`, `node.hostname!=old`,
+/// `node.role==worker` (Docker Swarm's constraint syntax, a subset: no spaces, no
+/// wildcards).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct NodeConstraint(
+    #[schemars(regex(pattern = NODE_CONSTRAINT_PATTERN), length(min = 4, max = 150))] String,
+);
+
+impl NodeConstraint {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it is a rule the engine takes (the schema's pattern, said in words if not).
+    pub fn check(&self) -> Result<(), String> {
+        let text = &self.0;
+        let word = |part: &str| {
+            (1..=64).contains(&part.len())
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        };
+        let split = text.split_once("==").or_else(|| text.split_once("!="));
+        let valid = split.is_some_and(|(attribute, value)| {
+            let known = matches!(
+                attribute,
+                "node.id"
+                    | "node.hostname"
+                    | "node.role"
+                    | "node.platform.os"
+                    | "node.platform.arch"
+            );
+            let label = ["node.labels.", "engine.labels."]
+                .iter()
+                .any(|prefix| attribute.strip_prefix(prefix).is_some_and(word));
+            (known || label) && word(value)
+        });
+        match valid {
+            true => Ok(()),
+            false => Err(format!(
+                "{text:?} is not a placement constraint: `node.hostname`, `node.id`, `node.role`, \
+                 `node.platform.os`, `node.platform.arch`, `node.labels.<key>` or \
+                 `engine.labels.<key>`, then `==` or `!=`, then a value of letters, digits, \
+                 `.`, `_` or `-`"
+            )),
+        }
+    }
 }
 
 /// Where a project's app runs (issue 36).
@@ -80,6 +136,7 @@ impl Default for ProjectSettings {
             preview_forks: false,
             sleep: None,
             placement: None,
+            placement_constraints: Vec::new(),
         }
     }
 }
@@ -458,3 +515,31 @@ pub struct IdempotentResponse {
 
 /// The version of `IdempotentResponse` this daemon writes and replays.
 pub const IDEMPOTENT_RESPONSE_VERSION: u32 = 2;
+
+#[cfg(test)]
+mod node_constraint_tests {
+    use super::NodeConstraint;
+
+    #[test]
+    fn only_the_engines_constraint_syntax_is_taken() {
+        for good in [
+            "node.labels.zone==eu",
+            "node.hostname!=old-1",
+            "node.role==worker",
+            "engine.labels.disk==ssd",
+        ] {
+            assert!(NodeConstraint(good.to_owned()).check().is_ok(), "{good}");
+        }
+        for bad in [
+            "node.labels.==eu",
+            "node.hostname=old",
+            "node.name==x",
+            "node.role==",
+            "node.role==a b",
+            "node.role==a==b",
+            "node.labels.a!=b==c",
+        ] {
+            assert!(NodeConstraint(bad.to_owned()).check().is_err(), "{bad}");
+        }
+    }
+}

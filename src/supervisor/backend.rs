@@ -47,6 +47,9 @@ pub struct TypeSpec {
     /// that cannot tell them apart waits for all.
     pub needed: u32,
     pub health_timeout: Duration,
+    /// Where a cluster may run its instances (the engine's constraints; the local sandbox
+    /// has one place).
+    pub constraints: Vec<String>,
 }
 
 impl TypeSpec {

@@ -416,6 +416,31 @@ async fn placement_on_a_cluster_needs_an_engine() {
         )
         .await;
     assert_eq!(bad.status, 400, "{}", bad.text());
+    // Placement constraints: a cluster's; not the engine's syntax: 400.
+    let constrain = |constraints: Value| {
+        daemon.api(
+            "PATCH",
+            "/api/projects/solo",
+            Some(json!({"placementConstraints": constraints})),
+        )
+    };
+    let refused = constrain(json!(["node.role==worker"])).await;
+    assert_eq!(refused.status, 409, "{}", refused.text());
+    for wrong in [
+        json!(["node.role=worker"]),
+        json!(["node.name==a"]),
+        json!("node.role==worker"),
+    ] {
+        let answer = constrain(wrong).await;
+        assert_eq!(answer.status, 400, "{}", answer.text());
+        assert!(
+            answer.text().contains("placementConstraints"),
+            "{}",
+            answer.text()
+        );
+    }
+    let cleared = constrain(Value::Null).await;
+    assert_eq!(cleared.status, 200, "{}", cleared.text());
 }
 
 /// The running `web` instances of `orbit`, by its formation.

@@ -232,3 +232,19 @@ fn links_feed_path_parameters_from_fields_of_the_answer() {
     }
     assert!(linked.iter().any(|id| id == "TriggerDeployHook"));
 }
+
+#[test]
+fn placement_constraints_are_described_with_their_pattern_and_bound() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let patch = &schemas["ProjectSettingsPatch"]["properties"]["placementConstraints"];
+    assert_eq!(patch["maxItems"], 10, "{patch}");
+    assert_eq!(
+        patch["items"]["$ref"], "#/components/schemas/NodeConstraint",
+        "{patch}"
+    );
+    assert_eq!(
+        schemas["NodeConstraint"]["pattern"],
+        crate::store::records::NODE_CONSTRAINT_PATTERN
+    );
+}

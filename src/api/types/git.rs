@@ -73,6 +73,13 @@ pub struct ProjectSettingsPatch {
     /// without one); `null`: the operator's default. Applies from the next deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Option<crate::store::records::Placement>>,
+    /// On a cluster, rules for the nodes its tasks run on, all of which must hold
+    /// (`node.labels.zone==eu`, `node.hostname!=old`, `node.role==worker`; at most 10);
+    /// `null` or `[]`: any node. 409 without a cluster engine. Applies from the next
+    /// deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 10))]
+    pub placement_constraints: Option<Option<Vec<crate::store::records::NodeConstraint>>>,
 }
 
 /// `POST /api/projects/{projectId}/webhook-secret`: shown once; calling again rotates it.

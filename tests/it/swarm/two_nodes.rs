@@ -184,9 +184,31 @@ async fn spread_over_both(cluster: &Cluster) {
         ..
     } = cluster;
     let files = [("server.js", SERVER, 0o644)];
-    daemon
-        .deploy("orbit", &files, json!({"startCommand": "node server.js"}))
+    // Pinned to the worker by a placement constraint: the first deployment runs there only.
+    let made = daemon
+        .api("POST", "/api/projects", Some(json!({"slug": "orbit"})))
         .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let pin = |constraints: Value| {
+        daemon.api(
+            "PATCH",
+            "/api/projects/orbit",
+            Some(json!({"placementConstraints": constraints})),
+        )
+    };
+    let pinned = pin(json!([format!("node.hostname=={WORKER}")])).await;
+    assert_eq!(pinned.status, 200, "{}", pinned.text());
+    let body = json!({"startCommand": "node server.js"});
+    daemon.deploy("orbit", &files, body.clone()).await;
+    assert_eq!(placement(daemon).await, [WORKER], "pinned to the worker");
+    // Unpinned: the next deployment spreads.
+    let unpinned = pin(Value::Null).await;
+    assert_eq!(unpinned.status, 200, "{}", unpinned.text());
+    assert_eq!(
+        unpinned.json()["settings"]["placementConstraints"],
+        json!([])
+    );
+    daemon.deploy("orbit", &files, body).await;
     scale(daemon, 4).await;
     let started = Instant::now();
     let spread = eventually(Duration::from_secs(60), || async {
