@@ -34,8 +34,10 @@ const PROCFILE: &str = "web: node server.js\nworker: node worker.js\n";
 
 const SERVER: &str = r#"
 console.log(`listening on ${process.env.PORT}`);
+const status = require('fs').readFileSync('/proc/self/status', 'utf8');
+const noNewPrivs = /NoNewPrivs:\s*(\d)/.exec(status)[1];
 const server = require('http').createServer((req, res) => {
-  res.end(JSON.stringify({host: require('os').hostname()}));
+  res.end(JSON.stringify({host: require('os').hostname(), noNewPrivs}));
 }).listen(process.env.PORT);
 process.on('SIGTERM', () => {
   console.log(`${require('os').hostname()} got SIGTERM`);
@@ -133,6 +135,9 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
         .as_str()
         .unwrap()
         .starts_with("nod_"));
+    // The app runs with no_new_privs (task-boot set it; the engine's API has no field).
+    let answer: Value = daemon.app_get("orbit", "/", &[]).await.json();
+    assert_eq!(answer["noNewPrivs"], "1", "{answer}");
     // The app's output is in the deployment's log, tagged with its instance.
     let first_id = first["deploymentId"].as_str().unwrap().to_owned();
     let logged = eventually(Duration::from_secs(10), || async {
