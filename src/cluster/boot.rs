@@ -3,7 +3,8 @@
 //! build over TLS from the daemon (trusting only the certificate the document names),
 //! refuses it unless its SHA-256 is the one the document names, unpacks it into `/app`, and
 //! runs the app's command (`/bin/sh -c`, with the document's environment and nothing else)
-//! in a process group of its own, with no_new_privs set. It stays next to the app for the task's life: it sends
+//! in a process group of its own, with no_new_privs and the local sandbox's seccomp filter
+//! set. It stays next to the app for the task's life: it sends
 //! the task's usage reports (`report.rs`), carries its connections to linked add-ons
 //! (`tunnel.rs`), forwards the signals the engine's init gives it to the app's whole group
 //! (so the app gets its `SIGTERM` even when `sh` does not `exec` it) and ends with the app's
@@ -47,6 +48,11 @@ pub fn run(secret: &Path) -> Result<std::convert::Infallible, String> {
     // privileges, e.g. from a setuid program of the node's `/usr` (the engine's API of
     // Debian's docker.io has no field for it).
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("set no_new_privs: {e}"))?;
+    // The local sandbox's seccomp filter, over the engine's default profile (which lets
+    // io_uring through, for one): on this thread before any other starts, so every thread
+    // of this process and the app inherit it.
+    let filters = crate::sandbox::seccomp::compile().map_err(|e| format!("seccomp: {e}"))?;
+    crate::sandbox::seccomp::install(&filters).map_err(|e| format!("install seccomp: {e}"))?;
     let text = std::fs::read(secret).map_err(|e| format!("cannot read {secret:?}: {e}"))?;
     let document: BootDocument =
         serde_json::from_slice(&text).map_err(|e| format!("the boot document: {e}"))?;

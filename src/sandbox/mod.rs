@@ -37,7 +37,7 @@ mod machine;
 mod mounts;
 mod net;
 pub mod ns;
-mod seccomp;
+pub(crate) mod seccomp;
 mod served;
 mod shared;
 mod spec;

@@ -36,8 +36,12 @@ const SERVER: &str = r#"
 console.log(`listening on ${process.env.PORT}`);
 const status = require('fs').readFileSync('/proc/self/status', 'utf8');
 const noNewPrivs = /NoNewPrivs:\s*(\d)/.exec(status)[1];
+const ioUring = require('child_process').spawnSync('python3', ['-c',
+  'import ctypes; l = ctypes.CDLL(None, use_errno=True); ' +
+  'r = l.syscall(425, 1, ctypes.create_string_buffer(120)); ' +
+  'print("denied" if r == -1 and ctypes.get_errno() == 1 else "allowed")']).stdout.toString().trim();
 const server = require('http').createServer((req, res) => {
-  res.end(JSON.stringify({host: require('os').hostname(), noNewPrivs}));
+  res.end(JSON.stringify({host: require('os').hostname(), noNewPrivs, ioUring}));
 }).listen(process.env.PORT);
 process.on('SIGTERM', () => {
   console.log(`${require('os').hostname()} got SIGTERM`);
@@ -138,6 +142,8 @@ async fn a_server_app_runs_heals_redeploys_reattaches_scales_and_goes_on_swarm()
     // The app runs with no_new_privs (task-boot set it; the engine's API has no field).
     let answer: Value = daemon.app_get("orbit", "/", &[]).await.json();
     assert_eq!(answer["noNewPrivs"], "1", "{answer}");
+    // And under the local sandbox's seccomp filter too (the engine's default allows io_uring).
+    assert_eq!(answer["ioUring"], "denied", "{answer}");
     // The app's output is in the deployment's log, tagged with its instance.
     let first_id = first["deploymentId"].as_str().unwrap().to_owned();
     let logged = eventually(Duration::from_secs(10), || async {
