@@ -144,11 +144,17 @@ pub enum ClientCommand {
     Sleep {
         /// The project's slug or id.
         project: String,
+        /// One of its previews instead of production.
+        #[arg(long)]
+        preview: Option<String>,
     },
     /// Wake a project's sleeping app and wait until it runs.
     Wake {
         /// The project's slug or id.
         project: String,
+        /// One of its previews instead of production.
+        #[arg(long)]
+        preview: Option<String>,
     },
     /// A project's traffic, app memory and CPU, build cache and certificates since the daemon
     /// started.

@@ -331,35 +331,9 @@ pub async fn list_previews(
     let previews = ctx.store.call(move |s| s.previews_of(&id)).await?;
     let mut shaped = Vec::with_capacity(previews.len());
     for preview in previews {
-        let latest = preview.latest_deployment_id.clone();
-        let state = match latest.is_empty() {
-            true => None,
-            false => ctx
-                .store
-                .call(move |s| s.deployment(&latest))
-                .await?
-                .map(|d| d.state),
-        };
-        let label = format!("{}--{}", preview.name, project.slug);
         shaped.push((
             preview.updated_ms,
-            types::Preview {
-                url: ctx.app_url(&label),
-                app_state: super::projects::app_state(ctx, &label),
-                state: state
-                    .map(|s| {
-                        serde_json::to_value(s)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_else(|| "building".into()),
-                name: preview.name,
-                branch: preview.branch,
-                pull_request: preview.pull_request,
-                deployment_id: preview.deployment_id,
-                updated_at: rfc3339(preview.updated_ms),
-            },
+            preview_view(ctx, &project, preview).await?,
         ));
     }
     let (page, next_cursor) = super::paging::paginate(
@@ -402,4 +376,39 @@ pub async fn clear_build_cache(ctx: &Arc<Context>, id_or_slug: &str) -> Result<R
         deleted: true,
         freed_bytes,
     }))
+}
+
+/// A preview as the API shows it: its URL, its latest deployment's state and its app's.
+pub(super) async fn preview_view(
+    ctx: &Arc<Context>,
+    project: &crate::store::records::ProjectRecord,
+    preview: crate::store::records::PreviewRecord,
+) -> Result<types::Preview, ApiError> {
+    let latest = preview.latest_deployment_id.clone();
+    let state = match latest.is_empty() {
+        true => None,
+        false => ctx
+            .store
+            .call(move |s| s.deployment(&latest))
+            .await?
+            .map(|d| d.state),
+    };
+    let label = format!("{}--{}", preview.name, project.slug);
+    Ok(types::Preview {
+        url: ctx.app_url(&label),
+        app_state: super::projects::app_state(ctx, &label),
+        state: state
+            .map(|s| {
+                serde_json::to_value(s)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .unwrap_or_else(|| "building".into()),
+        name: preview.name,
+        branch: preview.branch,
+        pull_request: preview.pull_request,
+        deployment_id: preview.deployment_id,
+        updated_at: rfc3339(preview.updated_ms),
+    })
 }

@@ -359,6 +359,22 @@ route_table! {
         query: None,
         handle: sleep::wake(ctx, params.get(0)),
     }
+    SleepPreview: POST "/api/projects/{projectId}/previews/{name}/sleep" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Put a preview's app to sleep now (as the project's sleep does)",
+        request: None,
+        response: ResponseBody::Json(shape::<Preview>),
+        query: None,
+        handle: sleep::sleep_preview(ctx, params.get(0), params.get(1)),
+    }
+    WakePreview: POST "/api/projects/{projectId}/previews/{name}/wake" {
+        needs: Deploy, target: Project, success: ACCEPTED,
+        summary: "Wake a preview's sleeping app (as its next request would)",
+        request: None,
+        response: ResponseBody::Json(shape::<Preview>),
+        query: None,
+        handle: sleep::wake_preview(ctx, params.get(0), params.get(1)),
+    }
     CreateRun: POST "/api/projects/{projectId}/runs" {
         needs: Deploy, target: Project, success: ACCEPTED,
         summary: "Run a one-off command in a fresh sandbox from the live deployment's build (migrations, seeds, consoles)",

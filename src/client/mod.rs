@@ -119,8 +119,12 @@ pub async fn run(command: ClientCommand) -> Result<ExitCode, ClientError> {
             project,
             deployment,
         } => commands::rollback(&api()?, &project, &deployment).await,
-        ClientCommand::Sleep { project } => sleep::sleep(&api()?, &project).await,
-        ClientCommand::Wake { project } => sleep::wake(&api()?, &project).await,
+        ClientCommand::Sleep { project, preview } => {
+            sleep::sleep(&api()?, &project, preview.as_deref()).await
+        }
+        ClientCommand::Wake { project, preview } => {
+            sleep::wake(&api()?, &project, preview.as_deref()).await
+        }
         ClientCommand::Usage { project, json } => usage::usage(&api()?, &project, json).await,
         ClientCommand::Deployments { project } => history::deployments(&api()?, &project).await,
         ClientCommand::Previews { project } => history::previews(&api()?, &project).await,

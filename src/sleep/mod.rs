@@ -96,13 +96,18 @@ impl Sleeper {
         }
     }
 
-    /// Puts `project`'s app to sleep now (`POST …/sleep`), whatever is open to it.
-    pub async fn sleep_now(self: &Arc<Self>, project: &ProjectRecord) -> Result<(), Refusal> {
-        let lock = self.lock(&project.slug);
+    /// Puts `app` of `project` (production, or a preview) to sleep now (`POST …/sleep`),
+    /// whatever is open to it.
+    pub async fn sleep_now(
+        self: &Arc<Self>,
+        project: &ProjectRecord,
+        app: SleepingApp,
+    ) -> Result<(), Refusal> {
+        let label = app.label(&project.slug);
+        let lock = self.lock(&label);
         let _guard = lock.lock().await;
-        let app = SleepingApp::production(&project.id);
         let deployment = self.pipeline.put_to_sleep(&app, || true).await?;
-        self.slept(project, &project.slug, &deployment, "asked through the API");
+        self.slept(project, &label, &deployment, "asked through the API");
         Ok(())
     }
 

@@ -101,6 +101,14 @@ fn expected_needs() -> HashMap<&'static str, &'static str> {
         ("PATCH /api/projects/{projectId}/formation", "deploy"),
         ("POST /api/projects/{projectId}/sleep", "deploy"),
         ("POST /api/projects/{projectId}/wake", "deploy"),
+        (
+            "POST /api/projects/{projectId}/previews/{name}/sleep",
+            "deploy",
+        ),
+        (
+            "POST /api/projects/{projectId}/previews/{name}/wake",
+            "deploy",
+        ),
         ("GET /api/projects/{projectId}/domains/{domain}", "read"),
         (
             "DELETE /api/projects/{projectId}/domains/{domain}",

@@ -75,7 +75,9 @@ fn own_codes(route: Route) -> &'static [ErrorCode] {
         // that did not start.
         Route::ScaleFormation => &[Conflict],
         // Nothing live to sleep or wake (no server deployment).
-        Route::SleepProject | Route::WakeProject => &[Conflict],
+        Route::SleepProject | Route::WakeProject | Route::SleepPreview | Route::WakePreview => {
+            &[Conflict]
+        }
         Route::GetFormation => &[],
         Route::UpdateSettings => &[InvalidGitUrl, Conflict],
         // The body is read only once the project and its secret are known (`public_body.rs`).

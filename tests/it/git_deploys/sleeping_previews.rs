@@ -1,7 +1,8 @@
 //! Previews sleep too (issue 35): with the operator's `[sleep] previews_idle_timeout_s`, a
 //! server app's preview (built by a deploy hook for its branch) sleeps on its own once idle,
 //! its process gone, while production (no setting: never sleeps) keeps serving; the first
-//! request to the preview's host wakes it; it stays asleep across a daemon restart.
+//! request to the preview's host wakes it; it stays asleep across a daemon restart; the API
+//! puts it to sleep and wakes it on request (`…/previews/{name}/sleep`, `…/wake`).
 
 use std::time::Duration;
 
@@ -105,4 +106,35 @@ async fn previews_sleep_by_the_operators_default_and_wake_on_their_host() {
     assert!(alive(&again.text()));
     let project = daemon.api("GET", "/api/projects/api", None).await.json();
     assert_eq!(project["appState"], "running");
+
+    // Asked through the API: the preview sleeps now (its process gone) and wakes again.
+    let pid = again.text();
+    let slept = daemon
+        .api("POST", "/api/projects/api/previews/beta/sleep", None)
+        .await;
+    assert_eq!(slept.status, 202, "{}", slept.text());
+    assert_eq!(slept.json()["appState"], "sleeping", "{}", slept.text());
+    assert!(
+        eventually(Duration::from_secs(10), || async { !alive(&pid) }).await,
+        "the preview's process {pid} still runs"
+    );
+    let woken = daemon
+        .api("POST", "/api/projects/api/previews/beta/wake", None)
+        .await;
+    assert_eq!(woken.status, 202, "{}", woken.text());
+    let state = woken.json()["appState"].as_str().unwrap().to_owned();
+    assert!(state == "waking" || state == "running", "{state}");
+    let served = daemon.request("GET", PREVIEW, "/", &[], Vec::new()).await;
+    assert_eq!(served.status, 200, "{}", served.text());
+    assert_ne!(served.text(), pid, "a new process");
+    let unknown = daemon
+        .api("POST", "/api/projects/api/previews/gamma/sleep", None)
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text());
+
+    // The same from the CLI.
+    let slept = crate::support::cli(&daemon, &["sleep", "api", "--preview", "beta"]);
+    assert!(slept.contains("is sleeping"), "{slept}");
+    let woken = crate::support::cli(&daemon, &["wake", "api", "--preview", "beta"]);
+    assert!(woken.contains("is running"), "{woken}");
 }
