@@ -119,6 +119,7 @@ fn usage_point(at: u64, sample: &ProjectSample) -> UsagePoint {
         requests_total: sample.requests.iter().sum(),
         latency_p50_ms: ms(0.5),
         latency_p95_ms: ms(0.95),
+        bytes_in: sample.bytes_in,
         bytes_out: sample.bytes_out,
         upstream_errors: sample.upstream_errors,
         memory_bytes: sample.memory.map(|g| g.avg),

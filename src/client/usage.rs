@@ -44,6 +44,10 @@ pub fn summary(usage: &ProjectUsage) -> String {
         ));
     }
     out.push_str(&format!(
+        "received       {}\n",
+        human_bytes(usage.request_bytes)
+    ));
+    out.push_str(&format!(
         "sent           {}\n",
         human_bytes(usage.response_bytes)
     ));

@@ -92,6 +92,7 @@ pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub struct ProjectMetrics {
     requests: [AtomicU64; 5],
     duration: Histogram,
+    request_bytes: AtomicU64,
     response_bytes: AtomicU64,
     upstream_errors: AtomicU64,
     app_restarts: AtomicU64,
@@ -103,6 +104,7 @@ pub struct ProjectCounts {
     /// Requests by status class, in [`STATUS_CLASSES`] order.
     pub requests: [u64; 5],
     pub duration: HistogramSnapshot,
+    pub request_bytes: u64,
     pub response_bytes: u64,
     pub upstream_errors: u64,
     pub app_restarts: u64,
@@ -119,6 +121,7 @@ impl ProjectMetrics {
         ProjectMetrics {
             requests: Default::default(),
             duration: Histogram::new(REQUEST_BUCKETS),
+            request_bytes: AtomicU64::new(0),
             response_bytes: AtomicU64::new(0),
             upstream_errors: AtomicU64::new(0),
             app_restarts: AtomicU64::new(0),
@@ -130,6 +133,11 @@ impl ProjectMetrics {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.requests[class].fetch_add(1, Ordering::Relaxed);
         self.duration.observe(elapsed);
+    }
+
+    /// Body bytes a visitor sent to the app.
+    pub fn add_request_bytes(&self, bytes: u64) {
+        self.request_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Body bytes sent to a visitor.
@@ -151,6 +159,7 @@ impl ProjectMetrics {
         ProjectCounts {
             requests: std::array::from_fn(|i| self.requests[i].load(Ordering::Relaxed)),
             duration: self.duration.snapshot(),
+            request_bytes: self.request_bytes.load(Ordering::Relaxed),
             response_bytes: self.response_bytes.load(Ordering::Relaxed),
             upstream_errors: self.upstream_errors.load(Ordering::Relaxed),
             app_restarts: self.app_restarts.load(Ordering::Relaxed),

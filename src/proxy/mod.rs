@@ -196,7 +196,10 @@ impl Proxy {
         // connection it went out on turns out to have been closed by the app.
         let replayable = body.is_end_stream() && head.method().is_idempotent();
         if !body.is_end_stream() {
-            *head.body_mut() = from_incoming(body);
+            *head.body_mut() = match metrics {
+                None => from_incoming(body),
+                Some(metrics) => counted(body, metrics.clone()),
+            };
         }
         let mut request = head;
         let mut failed = None;
@@ -377,4 +380,16 @@ fn bad_gateway(upstream: SocketAddr, error: &SendError) -> Response<Body> {
         | SendError::Closed(_)
         | SendError::Failed(_) => VisitorPage::AppNotAnswering.response(),
     }
+}
+
+/// The visitor's request body, its bytes counted into the project's metrics as they pass.
+fn counted(body: Incoming, metrics: Arc<ProjectMetrics>) -> Body {
+    body.map_frame(move |frame| {
+        if let Some(data) = frame.data_ref() {
+            metrics.add_request_bytes(data.len() as u64);
+        }
+        frame
+    })
+    .map_err(|error| Box::new(error) as crate::http_util::BodyError)
+    .boxed()
 }

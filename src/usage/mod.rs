@@ -77,6 +77,8 @@ pub struct ProjectUsage {
     pub requests_total: u64,
     /// Time to the response head.
     pub request_duration: DurationHistogram,
+    /// Body bytes visitors sent to the app (requests' bodies).
+    pub request_bytes: u64,
     pub response_bytes: u64,
     /// Requests the app did not answer (502/504 pages).
     pub upstream_errors: u64,
@@ -260,6 +262,7 @@ impl Observatory {
                     })
                     .collect(),
             },
+            request_bytes: counts.request_bytes,
             response_bytes: counts.response_bytes,
             upstream_errors: counts.upstream_errors,
             app_restarts: counts.app_restarts,

@@ -73,9 +73,15 @@ fn request_duration_family(page: &mut Exposition, projects: &[ProjectFigures]) {
     }
 }
 
-/// The plain per-project counters: response bytes, upstream errors, app restarts.
+/// The plain per-project counters: request and response bytes, upstream errors, app
+/// restarts.
 fn project_counter_families(page: &mut Exposition, projects: &[ProjectFigures]) {
-    let counters: [(&str, &str, Figure); 3] = [
+    let counters: [(&str, &str, Figure); 4] = [
+        (
+            "slipway_http_request_bytes_total",
+            "Request body bytes visitors sent to the project's app.",
+            |f| f.counts.request_bytes,
+        ),
         (
             "slipway_http_response_bytes_total",
             "Response body bytes sent to visitors, by project.",

@@ -53,7 +53,14 @@ async fn traffic_is_kept_in_the_history_across_restarts() {
     if !deploy_web(&daemon, "true").await {
         return;
     }
-    let first_bytes = send(&daemon, 17).await;
+    let mut first_bytes = send(&daemon, 16).await;
+    // A request with a body: its bytes are the history's `bytesIn`.
+    let host = daemon.app_host("web");
+    let posted = daemon
+        .request("POST", &host, "/", &[], vec![b'x'; 1234])
+        .await;
+    assert_eq!(posted.status, 200);
+    first_bytes += posted.body.len() as u64;
     daemon.restart();
     let after_one = history(&daemon).await;
     let total = |h: &UsageHistory| h.points.iter().map(|p| p.requests.success).sum::<u64>();
@@ -61,6 +68,10 @@ async fn traffic_is_kept_in_the_history_across_restarts() {
     assert_eq!(
         after_one.points.iter().map(|p| p.bytes_out).sum::<u64>(),
         first_bytes
+    );
+    assert_eq!(
+        after_one.points.iter().map(|p| p.bytes_in).sum::<u64>(),
+        1234
     );
     let busy = after_one
         .points

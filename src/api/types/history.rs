@@ -90,6 +90,8 @@ pub struct UsagePoint {
     /// Time to the response head, estimated from the duration buckets; null without requests.
     pub latency_p50_ms: Option<f64>,
     pub latency_p95_ms: Option<f64>,
+    /// Body bytes visitors sent to the app.
+    pub bytes_in: u64,
     /// Body bytes sent to visitors.
     pub bytes_out: u64,
     /// Requests the app did not answer (502/504 pages).

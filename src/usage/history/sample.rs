@@ -100,6 +100,9 @@ pub struct ProjectSample {
     pub latency: Vec<u64>,
     #[serde(rename = "s")]
     pub latency_sum_seconds: f64,
+    /// Body bytes visitors sent to the app (0 in samples kept before it was counted).
+    #[serde(rename = "i", default)]
+    pub bytes_in: u64,
     /// Body bytes sent to visitors.
     #[serde(rename = "o")]
     pub bytes_out: u64,
@@ -125,6 +128,7 @@ impl Default for ProjectSample {
             requests: [0; 5],
             latency: vec![0; REQUEST_BUCKETS.len() + 1],
             latency_sum_seconds: 0.0,
+            bytes_in: 0,
             bytes_out: 0,
             upstream_errors: 0,
             memory: None,
@@ -152,6 +156,7 @@ impl Combine for ProjectSample {
             *mine += theirs;
         }
         self.latency_sum_seconds += other.latency_sum_seconds;
+        self.bytes_in += other.bytes_in;
         self.bytes_out += other.bytes_out;
         self.upstream_errors += other.upstream_errors;
         self.memory = combine_gauge(self.memory, wa, other.memory, wb);

@@ -149,6 +149,7 @@ impl Sampler {
         sample.latency_sum_seconds = (now.duration.sum_seconds
             - before.as_ref().map_or(0.0, |b| b.duration.sum_seconds))
         .max(0.0);
+        sample.bytes_in = delta(now.request_bytes, before.as_ref().map(|b| b.request_bytes));
         sample.bytes_out = delta(
             now.response_bytes,
             before.as_ref().map(|b| b.response_bytes),
