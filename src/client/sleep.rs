@@ -20,7 +20,14 @@ struct App<'a> {
     preview: Option<&'a str>,
 }
 
-impl App<'_> {
+impl<'a> App<'a> {
+    fn new(project: &str, preview: Option<&'a str>) -> App<'a> {
+        App {
+            project: path_segment(project),
+            preview,
+        }
+    }
+
     /// The path of its `sleep` or `wake` call.
     fn action(&self, action: &str) -> String {
         match self.preview {
@@ -74,11 +81,7 @@ pub async fn sleep(
     project: &str,
     preview: Option<&str>,
 ) -> Result<ExitCode, ClientError> {
-    let app = App {
-        project: path_segment(project),
-        preview,
-    };
-    let (name, state) = app.call(api, "sleep").await?;
+    let (name, state) = App::new(project, preview).call(api, "sleep").await?;
     println!("{name} is {}", state_word(state));
     Ok(ExitCode::SUCCESS)
 }
@@ -88,10 +91,7 @@ pub async fn wake(
     project: &str,
     preview: Option<&str>,
 ) -> Result<ExitCode, ClientError> {
-    let app = App {
-        project: path_segment(project),
-        preview,
-    };
+    let app = App::new(project, preview);
     let started = Instant::now();
     let (name, mut state) = app.call(api, "wake").await?;
     while state == AppState::Waking && started.elapsed() < WAKE_WAIT {

@@ -13,10 +13,8 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
-
-use super::link::{connect, Connection};
 
 /// What a task is told, in its secret.
 #[derive(Debug, Serialize, Deserialize)]
@@ -155,19 +153,7 @@ fn unpack(tarball: &[u8]) -> Result<(), String> {
 }
 
 async fn fetch(document: &BootDocument) -> Result<Bytes, String> {
-    let uri: http::Uri = document.url.parse().map_err(|e| format!("the URL: {e}"))?;
-    let Connection {
-        mut sender,
-        authority,
-    } = connect(&document.url, &document.cert_pem).await?;
-    let request = http::Request::get(uri.path())
-        .header(http::header::HOST, authority)
-        .body(Full::new(Bytes::new()))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
+    let response = super::link::get(&document.url, &document.cert_pem, None).await?;
     if !response.status().is_success() {
         return Err(format!("the control plane answered {}", response.status()));
     }

@@ -50,3 +50,30 @@ pub async fn connect(url: &str, cert_pem: &str) -> Result<Connection, String> {
         authority: format!("{host}:{port}"),
     })
 }
+
+/// A `GET` of `url` on a new connection to its fetch server (asking to upgrade to
+/// `upgrade`, when given); the response, whatever its status.
+pub async fn get(
+    url: &str,
+    cert_pem: &str,
+    upgrade: Option<&str>,
+) -> Result<http::Response<hyper::body::Incoming>, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("the URL: {e}"))?;
+    let Connection {
+        mut sender,
+        authority,
+    } = connect(url, cert_pem).await?;
+    let mut request = http::Request::get(uri.path()).header(http::header::HOST, authority);
+    if let Some(protocol) = upgrade {
+        request = request
+            .header(http::header::CONNECTION, "upgrade")
+            .header(http::header::UPGRADE, protocol);
+    }
+    let request = request
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -143,21 +143,7 @@ async fn accept(listener: tokio::net::TcpListener, tunnel: Tunnel, cert_pem: Arc
 
 /// A tunnel to the add-on behind `url`, upgraded.
 async fn carry(url: &str, cert_pem: &str) -> Result<hyper::upgrade::Upgraded, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("the URL: {e}"))?;
-    let super::link::Connection {
-        mut sender,
-        authority,
-    } = super::link::connect(url, cert_pem).await?;
-    let request = http::Request::get(uri.path())
-        .header(http::header::HOST, authority)
-        .header(http::header::CONNECTION, "upgrade")
-        .header(http::header::UPGRADE, UPGRADE)
-        .body(Full::new(Bytes::new()))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
+    let response = super::link::get(url, cert_pem, Some(UPGRADE)).await?;
     if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
         return Err(format!("the control plane answered {}", response.status()));
     }

@@ -289,43 +289,7 @@ impl AcmeIssuer {
             tokens: Vec::new(),
             alpn_names: Vec::new(),
         };
-        let mut authorizations = order.authorizations();
-        while let Some(authorization) = authorizations.next().await {
-            let mut authorization = authorization?;
-            match authorization.status {
-                AuthorizationStatus::Pending => {}
-                AuthorizationStatus::Valid => continue,
-                status => {
-                    return Err(OrderError::Validation(format!(
-                        "authorization is {status:?}"
-                    )))
-                }
-            }
-            let Some(mut challenge) = authorization.challenge(challenge_type.clone()) else {
-                return Err(OrderError::Validation(format!(
-                    "the CA offers no {} challenge",
-                    challenge_label(challenge_type)
-                )));
-            };
-            let key_authorization = challenge.key_authorization();
-            match challenge_type {
-                ChallengeType::TlsAlpn01 => {
-                    let certified_key =
-                        alpn_challenge_cert(name, key_authorization.digest().as_ref())?;
-                    published.add_alpn(name, certified_key);
-                }
-                _ => published.add_token(&challenge.token, key_authorization.as_str()),
-            }
-            // A CA that validates at once (Pebble without its sleep) answers this very call
-            // with the challenge's error: that is a failed validation, not a broken CA.
-            match challenge.set_ready().await {
-                Ok(()) => {}
-                Err(instant_acme::Error::Api(problem)) => {
-                    return Err(OrderError::Validation(problem.to_string()))
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
+        answer_challenges(&mut order, name, challenge_type, &mut published).await?;
 
         let retry = RetryPolicy::new()
             .initial_delay(Duration::from_millis(250))
@@ -347,6 +311,53 @@ impl AcmeIssuer {
         }
         Ok(finalize(&mut order, name, order_key, created_at, context).await?)
     }
+}
+
+/// Publishes the answer to each pending authorization's `challenge_type` challenge (kept in
+/// `published` until the order is decided) and tells the CA it is ready.
+async fn answer_challenges(
+    order: &mut Order,
+    name: &str,
+    challenge_type: &ChallengeType,
+    published: &mut PublishedChallenges<'_>,
+) -> Result<(), OrderError> {
+    let mut authorizations = order.authorizations();
+    while let Some(authorization) = authorizations.next().await {
+        let mut authorization = authorization?;
+        match authorization.status {
+            AuthorizationStatus::Pending => {}
+            AuthorizationStatus::Valid => continue,
+            status => {
+                return Err(OrderError::Validation(format!(
+                    "authorization is {status:?}"
+                )))
+            }
+        }
+        let Some(mut challenge) = authorization.challenge(challenge_type.clone()) else {
+            return Err(OrderError::Validation(format!(
+                "the CA offers no {} challenge",
+                challenge_label(challenge_type)
+            )));
+        };
+        let key_authorization = challenge.key_authorization();
+        match challenge_type {
+            ChallengeType::TlsAlpn01 => {
+                let certified_key = alpn_challenge_cert(name, key_authorization.digest().as_ref())?;
+                published.add_alpn(name, certified_key);
+            }
+            _ => published.add_token(&challenge.token, key_authorization.as_str()),
+        }
+        // A CA that validates at once (Pebble without its sleep) answers this very call
+        // with the challenge's error: that is a failed validation, not a broken CA.
+        match challenge.set_ready().await {
+            Ok(()) => {}
+            Err(instant_acme::Error::Api(problem)) => {
+                return Err(OrderError::Validation(problem.to_string()))
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Sends a CSR for a new key (stored with the order first) and downloads the chain.
