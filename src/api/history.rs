@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::reply::Reply;
 use super::types::{
-    BuildPoint, HistoryQuery, HistoryStep, MachineHistory, MachinePoint, ProcessTypePoint,
-    StatusClassCounts, UsageHistory, UsagePoint,
+    BuildPoint, HistoryQuery, HistoryStep, InstancePoint, MachineHistory, MachinePoint,
+    ProcessTypePoint, StatusClassCounts, UsageHistory, UsagePoint,
 };
 use super::{projects, ApiError, ApiRequest, Context};
 use crate::error_code::ErrorCode;
@@ -103,6 +103,16 @@ fn usage_point(at: u64, sample: &ProjectSample) -> UsagePoint {
             memory_max_bytes: figures.memory.map(|g| g.max),
             memory_limit_bytes: figures.memory_limit_mb << 20,
             cpu_cores: cores(figures.cpu_seconds, sample.minutes),
+            by_instance: figures
+                .by_instance
+                .iter()
+                .map(|(instance, own)| InstancePoint {
+                    instance: instance.clone(),
+                    memory_bytes: own.memory.map(|g| g.avg),
+                    memory_max_bytes: own.memory.map(|g| g.max),
+                    cpu_cores: cores(own.cpu_seconds, sample.minutes),
+                })
+                .collect(),
         })
         .collect();
     let limit: u64 = types.iter().map(|t| t.memory_limit_bytes).sum();

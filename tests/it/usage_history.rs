@@ -163,8 +163,8 @@ async fn bad_queries_are_refused_in_the_envelope() {
     assert_eq!(missing.status, 404);
 }
 
-/// In namespaces mode: memory and CPU per process type from the instances' cgroups, against
-/// their limits. CPU needs two readings by one daemon: a minute's turn, then the stop.
+/// In namespaces mode: memory and CPU per process type (and per instance, for web's two)
+/// from the instances' cgroups, against their limits. CPU needs two readings by one daemon: a minute's turn, then the stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_apps_memory_and_cpu_are_kept_per_process_type() {
     if crate::support::missing_tool("node", "the app is a node server") {
@@ -187,6 +187,14 @@ async fn a_sandboxed_apps_memory_and_cpu_are_kept_per_process_type() {
     daemon
         .deploy("web", &files, json!({"startCommand": "node server.js"}))
         .await;
+    let scaled = daemon
+        .api(
+            "PATCH",
+            "/api/projects/web/formation",
+            Some(json!({"web": {"instances": 2}})),
+        )
+        .await;
+    assert_eq!(scaled.status, 200, "{}", scaled.text());
     // The sampler's reading at the next minute's turn (its first: no CPU yet).
     let turned = crate::support::eventually(std::time::Duration::from_secs(75), || async {
         history(daemon)
@@ -209,20 +217,39 @@ async fn a_sandboxed_apps_memory_and_cpu_are_kept_per_process_type() {
         .collect();
     assert_eq!(types, ["web", "worker"], "{last:?}");
     for figures in &last.process_types {
-        assert_eq!(figures.instances, 1);
         let memory = figures.memory_bytes.unwrap();
         assert!(
             memory > 1_000_000 && memory < figures.memory_limit_bytes,
             "{figures:?}"
         );
     }
+    // web runs two instances: each has its own figures too; worker's one is its type's.
+    let (web, worker) = (&last.process_types[0], &last.process_types[1]);
+    assert_eq!((web.instances, worker.instances), (2, 1), "{last:?}");
+    let names: Vec<&str> = web
+        .by_instance
+        .iter()
+        .map(|i| i.instance.as_str())
+        .collect();
+    assert_eq!(names, ["web.1", "web.2"], "{web:?}");
+    let own: u64 = web
+        .by_instance
+        .iter()
+        .map(|i| i.memory_bytes.unwrap())
+        .sum();
+    assert_eq!(Some(own), web.memory_bytes, "{web:?}");
+    assert!(
+        web.by_instance.iter().all(|i| i.cpu_cores.is_some()),
+        "{web:?}"
+    );
+    assert!(worker.by_instance.is_empty(), "{worker:?}");
     let limits: u64 = last
         .process_types
         .iter()
         .map(|t| t.memory_limit_bytes)
         .sum();
     assert_eq!(last.memory_limit_bytes, Some(limits));
-    assert_eq!(after.cpu_limit_cores, Some(2.0), "two instances of 1 CPU");
+    assert_eq!(after.cpu_limit_cores, Some(3.0), "three instances of 1 CPU");
     println!(
         "sandboxed: {} MB in all, {:.4} cores",
         last.memory_bytes.unwrap() / 1_000_000,

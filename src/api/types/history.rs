@@ -65,6 +65,19 @@ pub struct ProcessTypePoint {
     pub memory_limit_bytes: u64,
     /// CPU used, in cores (CPU seconds per second).
     pub cpu_cores: Option<f64>,
+    /// Each instance's own figures, for a type that ran several (else empty).
+    pub by_instance: Vec<InstancePoint>,
+}
+
+/// One instance's share of its type's point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstancePoint {
+    /// `web.2`
+    pub instance: String,
+    pub memory_bytes: Option<u64>,
+    pub memory_max_bytes: Option<u64>,
+    pub cpu_cores: Option<f64>,
 }
 
 /// A build that finished in the point's time.

@@ -47,6 +47,7 @@ impl Observatory {
                     .unwrap_or_default();
                 InstanceReading {
                     process: view.instance.process.clone(),
+                    name: view.instance.to_string(),
                     key: crate::supervisor::app_step_name(&deployment_id, &view.instance),
                     memory_bytes: usage.memory_bytes,
                     cpu_seconds: usage.cpu_seconds,

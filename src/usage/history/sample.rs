@@ -73,6 +73,18 @@ pub struct TypeSample {
     /// Their memory limits together, in MB.
     #[serde(rename = "l", default)]
     pub memory_limit_mb: u64,
+    /// Each instance's own figures (`web.2` → …), kept for a type of several.
+    #[serde(rename = "x", default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_instance: BTreeMap<String, InstanceSample>,
+}
+
+/// One instance's memory and CPU in a sample's time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstanceSample {
+    #[serde(rename = "m")]
+    pub memory: Option<Gauge>,
+    #[serde(rename = "c")]
+    pub cpu_seconds: Option<f64>,
 }
 
 /// A build that finished in the sample's time.
@@ -167,6 +179,11 @@ impl Combine for ProjectSample {
             mine.cpu_seconds = add_cpu(mine.cpu_seconds, theirs.cpu_seconds);
             mine.instances = mine.instances.max(theirs.instances);
             mine.memory_limit_mb = mine.memory_limit_mb.max(theirs.memory_limit_mb);
+            for (instance, theirs) in &theirs.by_instance {
+                let mine = mine.by_instance.entry(instance.clone()).or_default();
+                mine.memory = combine_gauge(mine.memory, wa, theirs.memory, wb);
+                mine.cpu_seconds = add_cpu(mine.cpu_seconds, theirs.cpu_seconds);
+            }
         }
         for build in &other.builds {
             if self.builds.len() < MAX_BUILDS && !self.builds.iter().any(|b| b.run == build.run) {

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::sample::{BuildSample, Combine, Gauge, MachineSample, ProjectSample, TypeSample};
+use super::sample::{
+    BuildSample, Combine, Gauge, InstanceSample, MachineSample, ProjectSample, TypeSample,
+};
 use super::{Clock, MachineReading, Step, MACHINE};
 use crate::metrics::ProjectCounts;
 use crate::store::records::{RunRecord, RunStatus};
@@ -22,8 +24,10 @@ const ROLLED_UP: &str = "usage_history_next_hour";
 /// One instance of a live app, as read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceReading {
-    /// `web.1`: the type is before the dot.
+    /// Its process type (`web`).
     pub process: String,
+    /// Its name (`web.2`).
+    pub name: String,
     /// The instance's cgroup (unique per start): its CPU counter is compared with this key's.
     pub key: String,
     pub memory_bytes: Option<u64>,
@@ -172,16 +176,27 @@ impl Sampler {
             let figures = types.entry(instance.process.clone()).or_default();
             figures.instances += 1;
             figures.memory_limit_mb += instance.memory_limit_mb;
+            let mut own = InstanceSample {
+                memory: instance.memory_bytes.map(Gauge::at),
+                cpu_seconds: None,
+            };
             if let Some(bytes) = instance.memory_bytes {
                 let sum = figures.memory.map_or(0, |g| g.avg) + bytes;
                 figures.memory = Some(Gauge::at(sum));
             }
-            let Some(cpu) = instance.cpu_seconds else {
-                continue;
-            };
-            if let Some(before) = self.cpu.insert(instance.key.clone(), cpu) {
-                let used = if cpu >= before { cpu - before } else { cpu };
-                figures.cpu_seconds = Some(figures.cpu_seconds.unwrap_or(0.0) + used);
+            if let Some(cpu) = instance.cpu_seconds {
+                if let Some(before) = self.cpu.insert(instance.key.clone(), cpu) {
+                    let used = if cpu >= before { cpu - before } else { cpu };
+                    figures.cpu_seconds = Some(figures.cpu_seconds.unwrap_or(0.0) + used);
+                    own.cpu_seconds = Some(used);
+                }
+            }
+            figures.by_instance.insert(instance.name.clone(), own);
+        }
+        // One instance's figures are its type's: kept apart only for a type of several.
+        for figures in types.values_mut() {
+            if figures.instances < 2 {
+                figures.by_instance.clear();
             }
         }
         for figures in types.values() {

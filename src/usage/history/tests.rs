@@ -52,6 +52,7 @@ impl World {
                         .iter()
                         .map(|name| InstanceReading {
                             process: name.split('.').next().unwrap().into(),
+                            name: (*name).into(),
                             key: format!("{id}-{name}"),
                             memory_bytes: Some(100 << 20),
                             cpu_seconds: Some(self.cpu),
@@ -176,6 +177,13 @@ fn a_simulated_month_stays_within_its_bound() {
     assert_eq!(full.requests, [0, 4 * 60, 0, 0, 60]);
     assert_eq!(full.bytes_out, 5 * 60 * 1000);
     assert!((full.types["worker"].cpu_seconds.unwrap() - 360.0).abs() < 1e-6);
+    // Each of web's two instances on its own, rolled up like the type; worker (one) not.
+    let web = &full.types["web"];
+    let names: Vec<&String> = web.by_instance.keys().collect();
+    assert_eq!(names, ["web.1", "web.2"]);
+    assert_eq!(web.by_instance["web.1"].memory, Some(Gauge::at(100 << 20)));
+    assert!((web.by_instance["web.2"].cpu_seconds.unwrap() - 360.0).abs() < 1e-6);
+    assert!(full.types["worker"].by_instance.is_empty());
     let minutes: Vec<(u64, ProjectSample)> = read(&store, id, Step::Minute, 0, u64::MAX).unwrap();
     assert!(minutes[0].0 >= now - Step::Minute.kept_seconds());
     let machine_hours: Vec<(u64, MachineSample)> =
