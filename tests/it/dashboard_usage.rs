@@ -326,7 +326,12 @@ async fn charts_draw_the_apis_history() {
         axe_check(&mut browser, what, &mut violations).await;
     }
     browser
-        .eval("sessionStorage.clear(); location.hash = ''; location.reload(); true")
+        // The reload after the evaluation has answered (a navigation during it can lose
+        // the answer: "Inspected target navigated or closed").
+        .eval(
+            "sessionStorage.clear(); location.hash = ''; \
+             setTimeout(() => location.reload(), 50); true",
+        )
         .await;
     browser
         .wait_for("document.querySelector('#token')", "the sign-in form")
