@@ -86,14 +86,23 @@ fn daemon_on(dockerd: &Dockerd) -> TestDaemon {
 /// The daemon on `dockerd`'s swarm, serving builds at `fetch_ip` (every node's tasks reach
 /// it), with `more` config.
 fn daemon_fetching_at(dockerd: &Dockerd, fetch_ip: std::net::IpAddr, more: &str) -> TestDaemon {
+    TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
+        "{}[rate_limits]\nrequests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n\
+         {more}",
+        cluster_toml(dockerd, fetch_ip)
+    )))
+}
+
+/// The `[cluster]` section for `dockerd`'s swarm, its build server on a free port at
+/// `fetch_ip`.
+fn cluster_toml(dockerd: &Dockerd, fetch_ip: std::net::IpAddr) -> String {
     let fetch = std::net::TcpListener::bind((fetch_ip, 0))
         .and_then(|l| l.local_addr())
         .expect("a port for the build server");
-    TestDaemon::start_with(DaemonOptions::default().extra_toml(&format!(
-        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{fetch}\"\n[rate_limits]\n\
-         requests_per_minute = 100000\nposts_per_minute_per_endpoint = 100000\n{more}",
+    format!(
+        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{fetch}\"\n",
         dockerd.socket().display()
-    )))
+    )
 }
 
 async fn scale(daemon: &TestDaemon, instances: u32) {

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::boot_document;
 use super::dockerd::{Dockerd, GATEWAY};
 use super::usage::fetch_status;
+use super::{boot_document, cluster_toml};
 use crate::sandboxed::Sandboxed;
 use crate::support::{eventually, missing_tool, TestDaemon};
 
@@ -43,13 +43,7 @@ async fn a_task_reaches_its_linked_addon_through_its_tunnel() {
     let Some(dockerd) = Dockerd::start_or_skip(test) else {
         return;
     };
-    let fetch = std::net::TcpListener::bind((GATEWAY.parse::<std::net::IpAddr>().unwrap(), 0))
-        .and_then(|l| l.local_addr())
-        .expect("a port for the build server");
-    let cluster = format!(
-        "[cluster]\nengine = \"swarm\"\ndocker_socket = \"{}\"\nfetch_listen = \"{fetch}\"\n",
-        dockerd.socket().display()
-    );
+    let cluster = cluster_toml(&dockerd, GATEWAY.parse().unwrap());
     let Some(sandboxed) = Sandboxed::start(test, &cluster) else {
         return;
     };
