@@ -71,8 +71,10 @@ async fn kill_9_at_twenty_points_leaves_a_consistent_machine() {
                 "startCommand": format!("V={point} node server.js"),
             });
             let started = sandboxed.daemon.provision("web", body).await;
-            // Spread the kills over the ~1.2 s a run takes.
-            tokio::time::sleep(Duration::from_millis(point * 65)).await;
+            // Spread the kills over the ~1.2 s a run takes here, and the longer it takes on
+            // a slower machine (the packaged test's container: no kill reached `deploy` at
+            // 65 ms steps there once).
+            tokio::time::sleep(Duration::from_millis(point * 90)).await;
             let status = sandboxed
                 .daemon
                 .api(
